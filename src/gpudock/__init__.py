@@ -1,0 +1,3 @@
+"""gpudock: a GPU cluster manager for Docker containers."""
+
+__version__ = "0.1.0"

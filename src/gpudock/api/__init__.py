@@ -1,0 +1,1 @@
+"""The REST API: thin FastAPI routers over ``gpudock.services``."""

@@ -1,0 +1,40 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gpudock import __version__
+from gpudock.api.errors import install_error_handlers
+from gpudock.api.routers import health, inventory, jobs, tokens
+from gpudock.runtime.context import RuntimeContext
+from gpudock.runtime.controller import Controller
+
+
+def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> FastAPI:
+    """An app serving ``ctx``; if ``controller`` is given it runs for the app's lifetime."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if controller is not None:
+            controller.start()
+        try:
+            yield
+        finally:
+            if controller is not None:
+                controller.stop()
+
+    app = FastAPI(
+        title="gpudock",
+        version=__version__,
+        description="GPU cluster manager for Docker containers.",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    for router in (jobs.router, inventory.router, tokens.router, health.router):
+        app.include_router(router)
+    return app

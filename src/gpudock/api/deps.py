@@ -1,0 +1,44 @@
+"""FastAPI dependencies: the shared context, services and the caller's principal."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from gpudock.runtime.context import RuntimeContext
+from gpudock.services.auth import AuthService
+from gpudock.services.inventory import InventoryService
+from gpudock.services.jobs import JobService
+from gpudock.store.tokens import Principal
+
+
+def get_ctx(request: Request) -> RuntimeContext:
+    ctx: RuntimeContext = request.app.state.ctx
+    return ctx
+
+
+def get_jobs(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> JobService:
+    return JobService(ctx)
+
+
+def get_inventory(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> InventoryService:
+    return InventoryService(ctx)
+
+
+def get_auth(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> AuthService:
+    return AuthService(ctx)
+
+
+def get_principal(
+    auth: Annotated[AuthService, Depends(get_auth)],
+    authorization: Annotated[str | None, Header()] = None,
+) -> Principal:
+    return auth.authenticate(authorization)
+
+
+CurrentUser = Annotated[Principal, Depends(get_principal)]
+Jobs = Annotated[JobService, Depends(get_jobs)]
+Inventory = Annotated[InventoryService, Depends(get_inventory)]
+Auth = Annotated[AuthService, Depends(get_auth)]
+Ctx = Annotated[RuntimeContext, Depends(get_ctx)]

@@ -1,0 +1,83 @@
+"""/v1/jobs: submit, list, show, cancel, logs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+from fastapi.responses import StreamingResponse
+
+from gpudock.api.deps import CurrentUser, Jobs
+from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut
+from gpudock.core.errors import InvalidInput
+from gpudock.core.job import JobSpec, JobState
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut},
+}
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut, responses=ERRORS)
+def submit(spec: JobSpec, user: CurrentUser, jobs: Jobs) -> JobOut:
+    """Submit a job. 422 names the bad field, or says why it can never fit."""
+    return JobOut.of(jobs.submit(spec, user))
+
+
+@router.get("", response_model=list[JobOut], responses=ERRORS)
+def list_jobs(
+    user: CurrentUser,
+    jobs: Jobs,
+    state: Annotated[
+        list[str] | None, Query(description="filter by state; repeat or comma-separate")
+    ] = None,
+    queue: str | None = None,
+    owner: Annotated[str | None, Query(alias="user")] = None,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 500,
+) -> list[JobOut]:
+    states = parse_states(state)
+    return [JobOut.of(j) for j in jobs.list(user, states, queue, owner, limit)]
+
+
+@router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS)
+def show(job_id: int, user: CurrentUser, jobs: Jobs) -> JobDetailOut:
+    """One job with its allocation, pending reasons and state history."""
+    job = JobOut.of(jobs.get(job_id, user))
+    events = [JobEventOut.model_validate(e) for e in jobs.events(job_id, user)]
+    return JobDetailOut(**job.model_dump(), events=events)
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses={**ERRORS, 409: {"model": ErrorOut}})
+def cancel(job_id: int, user: CurrentUser, jobs: Jobs) -> JobOut:
+    """Cancel: pending jobs end at once; running ones get SIGTERM, then SIGKILL."""
+    return JobOut.of(jobs.cancel(job_id, user))
+
+
+@router.get("/{job_id}/logs", responses=ERRORS, response_class=StreamingResponse)
+def logs(job_id: int, user: CurrentUser, jobs: Jobs, follow: bool = False) -> StreamingResponse:
+    """Logs of every attempt; ``follow=true`` streams a running job's output until it ends."""
+    stream = jobs.logs(job_id, user, follow=follow)
+    first = next(stream, b"")  # raise NotFound before the response starts
+
+    def body() -> object:
+        yield first
+        yield from stream
+
+    return StreamingResponse(body(), media_type="text/plain; charset=utf-8")  # type: ignore[arg-type]
+
+
+def parse_states(values: list[str] | None) -> list[JobState] | None:
+    if not values:
+        return None
+    out = []
+    for value in values:
+        for item in value.split(","):
+            item = item.strip().upper()
+            if not item:
+                continue
+            try:
+                out.append(JobState(item))
+            except ValueError:
+                allowed = ", ".join(s.value for s in JobState)
+                raise InvalidInput(f"state: unknown state {item!r}; one of {allowed}", "state") from None
+    return out or None

@@ -1,0 +1,153 @@
+"""Response and request models of the REST API (OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from gpudock.core.inventory import Gpu, Node
+from gpudock.core.job import Job, JobSpec
+
+
+class PendingReasonOut(BaseModel):
+    layer: str
+    message: str
+    counterfactual: str | None = None
+
+
+class AllocationOut(BaseModel):
+    node: str
+    gpus: list[str]
+    memory_per_gpu: int | None = Field(description="bytes per GPU for shared jobs; null = whole GPUs")
+
+
+class JobOut(BaseModel):
+    id: int
+    name: str | None
+    user: str
+    queue: str
+    priority: int
+    state: str
+    reason: str | None
+    pending_reasons: list[PendingReasonOut]
+    attempt: int
+    submitted_at: float
+    allocated_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    node: str | None
+    gpus: list[str] = Field(description="GPU UUIDs the current or last attempt was given")
+    container: str | None
+    allocation: AllocationOut | None = Field(description="what the job holds now")
+    cancel_requested: bool
+    spec: JobSpec
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        allocation = None
+        if job.gpu_uuids and job.node and job.state.holds_resources:
+            allocation = AllocationOut(
+                node=job.node, gpus=list(job.gpu_uuids), memory_per_gpu=job.gpu_memory_per_gpu
+            )
+        return cls(
+            id=job.id, name=job.spec.name, user=job.user, queue=job.spec.queue,
+            priority=job.spec.priority, state=job.state.value, reason=job.reason,
+            pending_reasons=[PendingReasonOut(**r.to_dict()) for r in job.pending_reasons],  # type: ignore[arg-type]
+            attempt=job.attempt, submitted_at=job.submitted_at, allocated_at=job.allocated_at,
+            started_at=job.started_at, finished_at=job.finished_at, exit_code=job.exit_code,
+            node=job.node, gpus=list(job.gpu_uuids),
+            container=job.container_name if job.state.value in ("STARTING", "RUNNING") else None,
+            allocation=allocation, cancel_requested=job.cancel_requested, spec=job.spec,
+        )
+
+
+class JobEventOut(BaseModel):
+    at: float
+    attempt: int
+    from_state: str | None = Field(alias="from")
+    to: str
+    reason: str | None
+
+    model_config = {"populate_by_name": True}
+
+
+class JobDetailOut(JobOut):
+    events: list[JobEventOut]
+
+
+class GpuOut(BaseModel):
+    uuid: str
+    node: str
+    index: int
+    name: str
+    memory_total: int
+    used_memory: int
+    mig_mode: bool | None
+    emulated: bool
+    health: str
+    exclusive_job: int | None
+    shared_jobs: int
+
+    @classmethod
+    def of(cls, gpu: Gpu) -> GpuOut:
+        return cls(
+            uuid=gpu.uuid, node=gpu.node, index=gpu.index, name=gpu.name,
+            memory_total=gpu.memory_total, used_memory=gpu.used_memory, mig_mode=gpu.mig_mode,
+            emulated=gpu.emulated, health=gpu.health.value, exclusive_job=gpu.exclusive_job,
+            shared_jobs=gpu.shared_jobs,
+        )
+
+
+class NodeOut(BaseModel):
+    name: str
+    status: str
+    status_reason: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    gpu_source: str
+    last_seen: float
+    gpus_total: int
+    gpus_idle: int
+    gpus: list[GpuOut]
+
+    @classmethod
+    def of(cls, node: Node) -> NodeOut:
+        return cls(
+            name=node.name, status=node.status.value, status_reason=node.status_reason,
+            driver_version=node.driver_version, cuda_version=node.cuda_version,
+            gpu_source=node.gpu_source, last_seen=node.last_seen, gpus_total=len(node.gpus),
+            gpus_idle=sum(1 for g in node.gpus if g.idle and g.health.value == "ok"),
+            gpus=[GpuOut.of(g) for g in node.gpus],
+        )
+
+
+class TokenCreate(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    user: str
+    admin: bool = False
+
+
+class TokenOut(BaseModel):
+    user: str
+    admin: bool
+    token: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class HealthOut(BaseModel):
+    status: str
+    version: str
+    node: str
+    instance: str
+    docker: str
+    jobs: dict[str, int]

@@ -1,0 +1,261 @@
+"""The ``gpudock`` command line (typer + rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+
+from gpudock import __version__
+from gpudock.cli import render
+from gpudock.cli.client import Client, ClientError
+from gpudock.config import format_validation_error
+from gpudock.core.job import JobSpec
+
+app = typer.Typer(
+    name="gpudock", help="GPU cluster manager for Docker containers.", no_args_is_help=True,
+    pretty_exceptions_enable=False, add_completion=False,
+)
+token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def call(method: str, path: str, **kwargs: Any) -> Any:
+    try:
+        return Client().request(method, path, **kwargs)
+    except ClientError as exc:
+        fail(exc.message)
+
+
+def check_output(output: str) -> None:
+    if output not in ("table", "json"):
+        fail(f"--output must be 'table' or 'json', got {output!r}", 2)
+
+
+def parse_pairs(items: list[str] | None, what: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"{what} {item!r} must look like KEY=VALUE", 2)
+        pairs[key] = value
+    return pairs
+
+
+@app.command()
+def version() -> None:
+    """Print the gpudock version."""
+    out.print(__version__)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def submit(
+    image: Annotated[str | None, typer.Argument(help="container image")] = None,
+    command: Annotated[list[str] | None, typer.Argument(help="command after --")] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="YAML job spec")] = None,
+    gpus: Annotated[int | None, typer.Option(help="number of GPUs")] = None,
+    gpu_memory: Annotated[str | None, typer.Option(help="per-GPU share, e.g. 20GiB")] = None,
+    gpu_model: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
+    queue: Annotated[str | None, typer.Option()] = None,
+    priority: Annotated[int | None, typer.Option()] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V, repeatable")] = None,
+    label: Annotated[list[str] | None, typer.Option(help="K=V, repeatable")] = None,
+    mount: Annotated[list[str] | None, typer.Option(help="/host:/ctr[:ro], repeatable")] = None,
+    cpus: Annotated[float | None, typer.Option()] = None,
+    memory: Annotated[str | None, typer.Option(help="memory limit, e.g. 8GiB")] = None,
+    shm_size: Annotated[str | None, typer.Option(help="/dev/shm size")] = None,
+    max_runtime: Annotated[str | None, typer.Option(help="e.g. 2h")] = None,
+    retries: Annotated[int | None, typer.Option()] = None,
+    output: Output = "table",
+) -> None:
+    """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
+    check_output(output)
+    if command and command[0] == "--":
+        command = command[1:]
+    data: dict[str, Any] = load_spec_file(file) if file else {}
+    flags: dict[str, Any] = {
+        "image": image, "gpus": gpus, "gpu_memory": gpu_memory, "gpu_model": gpu_model,
+        "queue": queue, "priority": priority, "name": name, "cpus": cpus, "memory": memory,
+        "shm_size": shm_size, "max_runtime": max_runtime, "retries": retries,
+        "command": command or None,
+    }
+    data.update({k: v for k, v in flags.items() if v is not None})
+    for key, items, what in (("env", env, "--env"), ("labels", label, "--label")):
+        if items:
+            data[key] = {**data.get(key, {}), **parse_pairs(items, what)}
+    if mount:
+        data["mounts"] = [*data.get("mounts", []), *mount]
+    if "image" not in data:
+        fail("an image is required: gpudock submit [OPTIONS] IMAGE [-- CMD…], or -f job.yaml", 2)
+    try:
+        spec = JobSpec.model_validate(data)
+    except ValidationError as exc:
+        fail(f"invalid job spec: {format_validation_error(exc)}", 2)
+    job = call("POST", "/v1/jobs", json=spec.model_dump(mode="json", exclude_none=True))
+    if output == "json":
+        out.print_json(data=job)
+    else:
+        out.print(job["id"])
+
+
+def load_spec_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}", 2)
+    except yaml.YAMLError as exc:
+        fail(f"{path} is not valid YAML: {exc}", 2)
+    if not isinstance(data, dict):
+        fail(f"{path} must hold a mapping of job fields (image, gpus, …)", 2)
+    return data
+
+
+@app.command()
+def jobs(
+    state: Annotated[list[str] | None, typer.Option(help="filter; repeatable")] = None,
+    queue: Annotated[str | None, typer.Option()] = None,
+    user: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 200,
+    output: Output = "table",
+) -> None:
+    """List jobs (newest first)."""
+    check_output(output)
+    params: dict[str, Any] = {"limit": limit}
+    if state:
+        params["state"] = state
+    if queue:
+        params["queue"] = queue
+    if user:
+        params["user"] = user
+    items = call("GET", "/v1/jobs", params=params)
+    if output == "json":
+        out.print_json(data=items)
+    elif not items:
+        out.print("no jobs")
+    else:
+        out.print(render.jobs_table(items))
+
+
+@app.command()
+def show(job_id: int, output: Output = "table") -> None:
+    """Show one job: allocation, why it is pending, history."""
+    check_output(output)
+    job = call("GET", f"/v1/jobs/{job_id}")
+    if output == "json":
+        out.print_json(data=job)
+    else:
+        render.show_job(out, job)
+
+
+@app.command()
+def cancel(
+    job_id: int,
+    wait: Annotated[float, typer.Option(help="seconds to wait for the job to end (0: don't)")] = 30,
+) -> None:
+    """Cancel a job (running containers get SIGTERM, then SIGKILL)."""
+    job = call("POST", f"/v1/jobs/{job_id}/cancel")
+    deadline = time.monotonic() + wait
+    while job["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED", "LOST") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        job = call("GET", f"/v1/jobs/{job_id}")
+    note = job["reason"] or ("cancellation requested" if job["cancel_requested"] else "")
+    out.print(f"job {job_id} {job['state']}: {note}", highlight=False)
+
+
+@app.command()
+def logs(
+    job_id: int,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until the job ends")] = False,
+) -> None:
+    """Print a job's logs (archived after the container is gone)."""
+    client = Client()
+    try:
+        if follow:
+            _wait_started(client, job_id)
+        for chunk in client.stream(f"/v1/jobs/{job_id}/logs", {"follow": follow}):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+    except ClientError as exc:
+        fail(exc.message)
+
+
+def _wait_started(client: Client, job_id: int) -> None:
+    announced = False
+    while True:
+        job = client.request("GET", f"/v1/jobs/{job_id}")
+        if job["state"] not in ("PENDING", "ALLOCATED"):
+            return
+        if not announced:
+            err.print(f"job {job_id} is {job['state']}; waiting for it to start…")
+            announced = True
+        time.sleep(1)
+
+
+@app.command()
+def gpus(output: Output = "table") -> None:
+    """List GPUs and what holds them."""
+    check_output(output)
+    items = call("GET", "/v1/gpus")
+    if output == "json":
+        out.print_json(data=items)
+    elif not items:
+        out.print("no GPUs (start the server with --emulate-gpus 4xH100-80GB to try gpudock)")
+    else:
+        out.print(render.gpus_table(items))
+
+
+@app.command()
+def nodes(output: Output = "table") -> None:
+    """List nodes and their availability."""
+    check_output(output)
+    items = call("GET", "/v1/nodes")
+    if output == "json":
+        out.print_json(data=items)
+    else:
+        out.print(render.nodes_table(items))
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Option(help="user the token acts as")],
+    admin: Annotated[bool, typer.Option(help="make an admin token")] = False,
+) -> None:
+    """Create an API token (admin only). Printed once; store it safely."""
+    result = call("POST", "/v1/tokens", json={"user": user, "admin": admin})
+    out.print(result["token"], highlight=False)
+
+
+def register_server_command() -> None:
+    from gpudock.cli.server_cmd import server
+
+    app.command()(server)
+
+
+def main() -> None:
+    register_server_command()
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

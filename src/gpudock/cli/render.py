@@ -1,0 +1,128 @@
+"""Rich rendering of jobs, GPUs and nodes for the terminal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gpudock.core.units import format_duration, format_size
+
+STATE_STYLE = {
+    "PENDING": "yellow", "ALLOCATED": "cyan", "STARTING": "cyan", "RUNNING": "green",
+    "SUCCEEDED": "bold green", "FAILED": "red", "CANCELLED": "magenta", "LOST": "red",
+}
+
+
+def gpus_text(job: dict[str, Any]) -> str:
+    spec = job["spec"]
+    if not spec["gpus"]:
+        return "-"
+    text = str(spec["gpus"])
+    if spec.get("gpu_memory"):
+        text += f"x{format_size(spec['gpu_memory'])}"
+    if spec.get("gpu_model"):
+        text += f" {spec['gpu_model']}"
+    return text
+
+
+def job_note(job: dict[str, Any]) -> str:
+    if job["state"] == "PENDING" and job["pending_reasons"]:
+        return str(job["pending_reasons"][0]["message"])
+    if job.get("cancel_requested") and job["state"] in ("STARTING", "RUNNING"):
+        return "cancelling…"
+    return job.get("reason") or ""
+
+
+def age(job: dict[str, Any]) -> str:
+    now = time.time()
+    if job["state"] in ("RUNNING",) and job["started_at"]:
+        return "run " + format_duration(now - job["started_at"])
+    if job["finished_at"] and job["started_at"]:
+        return "ran " + format_duration(job["finished_at"] - job["started_at"])
+    return "wait " + format_duration((job["finished_at"] or now) - job["submitted_at"])
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE"):
+        table.add_column(col, no_wrap=col != "NOTE", overflow="fold")
+    for job in jobs:
+        state = job["state"]
+        table.add_row(
+            str(job["id"]), job["name"] or "-", job["user"], job["queue"], str(job["priority"]),
+            f"[{STATE_STYLE.get(state, '')}]{state}[/]", gpus_text(job), job["node"] or "-",
+            age(job), job_note(job),
+        )
+    return table
+
+
+def show_job(console: Console, job: dict[str, Any]) -> None:
+    spec = job["spec"]
+    state = job["state"]
+    console.print(f"[bold]job {job['id']}[/] {job['name'] or ''}  "
+                  f"[{STATE_STYLE.get(state, '')}]{state}[/]")
+    rows: list[tuple[str, str]] = [
+        ("user", job["user"]), ("queue", job["queue"]), ("priority", str(job["priority"])),
+        ("image", spec["image"]), ("command", " ".join(spec["command"] or []) or "(image default)"),
+        ("gpus", gpus_text(job)), ("attempt", f"{job['attempt']} (retries {spec['retries']})"),
+    ]
+    if job.get("reason"):
+        rows.append(("reason", job["reason"]))
+    if job.get("exit_code") is not None:
+        rows.append(("exit code", str(job["exit_code"])))
+    alloc = job.get("allocation")
+    if alloc:
+        share = f" ({format_size(alloc['memory_per_gpu'])} each)" if alloc["memory_per_gpu"] else ""
+        rows.append(("allocation", f"{alloc['node']}: {', '.join(alloc['gpus'])}{share}"))
+    if spec.get("max_runtime"):
+        rows.append(("max runtime", format_duration(spec["max_runtime"])))
+    for key in ("submitted_at", "allocated_at", "started_at", "finished_at"):
+        if job.get(key):
+            rows.append((key.removesuffix("_at"), time.strftime("%F %T", time.localtime(job[key]))))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        console.print(f"  {key:<{width}}  {value}", highlight=False)
+    if job["pending_reasons"]:
+        console.print("  [bold]why pending[/]")
+        for reason in job["pending_reasons"]:
+            line = f"    [{reason['layer']}] {reason['message']}"
+            if reason.get("counterfactual"):
+                line += f" — {reason['counterfactual']}"
+            console.print(line, highlight=False)
+    if job.get("events"):
+        console.print("  [bold]history[/]")
+        for ev in job["events"]:
+            ts = time.strftime("%T", time.localtime(ev["at"]))
+            why = f"  {ev['reason']}" if ev.get("reason") else ""
+            console.print(f"    {ts}  {ev['from'] or '·'} → {ev['to']}{why}", highlight=False)
+
+
+def gpus_table(gpus: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("NODE", "IDX", "UUID", "MODEL", "MEMORY", "USED", "MIG", "HEALTH", "HELD BY"):
+        table.add_column(col, no_wrap=True)
+    for g in gpus:
+        held = f"job {g['exclusive_job']}" if g["exclusive_job"] else (
+            f"{g['shared_jobs']} shared" if g["shared_jobs"] else "-")
+        model = g["name"]
+        if g["emulated"] and "emulated" not in model:
+            model += " (emulated)"
+        mig = "-" if g["mig_mode"] is None else ("on" if g["mig_mode"] else "off")
+        table.add_row(g["node"], str(g["index"]), g["uuid"], model, format_size(g["memory_total"]),
+                      format_size(g["used_memory"]), mig, g["health"], held)
+    return table
+
+
+def nodes_table(nodes: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for col in ("NODE", "STATUS", "GPUS", "IDLE", "SOURCE", "DRIVER", "CUDA", "NOTE"):
+        table.add_column(col, no_wrap=col != "NOTE")
+    for n in nodes:
+        style = "green" if n["status"] == "available" else "red"
+        table.add_row(n["name"], f"[{style}]{n['status']}[/]", str(n["gpus_total"]),
+                      str(n["gpus_idle"]), n["gpu_source"], n["driver_version"] or "-",
+                      n["cuda_version"] or "-", n["status_reason"] or "")
+    return table

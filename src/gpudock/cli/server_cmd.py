@@ -1,0 +1,53 @@
+"""``gpudock server``: start the embedded single-host server."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from gpudock.config import load_config
+from gpudock.core.errors import GpudockError
+from gpudock.store.db import default_home
+
+err = Console(stderr=True)
+
+
+def server(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8470,
+    db: Annotated[
+        str | None, typer.Option(help="database URL; default SQLite under $GPUDOCK_HOME")
+    ] = None,
+    emulate_gpus: Annotated[
+        str | None, typer.Option(help="declare emulated GPUs, e.g. 4xH100-80GB or 2xA100-40GB,2xT4-16GB")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="server config YAML")] = None,
+    home: Annotated[Path | None, typer.Option(help="state dir; default $GPUDOCK_HOME")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+) -> None:
+    """Start the gpudock server (API, scheduler, reconciler) on this host."""
+    from gpudock.server import build_server, write_client_config
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    home = home or default_home()
+    try:
+        cfg = load_config(config)
+        srv = build_server(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
+    except (GpudockError, ValueError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    write_client_config(home, host, port)
+    if srv.new_admin_token:
+        err.print(
+            f"[bold]admin token[/] (shown once; also saved to {home / 'admin-token'}):\n"
+            f"  {srv.new_admin_token}",
+            highlight=False,
+        )
+    uvicorn.run(srv.app, host=host, port=port, log_level=log_level.lower(), access_log=False)

@@ -1,0 +1,304 @@
+"""Jobs: the user's ``JobSpec`` and the server's ``Job`` with its state machine.
+
+State machine (every terminal state carries a reason)::
+
+    PENDING ──► ALLOCATED ──► STARTING ──► RUNNING ──► SUCCEEDED
+       │            │             │           ├──────► FAILED
+       │            │             │           ├──────► CANCELLED
+       │            │             │           └──────► LOST
+       │            └─► PENDING   └─► PENDING (requeued: retry, lost allocation)
+       └──────────► CANCELLED / FAILED
+
+``RUNNING → PENDING`` and ``STARTING → PENDING`` are requeues (a retry of a
+lost or failed container); the job keeps its id and submit time and its
+``attempt`` counter grows. Terminal states never change again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gpudock.core.errors import IllegalTransition
+from gpudock.core.units import parse_duration, parse_size
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    ALLOCATED = "ALLOCATED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    LOST = "LOST"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def holds_resources(self) -> bool:
+        """True while the job owns an allocation of GPUs."""
+        return self in (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST}
+)
+
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.ALLOCATED, JobState.CANCELLED, JobState.FAILED}),
+    JobState.ALLOCATED: frozenset(
+        {JobState.STARTING, JobState.PENDING, JobState.CANCELLED, JobState.FAILED}
+    ),
+    JobState.STARTING: frozenset(
+        {
+            JobState.RUNNING,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.LOST,
+            JobState.PENDING,
+        }
+    ),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST, JobState.PENDING}
+    ),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+    JobState.LOST: frozenset(),
+}
+
+
+def check_transition(current: JobState, target: JobState, reason: str | None = None) -> None:
+    """Raise ``IllegalTransition`` unless ``current → target`` is allowed.
+
+    Terminal targets additionally require a non-empty ``reason``.
+    """
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(f"job cannot go from {current} to {target}")
+    if target.terminal and not reason:
+        raise IllegalTransition(f"a job entering {target} needs a reason")
+
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_KEY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$")
+_MOUNT_MODES = ("ro", "rw")
+
+
+class JobSpec(BaseModel):
+    """What a user asks for. Unknown fields are rejected.
+
+    Sizes (``gpu_memory``, ``memory``, ``shm_size``) accept strings such as
+    ``20GiB`` and are stored in bytes; ``max_runtime`` accepts ``2h`` and is
+    stored in seconds. ``gpu_memory`` turns the job into a *shared* job: it gets
+    that much memory on each of ``gpus`` GPUs and may share them with other
+    shared jobs, never with exclusive ones.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field(description="container image, e.g. pytorch/pytorch:latest")
+    name: str | None = Field(default=None, description="a short name for humans")
+    command: list[str] | None = Field(default=None, description="argv; default: the image's")
+    env: dict[str, str] = Field(default_factory=dict)
+    gpus: int = Field(default=0, ge=0, le=1024, description="number of GPUs (0 for CPU-only)")
+    gpu_memory: int | None = Field(
+        default=None, description="per-GPU memory share in bytes (accepts '20GiB'); shared job"
+    )
+    gpu_model: str | None = Field(default=None, description="GPU model constraint, e.g. H100")
+    cpus: float | None = Field(default=None, gt=0, le=4096, description="CPU limit in cores")
+    memory: int | None = Field(default=None, description="memory limit in bytes (accepts '8GiB')")
+    shm_size: int | None = Field(default=None, description="/dev/shm size (accepts '1GiB')")
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    queue: str = Field(default="default")
+    labels: dict[str, str] = Field(default_factory=dict)
+    max_runtime: float | None = Field(
+        default=None, description="seconds (accepts '2h'); the job is stopped when it runs over"
+    )
+    retries: int = Field(default=0, ge=0, le=100, description="re-runs after a failure or loss")
+    mounts: list[str] = Field(
+        default_factory=list,
+        description="host bind mounts 'HOST:CONTAINER[:ro|rw]'; only admin-allowlisted paths",
+    )
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("image must not be empty")
+        if any(c.isspace() for c in value):
+            raise ValueError(f"image {value!r} must not contain whitespace")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not _NAME_RE.match(value):
+            raise ValueError(
+                "name must be 1-63 characters of letters, digits, '_', '.', '-', "
+                f"starting with a letter or digit; got {value!r}"
+            )
+        return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(
+                "queue must be 1-63 characters of letters, digits, '_', '.', '-'; "
+                f"got {value!r}"
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(value) == 0:
+            return None
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _ENV_KEY_RE.match(key):
+                raise ValueError(f"env key {key!r} is not a valid variable name")
+            if key.startswith("GPUDOCK_") or key in ("NVIDIA_VISIBLE_DEVICES",):
+                raise ValueError(f"env key {key!r} is reserved for gpudock")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _LABEL_KEY_RE.match(key) or key.startswith("gpudock."):
+                raise ValueError(
+                    f"label key {key!r} must be 1-63 of letters, digits, '_./-' "
+                    "and must not start with 'gpudock.'"
+                )
+        return value
+
+    @field_validator("gpu_memory", "memory", "shm_size", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        size = parse_size(value)
+        if size <= 0:
+            raise ValueError("size must be greater than zero")
+        return size
+
+    @field_validator("max_runtime", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError("max_runtime must be greater than zero")
+        return seconds
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _gpu_model(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not value:
+            raise ValueError("gpu_model must not be empty; omit it to accept any model")
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, value: list[str]) -> list[str]:
+        for mount in value:
+            parse_mount(mount)
+        return value
+
+    @property
+    def shared(self) -> bool:
+        """A shared job holds a memory share of each GPU instead of whole GPUs."""
+        return self.gpu_memory is not None and self.gpus > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    host: str
+    container: str
+    read_only: bool
+
+
+def parse_mount(text: str) -> Mount:
+    """Parse ``HOST:CONTAINER[:ro|rw]`` with absolute paths; raise ``ValueError``."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"mount {text!r} must look like /host/path:/container/path[:ro|rw]")
+    host, container = parts[0], parts[1]
+    mode = parts[2] if len(parts) == 3 else "rw"
+    if not host.startswith("/") or not container.startswith("/"):
+        raise ValueError(f"mount {text!r}: both paths must be absolute")
+    if mode not in _MOUNT_MODES:
+        raise ValueError(f"mount {text!r}: mode must be 'ro' or 'rw', got {mode!r}")
+    return Mount(host=host, container=container, read_only=mode == "ro")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """Why a job is not running yet.
+
+    ``layer`` says which part of the system holds it back (``devices``,
+    ``constraints``, ``health``, ``quota``, ``priority``…); ``message`` is for
+    humans; ``counterfactual`` says what would let it run, when known.
+    """
+
+    layer: str
+    message: str
+    counterfactual: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"layer": self.layer, "message": self.message, "counterfactual": self.counterfactual}
+
+
+@dataclass(slots=True)
+class Job:
+    """A job as the server knows it. Mutated only through the store's transitions."""
+
+    id: int
+    spec: JobSpec
+    user: str
+    state: JobState
+    submitted_at: float
+    attempt: int = 0
+    version: int = 0
+    reason: str | None = None
+    pending_reasons: list[PendingReason] = field(default_factory=list)
+    allocated_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    node: str | None = None
+    container_id: str | None = None
+    cancel_requested: bool = False
+    stop_requested: str | None = None  # "cancel" or "max_runtime" once asked
+    stop_requested_by: str | None = None
+    log_path: str | None = None
+    gpu_uuids: tuple[str, ...] = ()
+    gpu_memory_per_gpu: int | None = None
+
+    @property
+    def container_name(self) -> str:
+        """Deterministic per attempt, so a restarted server can never start it twice."""
+        return container_name(self.id, self.attempt)
+
+
+def container_name(job_id: int, attempt: int) -> str:
+    return f"gpudock-job-{job_id}-a{attempt}"

@@ -1,0 +1,1 @@
+"""Executors run allocated jobs as containers. ``docker`` is the first backend."""

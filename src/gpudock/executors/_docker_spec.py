@@ -1,0 +1,253 @@
+"""Pure helpers for the Docker executor: request → create arguments, inspect → status.
+
+Nothing here talks to the engine, so all of it is unit-testable without Docker.
+"""
+
+from __future__ import annotations
+
+import math
+import os.path
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import docker.types
+
+from gpudock.config import ExecutorConfig
+from gpudock.core.job import Mount
+from gpudock.executors.base import ContainerState, ContainerStatus, LaunchError, LaunchRequest
+
+LABEL_JOB = "gpudock.job"
+LABEL_ATTEMPT = "gpudock.attempt"
+LABEL_INSTANCE = "gpudock.instance"
+LABEL_GPUS = "gpudock.gpus"
+
+# dockerd's error when no device driver matches a request (no NVIDIA hook on its PATH).
+NO_GPU_DRIVER_TEXT = "could not select device driver"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSpec:
+    """Arguments for ``APIClient.create_container`` and ``create_host_config``."""
+
+    container: dict[str, Any]
+    host: dict[str, Any] = field(default_factory=dict)
+
+
+def build_create_spec(
+    request: LaunchRequest,
+    config: ExecutorConfig,
+    instance_id: str,
+    *,
+    device_request: bool,
+) -> CreateSpec:
+    """Everything Docker needs to create ``request``'s container, hardened per ``config``.
+
+    ``device_request`` chooses how GPUs are handed over: an NVIDIA device request
+    (dockerd's nvidia driver and the toolkit's hook) or only the
+    ``NVIDIA_VISIBLE_DEVICES`` env var (emulated GPUs on a daemon without the
+    driver). Raises ``LaunchError`` if a mount is outside ``config.allowed_mounts``.
+    """
+    labels = dict(request.labels)
+    labels.update(
+        {
+            LABEL_JOB: str(request.job_id),
+            LABEL_ATTEMPT: str(request.attempt),
+            LABEL_INSTANCE: instance_id,
+            LABEL_GPUS: ",".join(request.gpu_uuids),
+        }
+    )
+    container: dict[str, Any] = {
+        "image": request.image,
+        "command": list(request.command) if request.command is not None else None,
+        "name": request.name,
+        "environment": container_env(request),
+        "labels": labels,
+        "detach": True,
+    }
+    memory = request.memory if request.memory is not None else config.default_memory
+    cpus = request.cpus if request.cpus is not None else config.default_cpus
+    host: dict[str, Any] = {
+        "privileged": False,
+        "init": config.init,
+        "pids_limit": config.pids_limit,
+        "read_only": config.read_only_rootfs,
+        "security_opt": ["no-new-privileges"] if config.no_new_privileges else None,
+        "cap_drop": ["ALL"] if config.cap_drop_all else None,
+        "cap_add": list(config.cap_add) or None,
+        "mem_limit": memory,
+        "nano_cpus": round(cpus * 1e9) if cpus is not None else None,
+        "shm_size": request.shm_size,
+        "mounts": docker_mounts(request.mounts, config.allowed_mounts) or None,
+    }
+    if device_request and request.gpu_uuids:
+        host["device_requests"] = [
+            docker.types.DeviceRequest(device_ids=list(request.gpu_uuids), capabilities=[["gpu"]])
+        ]
+    return CreateSpec(container=container, host={k: v for k, v in host.items() if v is not None})
+
+
+def container_env(request: LaunchRequest) -> dict[str, str]:
+    """The request's env plus gpudock's own variables (which always win).
+
+    ``NVIDIA_VISIBLE_DEVICES`` is set whenever GPUs are allocated, in both GPU
+    modes: with a device request dockerd appends the same value, and setting it
+    here also overrides an image default such as ``all``. CPU-only jobs get
+    ``NVIDIA_VISIBLE_DEVICES=void``, so an image that defaults to ``all`` on a
+    host whose default runtime is NVIDIA's still sees no GPU. ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share
+    in MiB, for shared jobs only.
+    """
+    env = dict(request.env)
+    env["GPUDOCK_JOB_ID"] = str(request.job_id)
+    env["GPUDOCK_GPUS"] = ",".join(request.gpu_uuids)
+    env["NVIDIA_VISIBLE_DEVICES"] = ",".join(request.gpu_uuids) if request.gpu_uuids else "void"
+    if request.gpu_memory is not None and request.gpu_uuids:
+        env["GPUDOCK_GPU_MEMORY_MB"] = str(request.gpu_memory // (1024 * 1024))
+    return env
+
+
+def mount_allowed(host_path: str, allowed: Iterable[str]) -> bool:
+    """True if ``host_path``, normalised, is one of ``allowed`` or below one.
+
+    Matching is by whole path components (``/data`` allows ``/data/x`` but not
+    ``/database``), after ``normpath``, so ``/data/../etc`` is ``/etc``.
+    Symlinks are not resolved: the path lives on the engine's host, not here.
+    """
+    path = os.path.normpath(host_path)
+    if not path.startswith("/") or path.startswith("//"):
+        return False
+    for prefix in allowed:
+        base = os.path.normpath(prefix)
+        if base == "/" or path == base or path.startswith(base + "/"):
+            return True
+    return False
+
+
+def docker_mounts(mounts: Sequence[Mount], allowed: Sequence[str]) -> list[docker.types.Mount]:
+    """Bind mounts for Docker; ``LaunchError`` if any is outside the allowlist.
+
+    The service already checked the allowlist; this is defence in depth. Bind
+    mounts (unlike ``-v``) fail if the host path is missing instead of
+    creating it as root.
+    """
+    result = []
+    for mount in mounts:
+        if not mount_allowed(mount.host, allowed):
+            raise LaunchError(
+                f"mount {mount.host}:{mount.container} is not allowed: the host path is not "
+                "under an admin-allowed prefix (executor.allowed_mounts)"
+            )
+        result.append(
+            docker.types.Mount(
+                target=os.path.normpath(mount.container),
+                source=os.path.normpath(mount.host),
+                type="bind",
+                read_only=mount.read_only,
+            )
+        )
+    return result
+
+
+def stop_timeout(grace_seconds: float) -> int:
+    """Docker's stop timeout is whole seconds; round a fractional grace up."""
+    return max(0, math.ceil(grace_seconds))
+
+
+_NULL_TIME_PREFIX = "0001-01-01"
+_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$")
+
+
+def parse_engine_time(text: str | None) -> float | None:
+    """Docker's RFC 3339 (nanosecond) timestamps → unix seconds; zero time → None."""
+    if not text or text.startswith(_NULL_TIME_PREFIX):
+        return None
+    match = _TIME_RE.match(text)
+    if match is None:
+        return None
+    whole, fraction, zone = match.groups()
+    stamp = datetime.fromisoformat(whole + ("+00:00" if zone in (None, "Z") else zone))
+    return stamp.timestamp() + (float("0." + fraction) if fraction else 0.0)
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int | None:
+    try:
+        return int(labels[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def status_from_attrs(attrs: Mapping[str, Any]) -> ContainerStatus:
+    """Build a ``ContainerStatus`` from ``docker inspect`` output.
+
+    An unknown engine state is reported as ``DEAD`` (finished, abnormally);
+    ``exit_code`` and ``finished_at`` are None until the container has
+    finished, and ``finished_at`` is never before ``started_at``.
+    """
+    state = attrs.get("State") or {}
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    try:
+        container_state = ContainerState(state.get("Status", ""))
+    except ValueError:
+        container_state = ContainerState.DEAD
+    finished = container_state in (ContainerState.EXITED, ContainerState.DEAD)
+    started_at = parse_engine_time(state.get("StartedAt"))
+    finished_at = parse_engine_time(state.get("FinishedAt")) if finished else None
+    if started_at is not None and finished_at is not None and finished_at < started_at:
+        finished_at = started_at  # Docker stamps FinishedAt first for very short runs
+    return ContainerStatus(
+        id=attrs["Id"],
+        name=str(attrs.get("Name", "")).lstrip("/"),
+        job_id=_int_label(labels, LABEL_JOB),
+        attempt=_int_label(labels, LABEL_ATTEMPT),
+        state=container_state,
+        exit_code=state.get("ExitCode") if finished else None,
+        oom_killed=bool(state.get("OOMKilled", False)),
+        error=state.get("Error") or None,
+        started_at=started_at,
+        finished_at=finished_at,
+    )
+
+
+# Wrappers that containerd/runc put around the reason a container did not start.
+_WRAPPER_RE = re.compile(
+    r"^(?:failed to create shim task|failed to create shim|failed to create task for container"
+    r"|OCI runtime create failed|OCI runtime start failed|runc create failed"
+    r"|unable to start container process|error during container init"
+    r"|error running hook #\d+|error running hook): "
+)
+
+
+def short_engine_error(text: str) -> str:
+    """The useful part of a Docker/containerd/runc error message.
+
+    ``failed to create shim task: OCI runtime create failed: runc create failed:
+    unable to start container process: exec: "x": executable file not found in
+    $PATH: unknown`` becomes ``exec: "x": executable file not found in $PATH``.
+    """
+    text = text.strip()
+    while (match := _WRAPPER_RE.match(text)) is not None:
+        text = text[match.end() :]
+    text = text.removesuffix(": unknown").replace("stdout: , stderr: ", "stderr: ")
+    return text.strip() or "unknown error"
+
+
+_REGISTRY_CALL_RE = re.compile(r'^(?:Get|Head|Post) "(?:https?://)?([^/"]+)[^"]*": (.*)$', re.S)
+_DIAL_RE = re.compile(r"^dial (?:tcp|udp)(?: \S+)?: (?:lookup \S+(?: on \S+)?: )?(?:connect: )?")
+
+
+def short_pull_error(text: str) -> str:
+    """The useful part of a failed pull, e.g. ``registry localhost:1: connection refused``.
+
+    ``Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io
+    on 10.0.0.53:53: no such host`` becomes ``registry registry-1.docker.io: no
+    such host``; other messages (``pull access denied…``) pass through.
+    """
+    text = text.strip()
+    match = _REGISTRY_CALL_RE.match(text)
+    if match is None:
+        return text or "unknown error"
+    host, rest = match.groups()
+    rest = _DIAL_RE.sub("", rest)
+    return f"registry {host}: {rest}"

@@ -1,0 +1,140 @@
+"""The executor contract: run, inspect, stop and read logs of job containers.
+
+An executor decides nothing: the scheduler chose the GPUs, the controller
+chose when. Every method is safe to call again after a crash: ``launch`` of a
+name that already exists adopts that container instead of creating another.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpudock.core.job import Mount
+
+
+class ExecutorUnavailable(Exception):
+    """The container engine cannot be reached right now (transient)."""
+
+
+class LaunchError(Exception):
+    """The container cannot be started for a reason retrying will not fix.
+
+    Examples: the image is absent and cannot be pulled; the GPU runtime refused
+    the device request; the spec asks for something the engine rejects.
+    """
+
+
+class ContainerState(StrEnum):
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    RESTARTING = "restarting"
+    REMOVING = "removing"
+    EXITED = "exited"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """Everything needed to start one attempt of one job."""
+
+    job_id: int
+    attempt: int
+    name: str  # deterministic: gpudock.core.job.container_name(job_id, attempt)
+    image: str
+    command: list[str] | None
+    env: dict[str, str]
+    gpu_uuids: tuple[str, ...]
+    gpu_memory: int | None = None  # per-GPU share in bytes, shared jobs only
+    gpus_emulated: bool = False
+    cpus: float | None = None
+    memory: int | None = None
+    shm_size: int | None = None
+    mounts: tuple[Mount, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStatus:
+    id: str
+    name: str
+    job_id: int | None  # from the gpudock.job label; None if unparsable
+    attempt: int | None
+    state: ContainerState
+    exit_code: int | None = None
+    oom_killed: bool = False
+    error: str | None = None  # the engine's error string, if any
+    started_at: float | None = None  # unix seconds
+    finished_at: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (ContainerState.EXITED, ContainerState.DEAD)
+
+
+class Executor(ABC):
+    """Minimal backend contract; capability mixins extend it later."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Return if the engine answers; raise ``ExecutorUnavailable`` if not."""
+
+    @abstractmethod
+    def launch(self, request: LaunchRequest) -> ContainerStatus:
+        """Create and start the container, idempotently.
+
+        If a container named ``request.name`` exists it is adopted: started if
+        only created, returned as-is otherwise. Raises ``LaunchError`` for
+        permanent failures (the half-made container is removed) and
+        ``ExecutorUnavailable`` when the engine is unreachable.
+        """
+
+    @abstractmethod
+    def list_containers(self) -> list[ContainerStatus]:
+        """All containers that belong to this gpudock instance, in any state."""
+
+    @abstractmethod
+    def inspect(self, name_or_id: str) -> ContainerStatus | None:
+        """The container's status, or None if it does not exist."""
+
+    @abstractmethod
+    def stop(self, name_or_id: str, grace_seconds: float) -> None:
+        """SIGTERM, then SIGKILL after the grace period. No error if absent."""
+
+    @abstractmethod
+    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+        """Stdout and stderr, interleaved, as chunks; follows until exit if asked."""
+
+    @abstractmethod
+    def remove(self, name_or_id: str) -> None:
+        """Force-remove the container. No error if absent."""
+
+
+class EventStream(ABC):
+    """A blocking stream of container events; ``close`` ends it from another thread."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[str]:
+        """Yields the name of each container that started, died, was OOM-killed or removed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Unblock and end the iteration. Safe to call more than once."""
+
+
+class ExecutorWithEvents(Executor):
+    """Capability: push notifications of container changes (faster than polling)."""
+
+    @abstractmethod
+    def events(self) -> EventStream:
+        """Open a stream of this instance's container events.
+
+        Raises ``ExecutorUnavailable`` when the engine is unreachable; the
+        stream itself ends (without raising) when the connection drops.
+        """
+
+
+Notify = Callable[[str], None]

@@ -1,0 +1,411 @@
+"""Run job containers on a Docker Engine through docker-py.
+
+::
+
+    launch(request)
+      │ container named request.name exists? ──yes──► adopt (ours? start if created)
+      no
+      ▼
+    create ──404 no such image──► pull (bounded by pull_timeout) ──► create again
+      │ 409 name taken (a racing launch) ──► wait briefly, adopt
+      ▼
+    start ──fails──► remove the half-made container, then:
+      │               "could not select device driver" and gpu_mode=auto and the
+      │               GPUs are emulated ──► switch to env mode for good, create again
+      │               otherwise ──► LaunchError with Docker's reason, shortened
+      ▼
+    inspect ──► ContainerStatus
+
+Errors: ``ExecutorUnavailable`` when the engine cannot be reached (retry later),
+``LaunchError`` when retrying the same request cannot help.
+
+Threads: one docker-py client (a ``requests`` session over a pooled unix
+socket) is shared. Plain calls from a few threads are fine; each
+``logs(follow=True)`` holds one pooled connection until its iterator is closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import docker
+import docker.errors
+
+from gpudock.config import ExecutorConfig
+from gpudock.executors._docker_pull import explanation as _explanation
+from gpudock.executors._docker_pull import pull_image
+from gpudock.executors._docker_spec import (
+    LABEL_ATTEMPT,
+    LABEL_INSTANCE,
+    LABEL_JOB,
+    NO_GPU_DRIVER_TEXT,
+    build_create_spec,
+    short_engine_error,
+    status_from_attrs,
+    stop_timeout,
+)
+from gpudock.executors.base import (
+    ContainerState,
+    ContainerStatus,
+    EventStream,
+    ExecutorUnavailable,
+    ExecutorWithEvents,
+    LaunchError,
+    LaunchRequest,
+)
+
+log = logging.getLogger("gpudock.executors.docker")
+
+CLIENT_TIMEOUT_SECONDS = 30
+CLIENT_POOL_SIZE = 16
+# A racing create holds the name (409) before its container can be inspected.
+_RACE_SETTLE_SECONDS = 10.0
+
+ClientFactory = Callable[[], Any]  # returns a docker.DockerClient
+GpuMode = Literal["device-request", "env"]
+
+
+def default_client_factory(config: ExecutorConfig) -> ClientFactory:
+    """A factory for a client of ``config.docker_url`` (or DOCKER_HOST / the local socket)."""
+
+    def make() -> Any:
+        if config.docker_url:
+            return docker.DockerClient(
+                base_url=config.docker_url,
+                timeout=CLIENT_TIMEOUT_SECONDS,
+                max_pool_size=CLIENT_POOL_SIZE,
+            )
+        return docker.from_env(timeout=CLIENT_TIMEOUT_SECONDS, max_pool_size=CLIENT_POOL_SIZE)
+
+    return make
+
+
+@contextmanager
+def _engine_call(what: str) -> Iterator[None]:
+    """Turn 'cannot reach the engine' errors into ``ExecutorUnavailable``.
+
+    ``APIError`` (the engine answered with an error) passes through for the
+    caller to judge; so do ``LaunchError`` and ``ExecutorUnavailable``.
+    """
+    try:
+        yield
+    except docker.errors.APIError:
+        raise
+    except (docker.errors.DockerException, OSError) as exc:  # requests errors are OSErrors
+        raise ExecutorUnavailable(f"Docker engine unreachable while {what}: {exc}") from exc
+
+
+class _DockerEvents(EventStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for event in self._stream:
+                name = (event.get("Actor") or {}).get("Attributes", {}).get("name")
+                if name:
+                    yield str(name)
+        except (docker.errors.DockerException, OSError, ValueError, AttributeError):
+            return  # connection dropped or closed
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stream.close()
+
+
+class DockerExecutor(ExecutorWithEvents):
+    """The ``Executor`` for one Docker Engine.
+
+    Every container it makes carries the labels ``gpudock.job``,
+    ``gpudock.attempt``, ``gpudock.instance`` (this executor's
+    ``instance_id``) and ``gpudock.gpus``; ``list_containers`` sees only
+    containers with this instance's label. The client is created on first use,
+    so constructing an executor never touches the engine.
+    """
+
+    def __init__(
+        self,
+        config: ExecutorConfig,
+        instance_id: str,
+        client_factory: ClientFactory | None = None,
+    ) -> None:
+        if not instance_id:
+            raise ValueError("instance_id must not be empty")
+        self.config = config
+        self.instance_id = instance_id
+        self._client_factory = client_factory or default_client_factory(config)
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
+
+    @property
+    def gpu_mode(self) -> GpuMode:
+        """How emulated GPUs reach containers now; ``auto`` starts as device-request.
+
+        Real (non-emulated) GPUs always use device requests unless the config says ``env``.
+        """
+        return self._mode
+
+    def _docker(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                with _engine_call("connecting"):
+                    self._client = self._client_factory()
+            return self._client
+
+    def close(self) -> None:
+        """Close the client's connections; a later call makes a new client."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    # ----------------------------------------------------------------- queries
+
+    def ping(self) -> None:
+        """Return if the engine answers ``/_ping``; raise ``ExecutorUnavailable`` if not."""
+        client = self._docker()
+        try:
+            with _engine_call("pinging"):
+                client.ping()
+        except docker.errors.APIError as exc:
+            raise ExecutorUnavailable(f"Docker engine unhealthy: {_explanation(exc)}") from exc
+
+    def events(self) -> EventStream:
+        """Start/die/oom/destroy events of this instance's containers (see base class)."""
+        client = self._docker()
+        label = f"{LABEL_INSTANCE}={self.instance_id}"
+        filters = {"type": "container", "label": label, "event": ["start", "die", "oom", "destroy"]}
+        with self._api_errors_unavailable("subscribing to events"):
+            return _DockerEvents(client.api.events(decode=True, filters=filters))
+
+    def inspect(self, name_or_id: str) -> ContainerStatus | None:
+        """The container's status, or None if it does not exist. Never raises ``LaunchError``."""
+        attrs = self._inspect_attrs(self._docker(), name_or_id)
+        return None if attrs is None else status_from_attrs(attrs)
+
+    def list_containers(self) -> list[ContainerStatus]:
+        """All containers labelled with this instance id, in any state (one inspect each)."""
+        client = self._docker()
+        label = f"{LABEL_INSTANCE}={self.instance_id}"
+        with self._api_errors_unavailable("listing containers"):
+            summaries = client.api.containers(all=True, filters={"label": label})
+        result = []
+        for summary in summaries:
+            attrs = self._inspect_attrs(client, summary["Id"])
+            if attrs is not None:  # removed between list and inspect
+                result.append(status_from_attrs(attrs))
+        return result
+
+    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+        """Stdout and stderr chunks, interleaved, without timestamps.
+
+        Yields nothing if the container does not exist. With ``follow`` it
+        blocks until the container exits; close the iterator to stop early.
+        """
+        client = self._docker()
+        with self._api_errors_unavailable("reading logs"):
+            try:
+                stream = client.api.logs(
+                    name_or_id, stdout=True, stderr=True, stream=True, follow=follow
+                )
+            except docker.errors.NotFound:
+                return
+            try:
+                yield from stream
+            finally:
+                stream.close()
+
+    # ---------------------------------------------------------------- commands
+
+    def stop(self, name_or_id: str, grace_seconds: float) -> None:
+        """SIGTERM, then SIGKILL after ``grace_seconds`` (rounded up to whole seconds).
+
+        Returns once the container has stopped. No error if it is absent or not running.
+        """
+        client = self._docker()
+        with self._api_errors_unavailable("stopping a container"):
+            try:
+                client.api.stop(name_or_id, timeout=stop_timeout(grace_seconds))
+            except docker.errors.NotFound:
+                return
+
+    def remove(self, name_or_id: str) -> None:
+        """Force-remove the container and its anonymous volumes. No error if absent."""
+        client = self._docker()
+        with self._api_errors_unavailable("removing a container"):
+            try:
+                client.api.remove_container(name_or_id, v=True, force=True)
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409 and "already in progress" in _explanation(exc):
+                    return
+                raise
+
+    def launch(self, request: LaunchRequest) -> ContainerStatus:
+        """Create and start ``request.name``, idempotently (see ``Executor.launch``).
+
+        An existing container of that name is adopted only if its labels say it
+        is this instance's container for this job and attempt; any other owner
+        is a ``LaunchError``, and that container is left alone.
+        """
+        client = self._docker()
+        try:
+            with _engine_call(f"launching {request.name}"):
+                deadline = time.monotonic() + _RACE_SETTLE_SECONDS
+                pause = 0.02
+                while True:
+                    attrs = self._inspect_attrs(client, request.name)
+                    if attrs is not None:
+                        status = self._adopt(client, attrs, request)
+                    else:
+                        status = self._create_and_start(client, request)
+                    if status is not None:
+                        return status
+                    if time.monotonic() + pause > deadline:
+                        break
+                    time.sleep(pause)  # a racing launch holds the name but is not visible yet
+                    pause = min(pause * 2, 0.5)
+        except docker.errors.APIError as exc:
+            raise LaunchError(
+                f"Docker refused container {request.name}: {short_engine_error(_explanation(exc))}"
+            ) from exc
+        raise ExecutorUnavailable(
+            f"container {request.name}: its name stayed taken by a container that could not "
+            f"be inspected for {_RACE_SETTLE_SECONDS:g}s (a racing launch?); try again"
+        )
+
+    # ---------------------------------------------------------------- internals
+
+    @contextmanager
+    def _api_errors_unavailable(self, what: str) -> Iterator[None]:
+        """Like ``_engine_call``, but an unexpected engine error is also 'unavailable'."""
+        try:
+            with _engine_call(what):
+                yield
+        except docker.errors.APIError as exc:
+            raise ExecutorUnavailable(
+                f"Docker engine error while {what}: {_explanation(exc)}"
+            ) from exc
+
+    def _inspect_attrs(self, client: Any, name_or_id: str) -> dict[str, Any] | None:
+        with self._api_errors_unavailable("inspecting a container"):
+            try:
+                attrs: dict[str, Any] = client.api.inspect_container(name_or_id)
+            except docker.errors.NotFound:
+                return None
+        return attrs
+
+    def _adopt(
+        self, client: Any, attrs: dict[str, Any], request: LaunchRequest
+    ) -> ContainerStatus | None:
+        """Return the existing container's status, starting it if only created.
+
+        None means it vanished meanwhile (the caller creates it afresh).
+        """
+        labels = (attrs.get("Config") or {}).get("Labels") or {}
+        wanted = {
+            LABEL_INSTANCE: self.instance_id,
+            LABEL_JOB: str(request.job_id),
+            LABEL_ATTEMPT: str(request.attempt),
+        }
+        if any(labels.get(key) != value for key, value in wanted.items()):
+            raise LaunchError(
+                f"a container named {request.name} already exists but is not this gpudock "
+                f"instance's job {request.job_id} attempt {request.attempt}; "
+                "it was left untouched"
+            )
+        status = status_from_attrs(attrs)
+        if status.state is not ContainerState.CREATED:
+            return status
+        return self._start(client, status.id, request)
+
+    def _create_and_start(self, client: Any, request: LaunchRequest) -> ContainerStatus | None:
+        """Create and start a new container; None if the name was taken meanwhile."""
+        spec = build_create_spec(
+            request, self.config, self.instance_id, device_request=self._device_request(request)
+        )
+        host_config = client.api.create_host_config(**spec.host)
+        try:
+            try:
+                created = client.api.create_container(host_config=host_config, **spec.container)
+            except docker.errors.ImageNotFound:
+                pull_image(client, request.image, self.config.pull_timeout)
+                created = client.api.create_container(host_config=host_config, **spec.container)
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                return None
+            raise
+        return self._start(client, created["Id"], request)
+
+    def _start(
+        self, client: Any, container_id: str, request: LaunchRequest
+    ) -> ContainerStatus | None:
+        """Start a created container; on failure remove it and explain or fall back."""
+        try:
+            client.api.start(container_id)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            reason = _explanation(exc)
+            self._discard(client, container_id)
+            if NO_GPU_DRIVER_TEXT in reason:
+                return self._without_gpu_driver(client, request, reason)
+            raise LaunchError(
+                f"container {request.name} failed to start: {short_engine_error(reason)}"
+            ) from exc
+        attrs = self._inspect_attrs(client, container_id)
+        return None if attrs is None else status_from_attrs(attrs)
+
+    def _without_gpu_driver(
+        self, client: Any, request: LaunchRequest, reason: str
+    ) -> ContainerStatus | None:
+        """Docker has no NVIDIA driver: fall back to env mode, or explain why not."""
+        if self.config.gpu_mode == "auto" and request.gpus_emulated:
+            self._switch_to_env_mode()
+            return self._create_and_start(client, request)
+        if request.gpus_emulated:
+            hint = "emulated GPUs need executor.gpu_mode 'auto' or 'env' on this engine"
+        else:
+            hint = (
+                "the NVIDIA container toolkit is missing or not configured for Docker "
+                "(install nvidia-container-toolkit and restart dockerd)"
+            )
+        raise LaunchError(
+            f"container {request.name} cannot get GPUs: Docker has no NVIDIA device driver "
+            f"({short_engine_error(reason)}); {hint}"
+        )
+
+    def _device_request(self, request: LaunchRequest) -> bool:
+        """Whether ``request``'s GPUs go through a device request (env-only otherwise).
+
+        Only emulated GPUs ever fall back to env mode: real GPUs without a
+        device request would reach no devices at all.
+        """
+        if self.config.gpu_mode == "env":
+            return False
+        return self._mode == "device-request" or not request.gpus_emulated
+
+    def _switch_to_env_mode(self) -> None:
+        with self._lock:
+            if self._mode == "env":
+                return
+            self._mode = "env"
+        log.warning(
+            "Docker has no NVIDIA device driver; GPUs are emulated, so from now on they reach "
+            "containers only through NVIDIA_VISIBLE_DEVICES (gpu_mode auto -> env)"
+        )
+
+    def _discard(self, client: Any, container_id: str) -> None:
+        """Remove a half-made container; a failure here must not hide the real error."""
+        try:
+            client.api.remove_container(container_id, v=True, force=True)
+        except (docker.errors.DockerException, OSError) as exc:
+            log.warning("could not remove half-made container %s: %s", container_id[:12], exc)

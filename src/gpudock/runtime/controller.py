@@ -1,0 +1,118 @@
+"""The controller owns the server's background loops.
+
+* the scheduling loop wakes on ``ctx.wake_scheduler`` (a submit, a finished
+  job, a node coming back) or every ``schedule_interval``, and runs
+  snapshot → ``schedule`` → applier → launch;
+* the reconcile loop runs ``reconcile`` every ``reconcile_interval``, or at
+  once when ``ctx.wake_reconciler`` is set;
+* the event loop (executors with events) sets ``wake_reconciler`` whenever
+  one of our containers starts, dies or disappears, so a finished job is
+  noticed in milliseconds rather than at the next period.
+
+Decisions (``schedule``) never touch I/O; side effects (Docker calls) run in
+the context's worker pool, outside any database transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
+from gpudock.runtime import launcher
+from gpudock.runtime.context import RuntimeContext
+from gpudock.runtime.reconciler import reconcile
+from gpudock.scheduler.cycle import schedule
+from gpudock.store.applier import ApplyResult, apply_plan
+from gpudock.store.snapshot import load_snapshot
+
+log = logging.getLogger("gpudock.controller")
+
+MAX_PENDING_PER_CYCLE = 5000
+
+
+class Controller:
+    def __init__(self, ctx: RuntimeContext) -> None:
+        self.ctx = ctx
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._events: EventStream | None = None
+
+    def start(self) -> None:
+        """Reconcile once (adopt what survived a restart), then start both loops."""
+        self._safe(reconcile, self.ctx)
+        loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
+        if isinstance(self.ctx.executor, ExecutorWithEvents):
+            loops.append(("events", self._event_loop))
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=f"gpudock-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self.ctx.wake_scheduler.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.ctx.wake_scheduler.set()
+        self.ctx.wake_reconciler.set()
+        if self._events is not None:
+            self._events.close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.ctx.shutdown()
+
+    def schedule_once(self) -> ApplyResult:
+        """One cycle: snapshot → schedule → apply → launch what was allocated."""
+        ctx = self.ctx
+        with ctx.db.read() as session:
+            snapshot = load_snapshot(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
+        if not snapshot.pending:
+            return ApplyResult()
+        plan = schedule(snapshot, ctx.config.scheduler)
+        result = apply_plan(ctx.db, plan, ctx.clock())
+        for placement in result.committed:
+            job_id = placement.job_id
+            ctx.run_once("launch", job_id, lambda job_id=job_id: launcher.launch(ctx, job_id))
+        if result.rejected:
+            ctx.wake_scheduler.set()  # retry on fresh state
+        return result
+
+    def _schedule_loop(self) -> None:
+        interval = self.ctx.config.schedule_interval
+        while not self._stop.is_set():
+            self.ctx.wake_scheduler.wait(timeout=interval)
+            self.ctx.wake_scheduler.clear()
+            if self._stop.is_set():
+                return
+            self._safe(lambda _ctx: self.schedule_once(), self.ctx)
+
+    def _reconcile_loop(self) -> None:
+        interval = self.ctx.config.reconcile_interval
+        while not self._stop.is_set():
+            self.ctx.wake_reconciler.wait(timeout=interval)
+            self.ctx.wake_reconciler.clear()
+            if self._stop.is_set():
+                return
+            self._safe(reconcile, self.ctx)
+
+    def _event_loop(self) -> None:
+        """Turn engine events into reconcile wake-ups; reconnect after outages."""
+        executor = self.ctx.executor
+        assert isinstance(executor, ExecutorWithEvents)
+        while not self._stop.is_set():
+            try:
+                self._events = executor.events()
+            except ExecutorUnavailable:
+                self._stop.wait(timeout=1.0)
+                continue
+            self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
+            for _name in self._events:
+                self.ctx.wake_reconciler.set()
+            self._events = None
+            self._stop.wait(timeout=0.5)
+
+    @staticmethod
+    def _safe(fn: object, ctx: RuntimeContext) -> None:
+        try:
+            fn(ctx)  # type: ignore[operator]
+        except Exception:
+            log.exception("background step failed; retrying next cycle")

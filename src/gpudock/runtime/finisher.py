@@ -1,0 +1,109 @@
+"""Turn a finished (or vanished) container into the job's final state.
+
+Order matters for crash safety: logs are archived first, then the job's
+state changes (which frees its GPUs), and only then is the container
+removed. A container is therefore never removed while its job could still be
+relaunched, and a crash in between leaves an orphan the reconciler removes.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from gpudock.core.job import Job, JobState
+from gpudock.core.units import format_duration, format_size
+from gpudock.executors.base import ContainerStatus, ExecutorUnavailable
+from gpudock.runtime.context import RuntimeContext
+from gpudock.store import jobs as job_store
+
+log = logging.getLogger("gpudock.finisher")
+
+
+def log_file(ctx: RuntimeContext, job_id: int, attempt: int) -> Path:
+    return ctx.log_dir / f"job-{job_id}" / f"attempt-{attempt}.log"
+
+
+def archive_logs(ctx: RuntimeContext, job_id: int, attempt: int, container: str) -> Path | None:
+    """Copy the container's logs to the log dir (overwriting: idempotent)."""
+    path = log_file(ctx, job_id, attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    try:
+        with tmp.open("wb") as out:
+            for chunk in ctx.executor.logs(container, follow=False):
+                out.write(chunk)
+    except ExecutorUnavailable:
+        tmp.unlink(missing_ok=True)
+        return path if path.exists() else None
+    tmp.replace(path)
+    return path
+
+
+def outcome(job: Job, status: ContainerStatus | None) -> tuple[JobState, str]:
+    """The terminal state (or PENDING for a retry) and its reason."""
+    spec = job.spec
+    if job.stop_requested == "cancel":
+        return JobState.CANCELLED, f"cancelled by {job.stop_requested_by or 'a user'}"
+    if job.stop_requested == "max_runtime":
+        limit = format_duration(spec.max_runtime)
+        return JobState.FAILED, f"exceeded max_runtime of {limit}; stopped"
+    if status is None:
+        why = f"container {job.container_name} disappeared while the job was running"
+        return _maybe_retry(job, JobState.LOST, why)
+    code = status.exit_code
+    if code == 0:
+        return JobState.SUCCEEDED, "exited with code 0"
+    if status.oom_killed:
+        limit = format_size(spec.memory) if spec.memory else "the memory limit"
+        why = f"out of memory: killed after exceeding {limit} (exit code {code})"
+    else:
+        why = f"exited with code {code}"
+        if status.error:
+            why += f": {status.error}"
+    return _maybe_retry(job, JobState.FAILED, why)
+
+
+def _maybe_retry(job: Job, state: JobState, why: str) -> tuple[JobState, str]:
+    if job.attempt < job.spec.retries:
+        return JobState.PENDING, f"{why}; retrying ({job.attempt + 1} of {job.spec.retries} retries)"
+    return state, why
+
+
+def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> None:
+    """Record how the job's container ended, free its GPUs, remove the container."""
+    path = None
+    if status is not None:
+        path = archive_logs(ctx, job.id, job.attempt, status.id)
+    target, reason = outcome(job, status)
+    fields: dict[str, object] = {"log_path": str(path) if path else None}
+    if status is not None:
+        fields["exit_code"] = status.exit_code
+        if target.terminal and status.finished_at:
+            fields["finished_at"] = status.finished_at
+    if target is JobState.PENDING:
+        fields = {}
+    with ctx.db.write() as session:
+        moved = job_store.transition(
+            session, job.id, job.state, target, ctx.clock(), reason=reason, **fields
+        )
+    if moved:
+        log.info("job %s %s: %s", job.id, target.value, reason)
+        ctx.wake_scheduler.set()
+    if status is not None:
+        try:
+            ctx.executor.remove(status.id)
+        except ExecutorUnavailable:
+            pass  # the reconciler removes the orphan later
+
+
+def stop(ctx: RuntimeContext, job: Job) -> None:
+    """Stop the job's container (SIGTERM, then SIGKILL after the grace) and finish it."""
+    grace = ctx.config.executor.stop_grace
+    try:
+        ctx.executor.stop(job.container_name, grace)
+        status = ctx.executor.inspect(job.container_name)
+    except ExecutorUnavailable:
+        return  # retried by the next reconcile
+    if status is None or status.finished:
+        finish(ctx, job, status)

@@ -1,0 +1,169 @@
+"""Match jobs to containers and make the store agree with Docker.
+
+Run at start-up and periodically. One pass:
+
+1. ping the engine; mark the node unavailable (and stop) if it does not answer;
+2. list this instance's containers by label, and the jobs that hold GPUs;
+3. for each such job: launch it (ALLOCATED, or STARTING without a container),
+   adopt a running container, finish an exited one, stop one asked to stop
+   or over its ``max_runtime``, and mark one whose container vanished LOST
+   (or requeue it when retries remain);
+4. stop and remove containers that belong to no active job (orphans),
+   archiving their logs first.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gpudock.core.inventory import NodeStatus
+from gpudock.core.job import Job, JobState
+from gpudock.executors.base import ContainerState, ContainerStatus, ExecutorUnavailable
+from gpudock.runtime import finisher, launcher
+from gpudock.runtime.context import RuntimeContext
+from gpudock.store import inventory as inv_store
+from gpudock.store import jobs as job_store
+
+log = logging.getLogger("gpudock.reconciler")
+
+
+def reconcile(ctx: RuntimeContext) -> None:
+    """One full pass (see module docstring). Never raises for engine outages.
+
+    Jobs are read *before* containers are listed: a job seen RUNNING had its
+    container before the listing began, so absence from the listing means it
+    is really gone. Containers of jobs launched after that read are checked
+    against the store again before being treated as orphans.
+    """
+    with ctx.db.read() as session:
+        active = job_store.list_jobs(session, states=job_store.ACTIVE_STATES, newest_first=False)
+    containers = _engine_containers(ctx)
+    if containers is None:
+        return
+    by_name = {c.name: c for c in containers}
+    for job in active:
+        _reconcile_job(ctx, job, by_name.get(job.container_name))
+    wanted = {j.container_name for j in active}
+    strays = [c for c in containers if c.name not in wanted]
+    if strays:
+        for container in _orphans(ctx, strays):
+            _handle_orphan(ctx, container)
+
+
+def _orphans(ctx: RuntimeContext, strays: list[ContainerStatus]) -> list[ContainerStatus]:
+    """The strays whose job is gone, ended, requeued, or on another attempt."""
+    ids = {c.job_id for c in strays if c.job_id is not None}
+    with ctx.db.read() as session:
+        jobs = {j.id: j for j in job_store.get_jobs(session, ids)}
+    out = []
+    for container in strays:
+        job = jobs.get(container.job_id) if container.job_id is not None else None
+        current = (
+            job is not None
+            and job.state.holds_resources
+            and job.container_name == container.name
+        )
+        if not current:
+            out.append(container)
+    return out
+
+
+def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
+    """Step 1 and 2: the containers, or None (node marked unavailable) on outage."""
+    try:
+        ctx.executor.ping()
+        containers = ctx.executor.list_containers()
+    except ExecutorUnavailable as exc:
+        with ctx.db.write() as session:
+            changed = inv_store.set_node_status(
+                session, ctx.node_name, NodeStatus.UNAVAILABLE,
+                f"Docker daemon unreachable: {exc}", ctx.clock(),
+            )
+        if changed:
+            log.warning("node %s unavailable: Docker daemon unreachable: %s", ctx.node_name, exc)
+        return None
+    with ctx.db.write() as session:
+        changed = inv_store.set_node_status(
+            session, ctx.node_name, NodeStatus.AVAILABLE, None, ctx.clock()
+        )
+    if changed:
+        log.info("node %s available: Docker daemon answers", ctx.node_name)
+        ctx.wake_scheduler.set()
+    return containers
+
+
+def _reconcile_job(ctx: RuntimeContext, job: Job, container: ContainerStatus | None) -> None:
+    """Step 3 for one job."""
+    if ctx.busy(job.id):
+        return
+    if job.state is JobState.ALLOCATED or (job.state is JobState.STARTING and container is None):
+        if job.stop_requested:
+            ctx.run_once("finish", job.id, lambda: _cancel_unstarted(ctx, job))
+        else:
+            ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id))
+        return
+    if container is None:  # RUNNING, container gone
+        ctx.run_once("finish", job.id, lambda: finisher.finish(ctx, job, None))
+        return
+    if container.finished:
+        ctx.run_once("finish", job.id, lambda: finisher.finish(ctx, job, container))
+        return
+    if container.state is ContainerState.CREATED:
+        ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id))
+        return
+    if job.state is JobState.STARTING:
+        _adopt(ctx, job, container)
+    if job.stop_requested or _over_runtime(ctx, job):
+        if not job.stop_requested:
+            with ctx.db.write() as session:
+                job_store.request_stop(session, job.id, "max_runtime", "gpudock")
+            job.stop_requested = "max_runtime"
+        ctx.run_once("stop", job.id, lambda: finisher.stop(ctx, job))
+
+
+def _adopt(ctx: RuntimeContext, job: Job, container: ContainerStatus) -> None:
+    with ctx.db.write() as session:
+        moved = job_store.transition(
+            session, job.id, JobState.STARTING, JobState.RUNNING, ctx.clock(),
+            container_id=container.id, started_at=container.started_at or ctx.clock(),
+        )
+    if moved:
+        job.state = JobState.RUNNING
+        job.started_at = container.started_at or ctx.clock()
+        log.info("job %s: adopted running container %s", job.id, container.name)
+
+
+def _over_runtime(ctx: RuntimeContext, job: Job) -> bool:
+    limit = job.spec.max_runtime
+    if limit is None or job.started_at is None:
+        return False
+    return ctx.clock() - job.started_at > limit
+
+
+def _cancel_unstarted(ctx: RuntimeContext, job: Job) -> None:
+    with ctx.db.write() as session:
+        job_store.transition(
+            session, job.id, job.state, JobState.CANCELLED, ctx.clock(),
+            reason=f"cancelled by {job.stop_requested_by or 'a user'}",
+        )
+    ctx.wake_scheduler.set()
+
+
+def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> None:
+    """Step 4: a container of ours that no active job claims."""
+    key = container.job_id if container.job_id is not None else -1
+
+    def clean() -> None:
+        if not container.finished:
+            log.warning(
+                "stopping container %s: it belongs to no active job (job %s)",
+                container.name, container.job_id,
+            )
+            ctx.executor.stop(container.id, ctx.config.executor.stop_grace)
+        if container.job_id is not None and container.attempt is not None:
+            path = finisher.log_file(ctx, container.job_id, container.attempt)
+            if not path.exists():
+                finisher.archive_logs(ctx, container.job_id, container.attempt, container.id)
+        ctx.executor.remove(container.id)
+
+    ctx.run_once("orphan", key, clean)

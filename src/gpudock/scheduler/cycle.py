@@ -1,0 +1,112 @@
+"""One scheduling cycle: ``schedule(snapshot, config) -> Plan``.
+
+The cycle is a pure function (Nomad's "decide, then apply"): it reads the
+frozen ``Snapshot``, never the clock or the store, and returns a ``Plan``
+that the applier commits conditionally. The same snapshot always yields the
+same Plan. It reads as numbered steps (Kueue style)::
+
+    1. order_jobs        pending jobs by the order policy (priority, then FIFO)
+    2. CycleState        copy node capacity into a mutable per-cycle model
+    3. place_job         for each job, in order:
+       a. filter + score   every node's verdict for the job's request
+                           (EquivalenceCache: shared by equal requests, and
+                           re-evaluated only on the nodes reserved on since)
+       b. select           the feasible node with the best score, ties to the
+                           lowest name
+       c. pick             the GPU picker chooses GPUs on that node
+       d. reserve          take them in the capacity model -> Placement
+    4. explain_blocked   jobs no node could take get PendingReasons, worded
+                         against the capacity left at the end of the cycle
+
+Ordering in this first version is greedy: jobs are tried strictly in order,
+but a blocked job does not block the ones after it, so a small job may pass
+a big one that waits for a whole node. A later issue adds EASY-backfill
+reservations, so that lower-ordered jobs may only pass when they do not
+delay the blocked job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudock.config import SchedulerConfig
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.capacity import CycleState, ReservationError
+from gpudock.scheduler.equivalence import EquivalenceCache
+from gpudock.scheduler.framework import OrderPolicy, Profile
+from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Snapshot
+
+
+def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
+    """Decide placements for ``snapshot.pending`` on ``snapshot.nodes``.
+
+    Every pending job ends up either in ``plan.placements`` (exactly once) or
+    in ``plan.pending`` with at least one reason, never both. Placements
+    never over-commit a GPU, given the snapshot. No I/O, no clock, never
+    mutates the snapshot; deterministic, whatever the order of its tuples.
+    """
+    return run_cycle(snapshot, build_profile(config))
+
+
+def run_cycle(snapshot: Snapshot, profile: Profile) -> Plan:
+    """``schedule`` with an explicit ``Profile`` (tests and the simulator use it)."""
+    jobs = order_jobs(snapshot.pending, profile.order)  # 1
+    state = CycleState(snapshot.nodes)  # 2
+    cache = EquivalenceCache(state, profile)
+    plan = Plan()
+    blocked: list[JobRequest] = []
+    for job in jobs:  # 3
+        outcome = place_job(job, state, cache, profile)
+        if isinstance(outcome, Placement):
+            plan.placements.append(outcome)
+        elif isinstance(outcome, PendingReason):
+            plan.pending[job.id] = [outcome]
+        else:
+            blocked.append(job)
+    explain_blocked(blocked, cache, plan)  # 4
+    return plan
+
+
+def order_jobs(pending: Sequence[JobRequest], order: OrderPolicy) -> list[JobRequest]:
+    """Step 1: the pending jobs sorted by ``order.key`` (a total order)."""
+    return sorted(pending, key=order.key)
+
+
+def place_job(
+    job: JobRequest, state: CycleState, cache: EquivalenceCache, profile: Profile
+) -> Placement | PendingReason | None:
+    """Step 3: place ``job`` and reserve its GPUs in ``state``.
+
+    Returns the Placement (``state`` updated); None when no node can take
+    the job now (step 4 explains); or, when a policy misbehaves, a pending
+    reason describing the internal error. ``state`` is unchanged unless
+    placed.
+    """
+    name = cache.verdicts(job).best()  # a, b
+    if name is None:
+        return None
+    gpus = profile.picker.pick(job, state.nodes[name])  # c
+    if gpus is None:
+        return _internal_error(job, name, f"picker {profile.picker.name} found no GPUs")
+    try:
+        return state.reserve(job, name, gpus)  # d
+    except ReservationError as exc:
+        return _internal_error(job, name, str(exc))
+
+
+def explain_blocked(blocked: Sequence[JobRequest], cache: EquivalenceCache, plan: Plan) -> None:
+    """Step 4: record why each blocked job waits, in ``plan.pending``.
+
+    Runs after every reservation of the cycle, so reasons describe the
+    cluster as the Plan leaves it. Capacity only shrinks within a cycle, so a
+    job blocked earlier is still blocked now. Jobs with equal requests share
+    one explanation, so this costs O(distinct requests x nodes).
+    """
+    for job in blocked:
+        plan.pending[job.id] = list(cache.verdicts(job).reasons())
+
+
+def _internal_error(job: JobRequest, node: str, detail: str) -> PendingReason:
+    """Filters accepted a node that the picker or the reservation then refused: a policy bug."""
+    return PendingReason("devices", f"internal error placing job {job.id} on node {node}: {detail}")

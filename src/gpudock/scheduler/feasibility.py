@@ -1,0 +1,77 @@
+"""Can a job *ever* run on this inventory? Checked at submit time (HTTP 422).
+
+Unlike the cycle's filters, this ignores current allocations, node
+availability and GPU health: a busy, unavailable or unhealthy node may come
+back, so only what no amount of waiting can fix is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudock.core.inventory import gpu_model_matches
+from gpudock.core.units import format_size
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView
+
+
+def _gpus(n: int, model: str | None) -> str:
+    """``4 GPUs``, ``1 GPU``, ``4 H100 GPUs``."""
+    label = f"{model} " if model else ""
+    return f"{n} {label}{'GPU' if n == 1 else 'GPUs'}"
+
+
+def never_fits(job: JobRequest, nodes: Sequence[NodeView]) -> str | None:
+    """The reason ``job`` can never fit ``nodes`` even when all are idle, or None.
+
+    Messages (one line, for humans)::
+
+        needs 16 GPUs but no node has GPUs
+        no node has GPU model H100 (have: A100-40GB)
+        needs 16 GPUs but the largest node has 8
+        needs 4 H100 GPUs but the largest node has 2 H100
+        needs 100GiB per GPU but the largest GPU has 80GiB
+        needs 4 GPUs with 20GiB but the largest node has 2 such GPUs
+
+    A job runs on one node, so counts are per node. CPU-only jobs
+    (``gpus == 0``) always fit. Pure; O(total GPUs).
+    """
+    if job.gpus == 0:
+        return None
+    model = job.gpu_model
+    if not any(n.gpus for n in nodes):
+        return f"needs {_gpus(job.gpus, model)} but no node has GPUs"
+    per_node = [_model_gpus(n, model) for n in nodes]
+    if not any(per_node):
+        have = sorted({g.name for n in nodes for g in n.gpus})
+        return f"no node has GPU model {model} (have: {', '.join(have)})"
+    if job.shared:
+        return _never_fits_shared(job, per_node)
+    most = max(len(gpus) for gpus in per_node)
+    if most < job.gpus:
+        suffix = f" {model}" if model else ""
+        return f"needs {_gpus(job.gpus, model)} but the largest node has {most}{suffix}"
+    return None
+
+
+def _model_gpus(node: NodeView, model: str | None) -> list[GpuView]:
+    if model is None:
+        return list(node.gpus)
+    return [g for g in node.gpus if gpu_model_matches(model, g.name)]
+
+
+def _never_fits_shared(job: JobRequest, per_node: list[list[GpuView]]) -> str | None:
+    """Shared jobs: is some GPU big enough, and are there enough big ones on one node?"""
+    share = job.gpu_memory
+    assert share is not None
+    size = format_size(share)
+    largest = max(g.memory_total for gpus in per_node for g in gpus)
+    if largest < share:
+        label = f"{job.gpu_model} " if job.gpu_model else ""
+        return f"needs {size} per GPU but the largest {label}GPU has {format_size(largest)}"
+    most = max(sum(1 for g in gpus if g.memory_total >= share) for gpus in per_node)
+    if most < job.gpus:
+        return (
+            f"needs {_gpus(job.gpus, job.gpu_model)} with {size} "
+            f"but the largest node has {most} such GPUs"
+        )
+    return None

@@ -1,0 +1,47 @@
+"""Filter policy: an unavailable node takes no new jobs ("not now", layer ``health``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
+from gpudock.scheduler.snapshot import JobRequest
+
+_LISTED = 3  # nodes named in one message before "and N more"
+
+
+def _why(name: str, reason: str | None) -> str:
+    return f"{name} ({reason})" if reason else name
+
+
+class NodeHealth:
+    """Rejects unavailable nodes with ``UNSCHEDULABLE``: they may come back."""
+
+    name = "node_health"
+    layer = "health"
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        if node.available:
+            return SUCCESS
+        reason = f"node {node.name} unavailable"
+        if node.unavailable_reason:
+            reason += f": {node.unavailable_reason}"
+        return Status.unschedulable(self.layer, reason)
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        """``node gpu-0 unavailable: <reason>``, or ``3 nodes unavailable: a (r), …``."""
+        down = [(r.node.name, r.node.unavailable_reason) for r in rejections]
+        if len(down) == 1:
+            name, reason = down[0]
+            message = f"node {name} unavailable" + (f": {reason}" if reason else "")
+            return PendingReason(self.layer, message, f"may run when {name} is available again")
+        listed = ", ".join(_why(name, reason) for name, reason in down[:_LISTED])
+        more = f", and {len(down) - _LISTED} more" if len(down) > _LISTED else ""
+        return PendingReason(
+            self.layer,
+            f"{len(down)} nodes unavailable: {listed}{more}",
+            "may run when one of them is available again",
+        )

@@ -1,0 +1,20 @@
+"""Score policy: spread jobs over the emptiest nodes, to limit interference."""
+
+from __future__ import annotations
+
+from gpudock.scheduler.capacity import capacity_left
+from gpudock.scheduler.framework import NodeState
+from gpudock.scheduler.snapshot import JobRequest
+
+
+class Spread:
+    """Prefers the node with the most free capacity left after placement.
+
+    Capacity is idle GPUs for whole-GPU jobs and GiB of shareable GPU memory
+    for shared jobs (``capacity_left``).
+    """
+
+    name = "spread"
+
+    def score(self, job: JobRequest, node: NodeState) -> float:
+        return capacity_left(job, node)

@@ -1,0 +1,100 @@
+"""The one registry of scheduling policies, and the profile built from config.
+
+Every policy module in ``policies/`` is listed here once, by name, with its
+factory (kube-scheduler's ``plugins/registry.go``). Which policies run, in
+which order and with which weights, is configuration: ``profile_spec``
+(kube-scheduler's ``default_plugins.go``). The cycle never imports a policy
+directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from gpudock.config import SchedulerConfig
+from gpudock.scheduler.framework import (
+    FilterPolicy,
+    GpuPicker,
+    OrderPolicy,
+    Profile,
+    ScorePolicy,
+)
+from gpudock.scheduler.policies.binpack import Binpack
+from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
+from gpudock.scheduler.policies.gpu_model import GpuModel
+from gpudock.scheduler.policies.gpu_picker import BestFitPicker
+from gpudock.scheduler.policies.node_health import NodeHealth
+from gpudock.scheduler.policies.priority_fifo import PriorityFifo
+from gpudock.scheduler.policies.spread import Spread
+
+ORDER_POLICIES: Mapping[str, Callable[[], OrderPolicy]] = {
+    PriorityFifo.name: PriorityFifo,
+}
+FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
+    GpuModel.name: GpuModel,
+    NodeHealth.name: NodeHealth,
+    GpuCapacity.name: GpuCapacity,
+}
+SCORE_POLICIES: Mapping[str, Callable[[], ScorePolicy]] = {
+    Binpack.name: Binpack,
+    Spread.name: Spread,
+}
+GPU_PICKERS: Mapping[str, Callable[[], GpuPicker]] = {
+    BestFitPicker.name: BestFitPicker,
+}
+
+_SECTIONS: tuple[Mapping[str, object], ...] = (
+    ORDER_POLICIES, FILTER_POLICIES, SCORE_POLICIES, GPU_PICKERS,
+)
+REGISTRY: Mapping[str, object] = {name: f for section in _SECTIONS for name, f in section.items()}
+"""Every policy factory by name; names are unique across extension points."""
+
+assert len(REGISTRY) == sum(len(s) for s in _SECTIONS), "duplicate policy name"
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSpec:
+    """Policy names per extension point; filters in run order (cheap and "never" first)."""
+
+    order: str
+    filters: tuple[str, ...]
+    scorers: tuple[tuple[str, float], ...]
+    picker: str
+
+
+def profile_spec(config: SchedulerConfig) -> ProfileSpec:
+    """The default profile, with the score policy chosen by ``config.placement``."""
+    return ProfileSpec(
+        order=PriorityFifo.name,
+        filters=(GpuModel.name, NodeHealth.name, GpuCapacity.name),
+        scorers=((config.placement, 1.0),),
+        picker=BestFitPicker.name,
+    )
+
+
+def _make(section: Mapping[str, Callable[[], T]], kind: str, name: str) -> T:
+    try:
+        factory = section[name]
+    except KeyError:
+        known = ", ".join(sorted(section))
+        raise ValueError(f"unknown {kind} policy {name!r} (known: {known})") from None
+    return factory()
+
+
+def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> Profile:
+    """Instantiate the policies of ``spec`` (default: ``profile_spec(config)``).
+
+    Raises ``ValueError`` naming the known policies for an unknown name.
+    """
+    spec = spec or profile_spec(config)
+    return Profile(
+        order=_make(ORDER_POLICIES, "order", spec.order),
+        filters=tuple(_make(FILTER_POLICIES, "filter", n) for n in spec.filters),
+        scorers=tuple((_make(SCORE_POLICIES, "score", n), w) for n, w in spec.scorers),
+        picker=_make(GPU_PICKERS, "GPU picker", spec.picker),
+    )

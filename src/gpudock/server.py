@@ -1,0 +1,99 @@
+"""Server bootstrap: home dir, database, discovery, tokens, executor, controller, app.
+
+``build_server`` wires everything without starting threads or sockets, so
+tests can build a server in-process; ``serve`` runs it under uvicorn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from gpudock.api.app import create_app
+from gpudock.config import ServerConfig
+from gpudock.executors.base import Executor
+from gpudock.executors.docker import DockerExecutor
+from gpudock.gpus import discover
+from gpudock.runtime.context import RuntimeContext
+from gpudock.runtime.controller import Controller
+from gpudock.store import inventory as inv_store
+from gpudock.store import tokens as token_store
+from gpudock.store.db import Database, default_url
+
+log = logging.getLogger("gpudock.server")
+
+ADMIN_TOKEN_FILE = "admin-token"
+CLIENT_CONFIG_FILE = "client.json"
+
+
+@dataclass
+class Server:
+    ctx: RuntimeContext
+    controller: Controller
+    app: FastAPI
+    new_admin_token: str | None  # set only on the very first start
+
+
+def build_server(
+    home: Path,
+    config: ServerConfig,
+    db_url: str | None = None,
+    emulate_gpus: str | None = None,
+    executor: Executor | None = None,
+) -> Server:
+    """Open and migrate the store, register this node's GPUs, wire the runtime."""
+    home.mkdir(parents=True, exist_ok=True)
+    db = Database.open(db_url or default_url(home))
+    node_name = config.node_name or socket.gethostname()
+    inventory = discover(node_name, emulate_gpus)
+    if inventory.note:
+        log.info("%s", inventory.note)
+    now = time.time()
+    with db.write() as session:
+        instance = inv_store.instance_id(session)
+        inv_store.register_node(session, inventory, now)
+        new_token = None
+        if not token_store.has_admin(session):
+            new_token = token_store.create_token(session, "admin", True, now)
+    if new_token is not None:
+        _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")
+    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ctx = RuntimeContext(
+        db=db,
+        executor=executor or DockerExecutor(config.executor, instance),
+        config=config,
+        node_name=node_name,
+        instance_id=instance,
+        log_dir=log_dir,
+        gpus_emulated=inventory.source == "emulated",
+    )
+    controller = Controller(ctx)
+    return Server(ctx, controller, create_app(ctx, controller), new_token)
+
+
+def write_client_config(home: Path, host: str, port: int) -> Path:
+    """Write ``client.json`` (URL + admin token) so the local admin's CLI just works."""
+    url_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    data: dict[str, str] = {"url": f"http://{url_host}:{port}"}
+    token_file = home / ADMIN_TOKEN_FILE
+    if token_file.exists():
+        data["token"] = token_file.read_text().strip()
+    path = home / CLIENT_CONFIG_FILE
+    _write_secret(path, json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def _write_secret(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    tmp.replace(path)

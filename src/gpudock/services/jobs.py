@@ -1,0 +1,149 @@
+"""Job use cases: submit, list, show, cancel and logs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
+from gpudock.core.job import Job, JobSpec, JobState, parse_mount
+from gpudock.executors.base import ExecutorUnavailable
+from gpudock.runtime.context import RuntimeContext
+from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.snapshot import JobRequest
+from gpudock.store import jobs as job_store
+from gpudock.store.snapshot import load_snapshot
+from gpudock.store.tokens import Principal
+
+
+class JobService:
+    def __init__(self, ctx: RuntimeContext) -> None:
+        self.ctx = ctx
+
+    def submit(self, spec: JobSpec, principal: Principal) -> Job:
+        """Validate against policy and inventory, store as PENDING, wake the scheduler.
+
+        Raises ``InvalidInput`` for a mount outside the admin allowlist and
+        ``Infeasible`` for a job no node could ever hold.
+        """
+        self._check_mounts(spec)
+        self._check_feasible(spec)
+        with self.ctx.db.write() as session:
+            job = job_store.insert_job(session, spec, principal.user, self.ctx.clock())
+        self.ctx.wake_scheduler.set()
+        return job
+
+    def get(self, job_id: int, principal: Principal) -> Job:
+        """The job, if it exists and ``principal`` may see it (else ``NotFound``)."""
+        with self.ctx.db.read() as session:
+            job = job_store.get_job(session, job_id)
+        if job is None or not (principal.is_admin or job.user == principal.user):
+            raise NotFound(f"job {job_id} not found")
+        return job
+
+    def events(self, job_id: int, principal: Principal) -> list[dict[str, object]]:
+        self.get(job_id, principal)
+        with self.ctx.db.read() as session:
+            return job_store.job_events(session, job_id)
+
+    def list(
+        self,
+        principal: Principal,
+        states: list[JobState] | None = None,
+        queue: str | None = None,
+        user: str | None = None,
+        limit: int = 500,
+    ) -> list[Job]:
+        """Jobs visible to ``principal``; users see only their own."""
+        if not principal.is_admin:
+            if user is not None and user != principal.user:
+                return []
+            user = principal.user
+        with self.ctx.db.read() as session:
+            return job_store.list_jobs(session, states=states, queue=queue, user=user, limit=limit)
+
+    def cancel(self, job_id: int, principal: Principal) -> Job:
+        """Cancel a job. Pending and allocated jobs end at once; running ones are stopped
+        by the controller (SIGTERM, then SIGKILL after the grace period).
+
+        Raises ``Conflict`` if the job already ended.
+        """
+        job = self.get(job_id, principal)
+        now = self.ctx.clock()
+        reason = f"cancelled by {principal.user}"
+        with self.ctx.db.write() as session:
+            for state in (JobState.PENDING, JobState.ALLOCATED):
+                if job_store.transition(session, job_id, state, JobState.CANCELLED, now, reason):
+                    break
+            else:
+                if not job_store.request_stop(session, job_id, "cancel", principal.user):
+                    current = job_store.get_job(session, job_id)
+                    assert current is not None
+                    if current.state.terminal:
+                        raise Conflict(f"job {job_id} already {current.state.value}")
+        self.ctx.wake_scheduler.set()
+        return self.get(job_id, principal)
+
+    def logs(self, job_id: int, principal: Principal, follow: bool = False) -> Iterator[bytes]:
+        """Archived logs of earlier attempts, then the live container's (following it if asked)."""
+        job = self.get(job_id, principal)
+        archived = sorted(self._log_files(job.id), key=_attempt_of)
+        live = job.state in (JobState.STARTING, JobState.RUNNING)
+        current = self.ctx.log_dir / f"job-{job.id}" / f"attempt-{job.attempt}.log"
+        for path in archived:
+            if live and path == current:
+                continue
+            if len(archived) > 1 or (live and archived):
+                yield f"--- attempt {_attempt_of(path)} ---\n".encode()
+            yield from _read_file(path)
+        if not live:
+            return
+        if archived:
+            yield f"--- attempt {job.attempt} ---\n".encode()
+        try:
+            yield from self.ctx.executor.logs(job.container_name, follow=follow)
+        except ExecutorUnavailable as exc:
+            yield f"[gpudock] cannot read live logs: Docker unreachable: {exc}\n".encode()
+
+    def _log_files(self, job_id: int) -> list[Path]:
+        folder = self.ctx.log_dir / f"job-{job_id}"
+        return list(folder.glob("attempt-*.log")) if folder.is_dir() else []
+
+    def _check_mounts(self, spec: JobSpec) -> None:
+        allowed = self.ctx.config.executor.allowed_mounts
+        for text in spec.mounts:
+            mount = parse_mount(text)
+            host = os.path.normpath(mount.host)
+            if not any(host == a or host.startswith(a.rstrip("/") + "/") for a in allowed):
+                hint = ", ".join(allowed) if allowed else "none are allowed on this server"
+                raise InvalidInput(
+                    f"mount {text!r}: host path {host} is not in the admin allowlist ({hint})",
+                    field="mounts",
+                )
+
+    def _check_feasible(self, spec: JobSpec) -> None:
+        if spec.gpus == 0:
+            return
+        with self.ctx.db.read() as session:
+            nodes = load_snapshot(session, self.ctx.clock(), limit=0).nodes
+        request = JobRequest(
+            id=0, gpus=spec.gpus, submitted_at=0.0, gpu_memory=spec.gpu_memory,
+            gpu_model=spec.gpu_model,
+        )
+        why = never_fits(request, nodes)
+        if why is not None:
+            raise Infeasible(f"job can never be scheduled: {why}", field="gpus")
+
+
+def _attempt_of(path: Path) -> int:
+    try:
+        return int(path.stem.removeprefix("attempt-"))
+    except ValueError:
+        return -1
+
+
+def _read_file(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while chunk := handle.read(65536):
+            yield chunk

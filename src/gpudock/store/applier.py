@@ -1,0 +1,110 @@
+"""The applier: commit a scheduler Plan with conditional updates.
+
+The scheduler decided on a snapshot that may already be stale. For each
+placement the applier re-checks the *current* rows inside one transaction:
+
+* every GPU update carries the capacity invariant in its WHERE clause
+  (exclusive: the GPU is idle and healthy; shared: not exclusive, healthy,
+  and enough free memory), so the database itself refuses a double booking;
+* the job moves PENDING → ALLOCATED only if it is still PENDING.
+
+If any of those conditional updates touches no row the whole placement is
+rolled back and reported as rejected; the next cycle reconsiders the job. Two
+schedulers racing on one database can therefore never double-book a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from gpudock.core.inventory import GpuHealth
+from gpudock.core.job import JobState
+from gpudock.scheduler.snapshot import Placement, Plan
+from gpudock.store import jobs as job_store
+from gpudock.store.db import Database
+from gpudock.store.models import AllocationRow, GpuRow
+
+log = logging.getLogger("gpudock.applier")
+
+
+class _Rejected(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    committed: list[Placement] = field(default_factory=list)
+    rejected: list[tuple[Placement, str]] = field(default_factory=list)
+
+
+def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
+    """Commit each placement atomically; record pending reasons. Never raises for conflicts."""
+    result = ApplyResult()
+    for placement in plan.placements:
+        try:
+            with db.write() as session:
+                _commit_placement(session, placement, now)
+        except _Rejected as exc:
+            log.info("placement of job %s rejected: %s", placement.job_id, exc)
+            result.rejected.append((placement, str(exc)))
+        else:
+            result.committed.append(placement)
+    if plan.pending:
+        with db.write() as session:
+            job_store.set_pending_reasons(session, plan.pending)
+    return result
+
+
+def _commit_placement(session: Session, placement: Placement, now: float) -> None:
+    for uuid in placement.gpu_uuids:
+        if not _take_gpu(session, uuid, placement):
+            raise _Rejected(f"GPU {uuid} no longer has room")
+        session.add(
+            AllocationRow(
+                job_id=placement.job_id, node=placement.node, gpu_uuid=uuid,
+                memory=placement.memory_per_gpu, created_at=now,
+            )
+        )
+    moved = job_store.transition(
+        session, placement.job_id, JobState.PENDING, JobState.ALLOCATED, now,
+        node=placement.node, allocated_at=now, pending_reasons=[], reason=None,
+        gpu_uuids=list(placement.gpu_uuids),
+    )
+    if not moved:
+        raise _Rejected("job is no longer PENDING")
+
+
+def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
+    healthy = GpuRow.health == GpuHealth.OK.value
+    on_node = GpuRow.node == placement.node
+    if placement.memory_per_gpu is None:
+        stmt = (
+            update(GpuRow)
+            .where(
+                GpuRow.uuid == uuid, on_node, healthy, GpuRow.exclusive_job.is_(None),
+                GpuRow.shared_jobs == 0, GpuRow.used_memory == 0,
+            )
+            .values(
+                exclusive_job=placement.job_id, used_memory=GpuRow.memory_total,
+                version=GpuRow.version + 1,
+            )
+        )
+    else:
+        share = placement.memory_per_gpu
+        stmt = (
+            update(GpuRow)
+            .where(
+                GpuRow.uuid == uuid, on_node, healthy, GpuRow.exclusive_job.is_(None),
+                GpuRow.memory_total - GpuRow.used_memory >= share,
+            )
+            .values(
+                used_memory=GpuRow.used_memory + share, shared_jobs=GpuRow.shared_jobs + 1,
+                version=GpuRow.version + 1,
+            )
+        )
+    result = session.execute(stmt.execution_options(synchronize_session=False))
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]

@@ -1,0 +1,120 @@
+"""Engine and session handling for SQLite (default) and PostgreSQL.
+
+``Database.open(url)`` creates the engine, applies Alembic migrations and
+returns a handle. ``db.write()`` and ``db.read()`` are the only ways to get a
+session; ``write`` commits on success and rolls back on error.
+
+SQLite runs in WAL mode. pysqlite's own transaction handling is disabled so
+that SQLAlchemy emits ``BEGIN`` itself: write transactions use
+``BEGIN IMMEDIATE`` (they take the write lock up front and wait for it under
+``busy_timeout`` instead of failing on a lock upgrade), read transactions a
+plain ``BEGIN``. Never make network calls while a session is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger("gpudock.store")
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class Database:
+    """A migrated database and the sessions onto it."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+        self.is_sqlite = engine.dialect.name == "sqlite"
+
+    @classmethod
+    def open(cls, url: str, migrate: bool = True) -> Database:
+        """Connect to ``url`` and bring the schema to the newest revision."""
+        engine = make_engine(url)
+        db = cls(engine)
+        if migrate:
+            db.migrate()
+        return db
+
+    def migrate(self) -> None:
+        """Apply every pending Alembic migration (idempotent)."""
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        with self.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session in one write transaction: committed on success."""
+        with self._sessions() as session:
+            if self.is_sqlite:
+                session.connection(execution_options={"gpudock_immediate": True})
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads; anything written is rolled back."""
+        with self._sessions() as session:
+            try:
+                yield session
+            finally:
+                session.rollback()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; SQLite gets WAL, a busy timeout and explicit BEGINs."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    event.listen(engine, "connect", _sqlite_on_connect)
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # let SQLAlchemy emit BEGIN itself
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    immediate = conn.get_execution_options().get("gpudock_immediate", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def default_home() -> Path:
+    """``$GPUDOCK_HOME``, else ``~/.local/share/gpudock``."""
+    env = os.environ.get("GPUDOCK_HOME")
+    return Path(env) if env else Path.home() / ".local" / "share" / "gpudock"
+
+
+def default_url(home: Path) -> str:
+    return f"sqlite:///{home / 'gpudock.db'}"

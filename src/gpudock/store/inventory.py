@@ -1,0 +1,131 @@
+"""Nodes and GPUs: registration from discovery, status, and reads."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from gpudock.core.inventory import Gpu, GpuHealth, Node, NodeInventory, NodeStatus
+from gpudock.store.models import GpuRow, MetaRow, NodeRow
+
+
+def register_node(session: Session, inv: NodeInventory, now: float) -> None:
+    """Insert or refresh a node and its GPUs from a discovery result.
+
+    GPUs that discovery no longer reports are kept (their allocations must be
+    released normally) but marked ``missing`` so nothing new lands on them.
+    Allocation counters of known GPUs are never touched here.
+    """
+    node = session.get(NodeRow, inv.name)
+    if node is None:
+        node = NodeRow(
+            name=inv.name, status=NodeStatus.AVAILABLE.value, labels={}, last_seen=now,
+            gpu_source=inv.source,
+        )
+        session.add(node)
+    node.driver_version = inv.driver_version
+    node.cuda_version = inv.cuda_version
+    node.gpu_source = inv.source
+    node.last_seen = now
+    session.flush()
+    known = {g.uuid: g for g in session.scalars(select(GpuRow).where(GpuRow.node == inv.name))}
+    seen = set()
+    for info in inv.gpus:
+        seen.add(info.uuid)
+        row = known.get(info.uuid)
+        if row is None:
+            session.add(
+                GpuRow(
+                    uuid=info.uuid, node=inv.name, index=info.index, name=info.name,
+                    memory_total=info.memory_total, mig_mode=info.mig_mode,
+                    emulated=info.emulated, health=info.health.value, used_memory=0,
+                    exclusive_job=None, shared_jobs=0, version=0,
+                )
+            )
+            continue
+        row.index = info.index
+        row.name = info.name
+        row.mig_mode = info.mig_mode
+        row.emulated = info.emulated
+        row.health = info.health.value
+        if row.used_memory == 0:
+            row.memory_total = info.memory_total
+        row.version += 1
+    for gone in set(known) - seen:
+        row = known[gone]
+        if _idle(row):
+            session.delete(row)
+        else:  # keep it until its job releases it, but place nothing new there
+            row.health = GpuHealth.MISSING.value
+            row.version += 1
+    session.flush()
+
+
+def set_node_status(
+    session: Session, name: str, status: NodeStatus, reason: str | None, now: float
+) -> bool:
+    """Set availability; returns True if it changed."""
+    row = session.get(NodeRow, name)
+    if row is None:
+        return False
+    changed = row.status != status.value or row.status_reason != reason
+    row.status = status.value
+    row.status_reason = reason
+    row.last_seen = now
+    return changed
+
+
+def list_nodes(session: Session) -> list[Node]:
+    gpus = list_gpus(session)
+    by_node: dict[str, list[Gpu]] = {}
+    for gpu in gpus:
+        by_node.setdefault(gpu.node, []).append(gpu)
+    return [
+        Node(
+            name=r.name, status=NodeStatus(r.status), status_reason=r.status_reason,
+            driver_version=r.driver_version, cuda_version=r.cuda_version,
+            gpu_source=r.gpu_source, last_seen=r.last_seen, labels=dict(r.labels or {}),
+            gpus=by_node.get(r.name, []),
+        )
+        for r in session.scalars(select(NodeRow).order_by(NodeRow.name))
+    ]
+
+
+def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:
+    stmt = select(GpuRow).order_by(GpuRow.node, GpuRow.index)
+    if node is not None:
+        stmt = stmt.where(GpuRow.node == node)
+    return [
+        Gpu(
+            uuid=r.uuid, node=r.node, index=r.index, name=r.name, memory_total=r.memory_total,
+            mig_mode=r.mig_mode, emulated=r.emulated, health=GpuHealth(r.health),
+            used_memory=r.used_memory, exclusive_job=r.exclusive_job,
+            shared_jobs=r.shared_jobs, version=r.version,
+        )
+        for r in session.scalars(stmt)
+    ]
+
+
+def _idle(row: GpuRow) -> bool:
+    return row.exclusive_job is None and row.shared_jobs == 0
+
+
+def instance_id(session: Session) -> str:
+    """This installation's id, created on first use; labels its containers."""
+    row = session.get(MetaRow, "instance_id")
+    if row is None:
+        row = MetaRow(key="instance_id", value=uuid.uuid4().hex[:12])
+        session.add(row)
+        session.flush()
+    return row.value
+
+
+def mark_gpus_health(session: Session, node: str, health: GpuHealth) -> None:
+    session.execute(
+        update(GpuRow)
+        .where(GpuRow.node == node, GpuRow.health != GpuHealth.MISSING.value)
+        .values(health=health.value, version=GpuRow.version + 1)
+        .execution_options(synchronize_session=False)
+    )

@@ -1,0 +1,260 @@
+"""Job persistence: insert, read, and conditional state transitions.
+
+Every state change goes through ``transition``, which checks the state
+machine, guards the UPDATE on the expected current state (so two writers can
+never both move a job), appends a ``job_events`` row, and releases the job's
+GPUs in the same transaction when it stops holding them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
+from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
+
+ACTIVE_STATES = (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
+
+
+def insert_job(session: Session, spec: JobSpec, user: str, now: float) -> Job:
+    """Store a new PENDING job and return it (with its id)."""
+    row = JobRow(
+        user=user,
+        name=spec.name,
+        queue=spec.queue,
+        priority=spec.priority,
+        spec=spec.model_dump(mode="json"),
+        gpus=spec.gpus,
+        gpu_memory=spec.gpu_memory,
+        gpu_model=spec.gpu_model,
+        state=JobState.PENDING.value,
+        attempt=0,
+        version=0,
+        submitted_at=now,
+        pending_reasons=[],
+    )
+    session.add(row)
+    session.flush()
+    session.add(
+        JobEventRow(
+            job_id=row.id, at=now, attempt=0, from_state="", to_state="PENDING", reason="submitted"
+        )
+    )
+    return to_job(row, ())
+
+
+def get_job(session: Session, job_id: int) -> Job | None:
+    row = session.get(JobRow, job_id)
+    if row is None:
+        return None
+    return to_job(row, _allocations(session, [job_id]).get(job_id, ()))
+
+
+def get_jobs(session: Session, job_ids: Iterable[int]) -> list[Job]:
+    """The jobs with these ids that exist, in id order."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return []
+    rows = list(session.scalars(select(JobRow).where(JobRow.id.in_(ids)).order_by(JobRow.id)))
+    allocs = _allocations(session, [r.id for r in rows])
+    return [to_job(r, allocs.get(r.id, ())) for r in rows]
+
+
+def list_jobs(
+    session: Session,
+    states: Sequence[JobState] | None = None,
+    queue: str | None = None,
+    user: str | None = None,
+    limit: int | None = None,
+    newest_first: bool = True,
+) -> list[Job]:
+    """Jobs matching every given filter, with their allocations."""
+    stmt = select(JobRow)
+    if states:
+        stmt = stmt.where(JobRow.state.in_([s.value for s in states]))
+    if queue is not None:
+        stmt = stmt.where(JobRow.queue == queue)
+    if user is not None:
+        stmt = stmt.where(JobRow.user == user)
+    stmt = stmt.order_by(JobRow.id.desc() if newest_first else JobRow.id.asc())
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    rows = list(session.scalars(stmt))
+    allocs = _allocations(session, [r.id for r in rows if r.state in ACTIVE_STATES])
+    return [to_job(r, allocs.get(r.id, ())) for r in rows]
+
+
+def count_by_state(session: Session) -> dict[str, int]:
+    rows = session.execute(select(JobRow.state, func.count()).group_by(JobRow.state))
+    return {state: count for state, count in rows.tuples()}
+
+
+def job_events(session: Session, job_id: int) -> list[dict[str, Any]]:
+    stmt = select(JobEventRow).where(JobEventRow.job_id == job_id).order_by(JobEventRow.id)
+    return [
+        {
+            "at": e.at,
+            "attempt": e.attempt,
+            "from": e.from_state or None,
+            "to": e.to_state,
+            "reason": e.reason,
+        }
+        for e in session.scalars(stmt)
+    ]
+
+
+def transition(
+    session: Session,
+    job_id: int,
+    expected: JobState,
+    target: JobState,
+    now: float,
+    reason: str | None = None,
+    **fields: Any,
+) -> bool:
+    """Move a job from ``expected`` to ``target`` if it is still in ``expected``.
+
+    Returns False (and changes nothing) when another writer moved it first.
+    Raises ``IllegalTransition`` for moves the state machine forbids. When the
+    job leaves the resource-holding states its GPUs are released; when it is
+    requeued to PENDING its attempt counter grows.
+    """
+    check_transition(expected, target, reason)
+    values: dict[str, Any] = {"state": target.value, "version": JobRow.version + 1, **fields}
+    if target.terminal:
+        values.setdefault("finished_at", now)
+        values["reason"] = reason
+        values["pending_reasons"] = []
+    if target is JobState.PENDING:
+        values["attempt"] = JobRow.attempt + 1
+        values.update(
+            reason=reason, node=None, container_id=None, allocated_at=None, started_at=None,
+            gpu_uuids=None, exit_code=None,
+            stop_requested=None, stop_requested_by=None,
+        )
+    result = session.execute(
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.state == expected.value)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    attempt = session.scalar(select(JobRow.attempt).where(JobRow.id == job_id)) or 0
+    session.add(
+        JobEventRow(
+            job_id=job_id,
+            at=now,
+            attempt=attempt,
+            from_state=expected.value,
+            to_state=target.value,
+            reason=reason,
+        )
+    )
+    if expected.holds_resources and not target.holds_resources:
+        release_allocation(session, job_id)
+    return True
+
+
+def release_allocation(session: Session, job_id: int) -> None:
+    """Give back every GPU (or GPU memory share) the job holds. Idempotent."""
+    rows = list(session.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)))
+    for alloc in rows:
+        if alloc.memory is None:
+            session.execute(
+                update(GpuRow)
+                .where(GpuRow.uuid == alloc.gpu_uuid, GpuRow.exclusive_job == job_id)
+                .values(exclusive_job=None, used_memory=0, version=GpuRow.version + 1)
+                .execution_options(synchronize_session=False)
+            )
+        else:
+            session.execute(
+                update(GpuRow)
+                .where(GpuRow.uuid == alloc.gpu_uuid)
+                .values(
+                    used_memory=GpuRow.used_memory - alloc.memory,
+                    shared_jobs=GpuRow.shared_jobs - 1,
+                    version=GpuRow.version + 1,
+                )
+                .execution_options(synchronize_session=False)
+            )
+        session.delete(alloc)
+    session.flush()
+
+
+def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]]) -> None:
+    """Record why each still-PENDING job waits; jobs that moved on are skipped."""
+    for job_id, items in reasons.items():
+        session.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.state == JobState.PENDING.value)
+            .values(pending_reasons=[r.to_dict() for r in items])
+            .execution_options(synchronize_session=False)
+        )
+
+
+def request_stop(session: Session, job_id: int, kind: str, by: str) -> bool:
+    """Flag an active job to be stopped (``cancel`` or ``max_runtime``). First flag wins."""
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.id == job_id,
+            JobRow.state.in_([s.value for s in ACTIVE_STATES]),
+            JobRow.stop_requested.is_(None),
+        )
+        .values(stop_requested=kind, stop_requested_by=by, version=JobRow.version + 1)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def set_fields(session: Session, job_id: int, expected: JobState, **fields: Any) -> bool:
+    """Update plain fields of a job that is still in ``expected``."""
+    result = session.execute(
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.state == expected.value)
+        .values(**fields)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _allocations(session: Session, job_ids: Iterable[int]) -> dict[int, tuple[AllocationRow, ...]]:
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    out: dict[int, list[AllocationRow]] = {}
+    stmt = select(AllocationRow).where(AllocationRow.job_id.in_(ids)).order_by(AllocationRow.id)
+    for alloc in session.scalars(stmt):
+        out.setdefault(alloc.job_id, []).append(alloc)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
+    return Job(
+        id=row.id,
+        spec=JobSpec.model_validate(row.spec),
+        user=row.user,
+        state=JobState(row.state),
+        submitted_at=row.submitted_at,
+        attempt=row.attempt,
+        version=row.version,
+        reason=row.reason,
+        pending_reasons=[PendingReason(**r) for r in (row.pending_reasons or [])],  # type: ignore[arg-type]
+        allocated_at=row.allocated_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        exit_code=row.exit_code,
+        node=row.node,
+        container_id=row.container_id,
+        cancel_requested=row.stop_requested == "cancel",
+        stop_requested=row.stop_requested,
+        stop_requested_by=row.stop_requested_by,
+        log_path=row.log_path,
+        gpu_uuids=tuple(row.gpu_uuids or ()),
+        gpu_memory_per_gpu=allocs[0].memory if allocs else None,
+    )

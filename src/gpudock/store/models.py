@@ -1,0 +1,151 @@
+"""SQLAlchemy 2 models. Times are unix seconds (float); sizes are bytes.
+
+Invariants the database itself enforces (defence in depth behind the
+applier's conditional updates): a GPU's ``used_memory`` stays within
+``0..memory_total`` and its ``shared_jobs`` never goes negative; a job holds
+each GPU at most once.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class MetaRow(Base):
+    """Key/value facts about this installation, e.g. its instance id."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user: Mapped[str] = mapped_column(String(128), index=True)
+    name: Mapped[str | None] = mapped_column(String(64))
+    queue: Mapped[str] = mapped_column(String(64), index=True)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    spec: Mapped[dict[str, object]] = mapped_column(JSON)
+    # Denormalised from spec for scheduling queries.
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpu_memory: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_model: Mapped[str | None] = mapped_column(String(64))
+
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    pending_reasons: Mapped[list[dict[str, str | None]] | None] = mapped_column(JSON)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    stop_requested: Mapped[str | None] = mapped_column(String(16))
+    stop_requested_by: Mapped[str | None] = mapped_column(String(128))
+
+    submitted_at: Mapped[float] = mapped_column(Float)
+    allocated_at: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    node: Mapped[str | None] = mapped_column(String(128))
+    gpu_uuids: Mapped[list[str] | None] = mapped_column(JSON)
+    container_id: Mapped[str | None] = mapped_column(String(80))
+    log_path: Mapped[str | None] = mapped_column(Text)
+
+
+class JobEventRow(Base):
+    """Append-only history of every state change of every job."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    attempt: Mapped[int] = mapped_column(Integer)
+    from_state: Mapped[str] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    driver_version: Mapped[str | None] = mapped_column(String(64))
+    cuda_version: Mapped[str | None] = mapped_column(String(32))
+    gpu_source: Mapped[str] = mapped_column(String(16))
+    last_seen: Mapped[float] = mapped_column(Float)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+
+
+class GpuRow(Base):
+    __tablename__ = "gpus"
+    __table_args__ = (
+        CheckConstraint("used_memory >= 0 AND used_memory <= memory_total", name="gpu_memory_bounds"),
+        CheckConstraint("shared_jobs >= 0", name="gpu_shared_jobs_nonneg"),
+        CheckConstraint(
+            "exclusive_job IS NULL OR shared_jobs = 0", name="gpu_exclusive_not_shared"
+        ),
+    )
+
+    uuid: Mapped[str] = mapped_column(String(96), primary_key=True)
+    node: Mapped[str] = mapped_column(ForeignKey("nodes.name"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(128))
+    memory_total: Mapped[int] = mapped_column(BigInteger)
+    mig_mode: Mapped[bool | None] = mapped_column(Boolean)
+    emulated: Mapped[bool] = mapped_column(Boolean, default=False)
+    health: Mapped[str] = mapped_column(String(16))
+    used_memory: Mapped[int] = mapped_column(BigInteger, default=0)
+    exclusive_job: Mapped[int | None] = mapped_column(Integer)
+    shared_jobs: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class AllocationRow(Base):
+    """One GPU held by one job. ``memory`` is None for an exclusive GPU."""
+
+    __tablename__ = "allocations"
+    __table_args__ = (UniqueConstraint("job_id", "gpu_uuid", name="allocation_job_gpu"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    node: Mapped[str] = mapped_column(String(128))
+    gpu_uuid: Mapped[str] = mapped_column(ForeignKey("gpus.uuid"), index=True)
+    memory: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class TokenRow(Base):
+    """API tokens. Only a SHA-256 of each token is stored."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user: Mapped[str] = mapped_column(String(128), index=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+Index("jobs_state_priority", JobRow.state, JobRow.priority, JobRow.submitted_at)

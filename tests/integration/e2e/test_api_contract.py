@@ -1,0 +1,105 @@
+"""The REST API's promises: precise 4xx errors, auth, and who sees what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.kit.docker import TEST_IMAGE
+from tests.kit.server import ServerProcess, submit, wait_state
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def api(server: ServerProcess) -> httpx.Client:
+    return server.api()
+
+
+def error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()["error"]
+    assert "Traceback" not in body["message"]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "text"),
+    [
+        ({"image": TEST_IMAGE, "gpus": -1}, "gpus", "greater than or equal to 0"),
+        ({"image": TEST_IMAGE, "gpu_memory": "20XB"}, "gpu_memory", "unknown size unit 'XB'"),
+        ({"image": "  "}, "image", "image must not be empty"),
+        ({"image": TEST_IMAGE, "gpuz": 2}, "gpuz", "unknown field"),
+        ({"gpus": 1}, "image", "field required"),
+        ({"image": TEST_IMAGE, "max_runtime": "soon"}, "max_runtime", "expected a duration"),
+        ({"image": TEST_IMAGE, "env": {"GPUDOCK_JOB_ID": "1"}}, "env", "reserved"),
+        ({"image": TEST_IMAGE, "mounts": ["/etc:/x"]}, "mounts", "not in the admin allowlist"),
+    ],
+)
+def test_bad_specs_get_a_422_that_names_the_field(
+    api: httpx.Client, spec: dict[str, Any], field: str, text: str
+) -> None:
+    body = error(api.post("/v1/jobs", json=spec), 422)
+    assert field in (body["field"] or "")
+    assert text in body["message"]
+
+
+def test_a_job_that_can_never_fit_is_rejected_with_the_reason(api: httpx.Client) -> None:
+    body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 16}), 422)
+    assert body["message"] == "job can never be scheduled: needs 16 GPUs but the largest node has 4"
+    body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_model": "A100"}), 422)
+    assert "A100" in body["message"] and "H100" in body["message"]
+    body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_memory": "100GiB"}), 422)
+    assert "100GiB" in body["message"] and "80GiB" in body["message"]
+    assert api.get("/v1/jobs").json() == []  # nothing was stored
+
+
+def test_unknown_job_and_bad_filters(api: httpx.Client) -> None:
+    assert error(api.get("/v1/jobs/999"), 404)["message"] == "job 999 not found"
+    assert error(api.post("/v1/jobs/999/cancel"), 404)["message"] == "job 999 not found"
+    assert error(api.get("/v1/jobs/abc"), 422)["field"] == "job_id"
+    body = error(api.get("/v1/jobs", params={"state": "DONE"}), 422)
+    assert "unknown state 'DONE'" in body["message"] and "RUNNING" in body["message"]
+
+
+def test_every_request_needs_a_valid_token(server: ServerProcess) -> None:
+    assert error(httpx.get(server.url + "/v1/jobs"), 401)["message"].startswith("missing")
+    assert error(server.api(token="gpd_nope").get("/v1/jobs"), 401)["message"] == (
+        "invalid or revoked token"
+    )
+    assert httpx.get(server.url + "/healthz").status_code == 200  # probes need no token
+
+
+def test_users_see_and_cancel_only_their_own_jobs(server: ServerProcess) -> None:
+    admin = server.api()
+    tokens = {}
+    for user in ("alice", "bob"):
+        response = admin.post("/v1/tokens", json={"user": user})
+        assert response.status_code == 201
+        tokens[user] = response.json()["token"]
+    alice, bob = server.api(tokens["alice"]), server.api(tokens["bob"])
+    job = submit(alice, image=TEST_IMAGE, command=["sleep", "60"], gpus=1)
+    assert [j["id"] for j in alice.get("/v1/jobs").json()] == [job]
+    assert bob.get("/v1/jobs").json() == []
+    assert bob.get("/v1/jobs", params={"user": "alice"}).json() == []
+    assert error(bob.get(f"/v1/jobs/{job}"), 404)["message"] == f"job {job} not found"
+    assert error(bob.post(f"/v1/jobs/{job}/cancel"), 404)
+    assert error(bob.post("/v1/tokens", json={"user": "mallory"}), 403)
+    assert [j["user"] for j in admin.get("/v1/jobs").json()] == ["alice"]
+    assert alice.post(f"/v1/jobs/{job}/cancel").status_code == 200
+    assert wait_state(admin, job, {"CANCELLED"})["reason"] == "cancelled by alice"
+
+
+def test_openapi_and_inventory(server: ServerProcess) -> None:
+    api = server.api()
+    paths = httpx.get(server.url + "/openapi.json").json()["paths"]
+    for path in ("/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel",
+                 "/v1/jobs/{job_id}/logs", "/v1/nodes", "/v1/gpus", "/healthz"):
+        assert path in paths
+    gpus = api.get("/v1/gpus").json()
+    assert len(gpus) == 4 and all(g["emulated"] and "H100" in g["name"] for g in gpus)
+    assert len({g["uuid"] for g in gpus}) == 4
+    (node,) = api.get("/v1/nodes").json()
+    assert (node["status"], node["gpu_source"], node["gpus_total"]) == ("available", "emulated", 4)

@@ -1,0 +1,83 @@
+"""The `gpudock` CLI against a real server: the commands users type."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.kit.docker import TEST_IMAGE
+from tests.kit.server import ServerProcess, wait_state
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def sqlite_server(make_server: object) -> ServerProcess:
+    return make_server().start()  # type: ignore[operator]
+
+
+def test_submit_run_show_logs_roundtrip(sqlite_server: ServerProcess) -> None:
+    server = sqlite_server
+    out = server.cli(
+        "submit", "--gpus", "2", "--name", "hello", "--env", "WHO=cli", "--max-runtime", "1h",
+        TEST_IMAGE, "--", "sh", "-c", "echo hi $WHO; echo gpus=$NVIDIA_VISIBLE_DEVICES",
+    )
+    job_id = int(out.stdout.strip())
+    job = wait_state(server.api(), job_id, {"SUCCEEDED", "FAILED"})
+    assert job["state"] == "SUCCEEDED" and job["spec"]["command"][0] == "sh"
+    logs = server.cli("logs", str(job_id)).stdout
+    assert logs.startswith("hi cli\ngpus=GPU-")
+    assert logs.strip().removeprefix("hi cli\ngpus=").split(",") == job["gpus"]
+    shown = server.cli("show", str(job_id)).stdout
+    assert "SUCCEEDED" in shown and "exited with code 0" in shown and "RUNNING → SUCCEEDED" in shown
+    table = server.cli("jobs").stdout
+    assert "hello" in table and "SUCCEEDED" in table
+    listed = json.loads(server.cli("jobs", "--output", "json").stdout)
+    assert [j["id"] for j in listed] == [job_id]
+
+
+def test_submit_from_yaml_and_its_errors(sqlite_server: ServerProcess, tmp_path: Path) -> None:
+    server = sqlite_server
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        f"image: {TEST_IMAGE}\ncommand: [sh, -c, 'echo $MODE']\ngpus: 1\n"
+        "gpu_memory: 20GiB\nenv: {MODE: yaml}\nqueue: vision\npriority: 5\n"
+    )
+    job_id = int(server.cli("submit", "-f", str(spec)).stdout)
+    job = wait_state(server.api(), job_id, {"SUCCEEDED"})
+    assert (job["queue"], job["priority"], job["spec"]["gpu_memory"]) == ("vision", 5, 20 * 1024**3)
+    spec.write_text(f"image: {TEST_IMAGE}\ngpus: 1\ngpu_mem: 20GiB\n")
+    bad = server.cli("submit", "-f", str(spec), check=False)
+    assert bad.returncode == 2 and "gpu_mem: unknown field" in bad.stderr
+    bad = server.cli("submit", "--gpu-memory", "20XB", TEST_IMAGE, check=False)
+    assert bad.returncode == 2 and "unknown size unit 'XB'" in bad.stderr
+    bad = server.cli("submit", "--gpus", "64", TEST_IMAGE, check=False)
+    assert bad.returncode == 1
+    assert "needs 64 GPUs but the largest node has 4" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_inventory_cancel_and_tokens(sqlite_server: ServerProcess) -> None:
+    server = sqlite_server
+    gpus = server.cli("gpus").stdout
+    assert gpus.count("(emulated)") == 4
+    assert "available" in server.cli("nodes").stdout
+    job_id = server.cli("submit", "--gpus", "1", TEST_IMAGE, "--", "sleep", "300").stdout.strip()
+    wait_state(server.api(), int(job_id), {"RUNNING"})
+    cancelled = server.cli("cancel", job_id).stdout
+    assert f"job {job_id} CANCELLED: cancelled by admin" in cancelled
+    token = server.cli("token", "create", "--user", "carol").stdout.strip()
+    assert token.startswith("gpd_")
+    assert server.cli("jobs", token=token).stdout.strip() == "no jobs"
+    missing = server.cli("show", "777", check=False)
+    assert missing.returncode == 1 and "job 777 not found" in missing.stderr
+
+
+def test_cli_explains_an_unreachable_server(sqlite_server: ServerProcess) -> None:
+    server = sqlite_server
+    server.stop()
+    result = server.cli("jobs", check=False)
+    assert result.returncode == 1
+    assert "cannot reach the gpudock server" in result.stderr and "Traceback" not in result.stderr

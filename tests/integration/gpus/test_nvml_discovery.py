@@ -1,0 +1,140 @@
+"""NVML discovery through the real pynvml loading path, against the C stand-in.
+
+Each discovery runs in a subprocess whose LD_LIBRARY_PATH points at the fake
+``libnvidia-ml.so.1`` (see ``tests/kit/fake_nvml``).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+from typing import Any
+
+import pytest
+from tests.kit.fake_nvml import GIB, FakeNvml, fake_gpu, run_discovery_subprocess
+
+
+def _warnings(report: dict[str, Any]) -> list[str]:
+    return [r["message"] for r in report["logs"] if r["level"] in ("WARNING", "ERROR", "CRITICAL")]
+
+
+def test_discovers_gpus_with_names_memory_mig_and_versions(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state.update(driver_version="535.161.08", cuda_version=12020)
+    fake_nvml.state["gpus"] = [
+        fake_gpu(0, name="NVIDIA H100 80GB HBM3", mig={"current": 1, "pending": 1}),
+        fake_gpu(1, name="NVIDIA H100 80GB HBM3", mig={"current": 0, "pending": 1}),
+        fake_gpu(2, name="NVIDIA A100-SXM4-40GB", memory_total=40 * GIB),
+        fake_gpu(3, name="Tesla T4", memory_total=15360 * 1024**2, mig="unsupported"),
+    ]
+
+    report = fake_nvml.discover("gpu-host-1")
+
+    inventory = report["inventory"]
+    assert inventory["name"] == "gpu-host-1"
+    assert inventory["source"] == "nvml"
+    assert inventory["driver_version"] == "535.161.08"
+    assert inventory["cuda_version"] == "12.2"
+    assert inventory["note"] is None
+    gpus = inventory["gpus"]
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3]
+    assert [g["uuid"] for g in gpus] == [g["uuid"] for g in fake_nvml.state["gpus"]]
+    assert [g["name"] for g in gpus] == [
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA A100-SXM4-40GB",
+        "Tesla T4",
+    ]
+    assert [g["memory_total"] for g in gpus] == [80 * GIB, 80 * GIB, 40 * GIB, 15360 * 1024**2]
+    # The *current* mode counts; a pending change takes effect only after a GPU reset.
+    assert [g["mig_mode"] for g in gpus] == [True, False, False, None]
+    assert all(g["health"] == "ok" and g["emulated"] is False for g in gpus)
+    assert _warnings(report) == []
+
+
+def test_init_failure_gives_zero_gpus_and_one_warning(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state["init_error"] = 9  # NVML_ERROR_DRIVER_NOT_LOADED
+
+    report = fake_nvml.discover("node-a")
+
+    reason = "NVML not available (Driver Not Loaded): the NVIDIA kernel driver is not loaded"
+    assert report["inventory"] == {
+        "name": "node-a",
+        "gpus": [],
+        "driver_version": None,
+        "cuda_version": None,
+        "source": "none",
+        "note": reason,
+    }
+    assert [(r["logger"], r["level"]) for r in report["logs"]] == [("gpudock.gpus", "WARNING")]
+    assert _warnings(report) == [f"no GPUs discovered on node-a: {reason}"]
+
+
+def test_library_absent_gives_zero_gpus_with_the_reason() -> None:
+    if ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("a real libnvidia-ml is installed on this host")
+
+    report = run_discovery_subprocess(lib_dir=None, node_name="cpu-only")
+
+    reason = "NVML not available (NVML Shared Library Not Found): no NVIDIA driver on this host"
+    assert report["inventory"]["gpus"] == []
+    assert report["inventory"]["source"] == "none"
+    assert report["inventory"]["note"] == reason
+    assert _warnings(report) == [f"no GPUs discovered on cpu-only: {reason}"]
+
+
+def test_a_lost_gpu_is_reported_unhealthy(fake_nvml: FakeNvml) -> None:
+    lost_uuid = fake_nvml.state["gpus"][1]["uuid"]
+    fake_nvml.state["gpus"][1]["fail"] = True
+
+    report = fake_nvml.discover()
+
+    healthy, lost = report["inventory"]["gpus"]
+    assert healthy["health"] == "ok"
+    assert lost == {
+        "index": 1,
+        "uuid": lost_uuid,
+        "name": "unknown",
+        "memory_total": 0,
+        "mig_mode": None,
+        "emulated": False,
+        "health": "unhealthy",
+    }
+    problem = (
+        f"GPU 1 ({lost_uuid}) unhealthy: "
+        "name: GPU is lost, memory: GPU is lost, MIG mode: GPU is lost"
+    )
+    assert report["inventory"]["note"] == problem
+    assert _warnings(report) == [problem]
+
+
+def test_a_gpu_that_cannot_be_identified_is_left_out(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state["gpus"].append(fake_gpu(2, fail="handle"))
+
+    report = fake_nvml.discover()
+
+    assert [g["index"] for g in report["inventory"]["gpus"]] == [0, 1]
+    assert report["inventory"]["note"] == "GPU 2 cannot be identified (GPU is lost); left out"
+
+
+def test_reports_per_process_gpu_memory(fake_nvml: FakeNvml) -> None:
+    busy, idle = (g["uuid"] for g in fake_nvml.state["gpus"])
+    fake_nvml.state["gpus"][0]["processes"] = [
+        {"pid": 4242, "usedGpuMemory": 3 * GIB},
+        {"pid": 4343, "usedGpuMemory": 512 * 1024**2},
+    ]
+
+    report = fake_nvml.discover(process_uuids=(busy, idle, "GPU-not-there"))
+
+    assert report["processes"][busy] == [[4242, 3 * GIB], [4343, 512 * 1024**2]]
+    assert report["processes"][idle] == []
+    assert report["processes"]["GPU-not-there"] == {
+        "error": "GpuQueryFailed",
+        "message": "cannot list processes on GPU GPU-not-there: Not Found",
+    }
+
+
+def test_a_rewritten_state_shows_in_the_next_discovery(fake_nvml: FakeNvml) -> None:
+    assert len(fake_nvml.discover()["inventory"]["gpus"]) == 2
+
+    fake_nvml.state["gpus"].append(fake_gpu(2))
+
+    assert len(fake_nvml.discover()["inventory"]["gpus"]) == 3

@@ -1,0 +1,190 @@
+"""The store on real SQLite and PostgreSQL: transitions, allocation, races."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from gpudock.core.errors import IllegalTransition
+from gpudock.core.inventory import GpuInfo, NodeInventory
+from gpudock.core.job import JobSpec, JobState
+from gpudock.scheduler.snapshot import Placement, Plan
+from gpudock.store import inventory as inv_store
+from gpudock.store import jobs as job_store
+from gpudock.store.applier import apply_plan
+from gpudock.store.db import Database
+from gpudock.store.models import GpuRow
+
+GIB = 1024**3
+
+
+def node(n_gpus: int = 4, name: str = "n0") -> NodeInventory:
+    gpus = tuple(
+        GpuInfo(index=i, uuid=f"GPU-{name}-{i}", name="NVIDIA H100", memory_total=80 * GIB)
+        for i in range(n_gpus)
+    )
+    return NodeInventory(name=name, gpus=gpus, source="emulated")
+
+
+@pytest.fixture
+def db(db_url: str) -> Database:
+    database = Database.open(db_url)
+    with database.write() as s:
+        inv_store.register_node(s, node(), now=0.0)
+    yield database
+    database.close()
+
+
+def submit(db: Database, **spec: object) -> int:
+    with db.write() as s:
+        return job_store.insert_job(s, JobSpec(image="img", **spec), "alice", now=1.0).id  # type: ignore[arg-type]
+
+
+def gpu_rows(db: Database) -> dict[str, tuple[int, int | None, int]]:
+    with db.read() as s:
+        return {g.uuid: (g.used_memory, g.exclusive_job, g.shared_jobs) for g in s.query(GpuRow)}
+
+
+def test_migrations_are_idempotent(db_url: str) -> None:
+    Database.open(db_url).close()
+    Database.open(db_url).close()  # second start finds the schema at head
+
+
+def test_submitted_job_is_pending_with_history(db: Database) -> None:
+    job_id = submit(db, gpus=1)
+    with db.read() as s:
+        job = job_store.get_job(s, job_id)
+        events = job_store.job_events(s, job_id)
+    assert job is not None and job.state is JobState.PENDING
+    assert [e["to"] for e in events] == ["PENDING"]
+
+
+def test_illegal_transition_is_refused(db: Database) -> None:
+    job_id = submit(db)
+    with pytest.raises(IllegalTransition), db.write() as s:
+        job_store.transition(s, job_id, JobState.PENDING, JobState.RUNNING, 2.0)
+    with pytest.raises(IllegalTransition, match="needs a reason"), db.write() as s:
+        job_store.transition(s, job_id, JobState.PENDING, JobState.CANCELLED, 2.0)
+
+
+def test_transition_is_conditional_on_the_current_state(db: Database) -> None:
+    job_id = submit(db)
+    with db.write() as s:
+        assert job_store.transition(s, job_id, JobState.PENDING, JobState.CANCELLED, 2.0, "by me")
+    with db.write() as s:
+        assert not job_store.transition(s, job_id, JobState.PENDING, JobState.ALLOCATED, 3.0)
+    with db.read() as s:
+        job = job_store.get_job(s, job_id)
+    assert job is not None and job.state is JobState.CANCELLED and job.reason == "by me"
+
+
+def test_applier_allocates_and_release_frees(db: Database) -> None:
+    job_id = submit(db, gpus=2)
+    plan = Plan(placements=[Placement(job_id, "n0", ("GPU-n0-0", "GPU-n0-1"))])
+    result = apply_plan(db, plan, now=2.0)
+    assert [p.job_id for p in result.committed] == [job_id]
+    rows = gpu_rows(db)
+    assert rows["GPU-n0-0"] == (80 * GIB, job_id, 0)
+    with db.write() as s:
+        job_store.transition(s, job_id, JobState.ALLOCATED, JobState.CANCELLED, 3.0, "x")
+    assert gpu_rows(db)["GPU-n0-0"] == (0, None, 0)
+
+
+def test_applier_rejects_exclusive_on_a_busy_gpu(db: Database) -> None:
+    first, second = submit(db, gpus=1), submit(db, gpus=1)
+    apply_plan(db, Plan(placements=[Placement(first, "n0", ("GPU-n0-0",))]), now=2.0)
+    result = apply_plan(db, Plan(placements=[Placement(second, "n0", ("GPU-n0-0",))]), now=2.0)
+    assert result.committed == [] and len(result.rejected) == 1
+    with db.read() as s:
+        job = job_store.get_job(s, second)
+    assert job is not None and job.state is JobState.PENDING
+
+
+def test_shared_jobs_share_until_memory_runs_out_and_never_with_exclusive(db: Database) -> None:
+    shares = [submit(db, gpus=1, gpu_memory="30GiB") for _ in range(3)]
+    plan = Plan(placements=[Placement(j, "n0", ("GPU-n0-0",), 30 * GIB) for j in shares])
+    result = apply_plan(db, plan, now=2.0)
+    assert len(result.committed) == 2  # 30 + 30 fits 80; the third does not
+    assert gpu_rows(db)["GPU-n0-0"] == (60 * GIB, None, 2)
+    exclusive = submit(db, gpus=1)
+    result = apply_plan(db, Plan(placements=[Placement(exclusive, "n0", ("GPU-n0-0",))]), now=3.0)
+    assert result.committed == []
+
+
+def test_partial_placement_is_rolled_back_whole(db: Database) -> None:
+    blocker, gang = submit(db, gpus=1), submit(db, gpus=2)
+    apply_plan(db, Plan(placements=[Placement(blocker, "n0", ("GPU-n0-1",))]), now=2.0)
+    result = apply_plan(db, Plan(placements=[Placement(gang, "n0", ("GPU-n0-0", "GPU-n0-1"))]), 3.0)
+    assert result.committed == []
+    assert gpu_rows(db)["GPU-n0-0"] == (0, None, 0)  # the first GPU was not kept
+
+
+def test_database_refuses_over_allocation_even_without_the_applier(db: Database) -> None:
+    with pytest.raises(IntegrityError), db.write() as s:
+        gpu = s.get(GpuRow, "GPU-n0-0")
+        assert gpu is not None
+        gpu.used_memory = gpu.memory_total + 1
+
+
+def test_racing_appliers_never_double_book(db_url: str) -> None:
+    """Many threads, each with its own engine, apply conflicting plans at once."""
+    setup = Database.open(db_url)
+    with setup.write() as s:
+        inv_store.register_node(s, node(2), now=0.0)
+    jobs = [submit(setup, gpus=1) for _ in range(12)]
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def worker(offset: int) -> None:
+        db = Database.open(db_url, migrate=False)
+        try:
+            barrier.wait()
+            for i, job_id in enumerate(jobs[offset::6]):
+                uuid = f"GPU-n0-{(i + offset) % 2}"
+                apply_plan(db, Plan(placements=[Placement(job_id, "n0", (uuid,))]), now=2.0)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            db.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    with setup.read() as s:
+        allocated = job_store.list_jobs(s, states=[JobState.ALLOCATED])
+    assert len(allocated) == 2  # exactly one job per GPU
+    holders = {j.gpu_uuids[0]: j.id for j in allocated}
+    assert set(holders) == {"GPU-n0-0", "GPU-n0-1"}
+    rows = gpu_rows(setup)
+    assert {rows[u][1] for u in holders} == set(holders.values())
+    setup.close()
+
+
+def test_requeue_keeps_submit_time_and_counts_attempts(db: Database) -> None:
+    job_id = submit(db, gpus=1, retries=1)
+    apply_plan(db, Plan(placements=[Placement(job_id, "n0", ("GPU-n0-0",))]), now=2.0)
+    with db.write() as s:
+        job_store.transition(s, job_id, JobState.ALLOCATED, JobState.STARTING, 3.0)
+        job_store.transition(s, job_id, JobState.STARTING, JobState.RUNNING, 4.0)
+        job_store.transition(s, job_id, JobState.RUNNING, JobState.PENDING, 5.0, "lost; retry")
+    with db.read() as s:
+        job = job_store.get_job(s, job_id)
+    assert job is not None
+    assert (job.state, job.attempt, job.submitted_at) == (JobState.PENDING, 1, 1.0)
+    assert gpu_rows(db)["GPU-n0-0"] == (0, None, 0)
+
+
+def test_rediscovery_keeps_allocations_and_marks_vanished_busy_gpus_missing(db: Database) -> None:
+    job_id = submit(db, gpus=1)
+    apply_plan(db, Plan(placements=[Placement(job_id, "n0", ("GPU-n0-3",))]), now=2.0)
+    with db.write() as s:
+        inv_store.register_node(s, node(2), now=3.0)  # GPUs 2 and 3 vanished
+    with db.read() as s:
+        gpus = {g.uuid: g for g in inv_store.list_gpus(s)}
+    assert "GPU-n0-2" not in gpus  # idle: dropped
+    assert gpus["GPU-n0-3"].health.value == "missing" and gpus["GPU-n0-3"].exclusive_job == job_id

@@ -1,0 +1,1 @@
+"""Test kit: builders, harnesses and helpers for real components (see TESTING.md)."""

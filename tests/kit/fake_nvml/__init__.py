@@ -1,0 +1,226 @@
+"""A stand-in ``libnvidia-ml.so.1`` so the real pynvml code paths run without a GPU.
+
+How it is loaded: pynvml opens ``CDLL("libnvidia-ml.so.1")`` on its first
+``nvmlInit`` and caches the handle in a module global for the life of the
+process; glibc also reads ``LD_LIBRARY_PATH`` only at process start. So every
+discovery against the fake runs in a fresh Python **subprocess** whose
+``LD_LIBRARY_PATH`` names the directory holding the compiled fake. That is
+the exact loading path of production (no patching of pynvml's private
+globals), keeps tests independent of each other, and lets one test run with
+no library at all.
+
+The library re-reads its state on every ``nvmlInit``, so a test may rewrite
+the state between calls. The Python-facing state is a JSON-able dict::
+
+    {
+      "init_error": 0,               # NVML return code for nvmlInit; 9 = driver not loaded
+      "driver_version": "550.54.15",
+      "cuda_version": 12040,         # CUDA 12.4
+      "gpus": [fake_gpu(0), ...],    # see fake_gpu()
+    }
+
+which ``FakeNvml.write`` validates and writes in the line format the C side
+reads (see the header of ``fake_nvml.c``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SOURCE = Path(__file__).with_name("fake_nvml.c")
+CHILD = Path(__file__).with_name("_child.py")
+LIBRARY_NAME = "libnvidia-ml.so.1"
+STATE_ENV = "GPUDOCK_FAKE_NVML_STATE"
+REPO_SRC = Path(__file__).resolve().parents[3] / "src"
+GIB = 1024**3
+GCC_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+
+_GPU_KEYS = {"uuid", "name", "memory_total", "memory_used", "mig", "processes", "fail"}
+_STATE_KEYS = {"init_error", "driver_version", "cuda_version", "gpus"}
+_FAIL_CODES = {False: 0, True: 1, "handle": 2}
+
+
+def require_gcc() -> str:
+    """Return gcc's path; skip the test without it, or fail it under ``CI=true``."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        message = "gcc is needed to build the fake libnvidia-ml.so.1"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return gcc
+
+
+def build_fake_nvml(dest_dir: Path) -> Path:
+    """Compile (or reuse) the fake and return ``dest_dir/libnvidia-ml.so.1``.
+
+    Builds are cached by a hash of the source and flags under the system temp
+    dir, so only the first test of a session pays for gcc (about 0.2 s). The
+    cache entry is written atomically, so parallel test runs are safe.
+    """
+    gcc = require_gcc()
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(GCC_FLAGS).encode()).hexdigest()
+    cached = Path(tempfile.gettempdir()) / f"gpudock-fake-nvml-{os.getuid()}" / digest[:16]
+    cached_lib = cached / LIBRARY_NAME
+    if not cached_lib.exists():
+        cached.mkdir(parents=True, exist_ok=True)
+        partial = cached / f".{LIBRARY_NAME}.{os.getpid()}"
+        command = [gcc, *GCC_FLAGS, f"-Wl,-soname,{LIBRARY_NAME}", "-o", str(partial), str(SOURCE)]
+        done = subprocess.run(command, check=False, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"gcc could not build the fake NVML:\n{done.stderr}")
+        os.replace(partial, cached_lib)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(cached_lib, dest_dir / LIBRARY_NAME)
+    return dest_dir / LIBRARY_NAME
+
+
+def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
+    """A healthy fake H100 80GB with a stable UUID derived from ``index``.
+
+    Keys: ``uuid``, ``name``, ``memory_total`` and ``memory_used`` (bytes),
+    ``mig`` (``"unsupported"`` or ``{"current": 0|1, "pending": 0|1}``),
+    ``processes`` (``[{"pid": int, "usedGpuMemory": int}]``) and ``fail``
+    (False; True = queries after the handle/UUID return GPU_IS_LOST;
+    ``"handle"`` = even the handle lookup does).
+    """
+    gpu: dict[str, Any] = {
+        "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'fake-nvml/{index}')}",
+        "name": "NVIDIA H100 80GB HBM3",
+        "memory_total": 80 * GIB,
+        "memory_used": 0,
+        "mig": {"current": 0, "pending": 0},
+        "processes": [],
+        "fail": False,
+    }
+    gpu.update(overrides)
+    return gpu
+
+
+def default_state(gpus: int = 2) -> dict[str, Any]:
+    """A driver 550.54.15 / CUDA 12.4 host with ``gpus`` healthy fake H100s."""
+    return {
+        "init_error": 0,
+        "driver_version": "550.54.15",
+        "cuda_version": 12040,
+        "gpus": [fake_gpu(i) for i in range(gpus)],
+    }
+
+
+def render_state(state: dict[str, Any]) -> str:
+    """Validate ``state`` and return it in the C side's line format."""
+    _check_keys("state", state, _STATE_KEYS)
+    lines = [
+        f"init_error {int(state.get('init_error', 0))}",
+        f"driver {_one_line(str(state.get('driver_version', '550.54.15')))}",
+        f"cuda {int(state.get('cuda_version', 12040))}",
+    ]
+    for gpu in state.get("gpus", []):
+        _check_keys("gpu", gpu, _GPU_KEYS)
+        mig = gpu.get("mig", "unsupported")
+        current, pending = (-1, -1) if mig == "unsupported" else (mig["current"], mig["pending"])
+        uuid_text = gpu["uuid"]
+        if not uuid_text or any(ch.isspace() for ch in uuid_text):
+            raise ValueError(f"fake GPU uuid must be one word, got {uuid_text!r}")
+        lines.append(
+            f"gpu {_FAIL_CODES[gpu.get('fail', False)]} {int(current)} {int(pending)} "
+            f"{int(gpu['memory_total'])} {int(gpu.get('memory_used', 0))} {uuid_text} "
+            f"{_one_line(gpu['name'])}"
+        )
+        lines += [
+            f"proc {int(p['pid'])} {int(p['usedGpuMemory'])}" for p in gpu.get("processes", [])
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class FakeNvml:
+    """One test's fake NVML: a library directory plus a rewritable state file."""
+
+    def __init__(self, lib_dir: Path, state_path: Path, state: dict[str, Any] | None = None):
+        self.lib_dir = lib_dir
+        self.state_path = state_path
+        self.state: dict[str, Any] = state if state is not None else default_state()
+
+    def write(self) -> None:
+        """Write ``self.state``; the library picks it up on its next ``nvmlInit``."""
+        self.state_path.write_text(render_state(self.state))
+
+    def discover(
+        self, node_name: str = "node-a", process_uuids: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """Write the state, then run discovery in a subprocess against the fake."""
+        self.write()
+        return run_discovery_subprocess(
+            lib_dir=self.lib_dir,
+            state_path=self.state_path,
+            node_name=node_name,
+            process_uuids=process_uuids,
+        )
+
+
+def make_fake_nvml(tmp_path: Path) -> FakeNvml:
+    """Build the library into ``tmp_path/lib`` and return a FakeNvml (for fixtures)."""
+    lib = build_fake_nvml(tmp_path / "lib")
+    return FakeNvml(lib.parent, tmp_path / "fake-nvml-state.txt")
+
+
+def run_discovery_subprocess(
+    *,
+    lib_dir: Path | None,
+    state_path: Path | None = None,
+    node_name: str = "node-a",
+    emulate: str | None = None,
+    process_uuids: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Run ``gpudock.gpus.discover`` in a fresh interpreter and return its report.
+
+    ``lib_dir=None`` runs with no ``LD_LIBRARY_PATH`` at all (library absent).
+    The report is ``{"inventory": asdict(NodeInventory), "logs": [{"logger",
+    "level", "message"}, ...] (records emitted by discover), "processes":
+    {uuid: [[pid, used], ...] | {"error", "message"}}}``. Raises
+    AssertionError with the child's stderr when it crashes.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", STATE_ENV)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_SRC), env.get("PYTHONPATH")]))
+    if lib_dir is not None:
+        env["LD_LIBRARY_PATH"] = str(lib_dir)
+    if state_path is not None:
+        env[STATE_ENV] = str(state_path)
+    request = {"node": node_name, "emulate": emulate, "process_uuids": list(process_uuids)}
+    done = subprocess.run(
+        [sys.executable, str(CHILD), json.dumps(request)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"discovery subprocess failed ({done.returncode}):\n{done.stderr}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _check_keys(what: str, data: dict[str, Any], allowed: set[str]) -> None:
+    unknown = set(data) - allowed
+    if unknown:
+        raise ValueError(
+            f"unknown fake NVML {what} keys {sorted(unknown)}; allowed: {sorted(allowed)}"
+        )
+
+
+def _one_line(text: str) -> str:
+    if not text or "\n" in text or "\r" in text:
+        raise ValueError(f"fake NVML text fields must be one non-empty line, got {text!r}")
+    return text

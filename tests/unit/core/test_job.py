@@ -1,0 +1,100 @@
+"""JobSpec validation, units and the job state machine."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from gpudock.core.errors import IllegalTransition
+from gpudock.core.job import TRANSITIONS, JobSpec, JobState, check_transition, parse_mount
+from gpudock.core.units import format_duration, format_size, parse_duration, parse_size
+
+GIB = 1024**3
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("20GiB", 20 * GIB), ("16GB", 16 * 10**9), ("512m", 512 * 1024**2), ("1024", 1024),
+     (" 1.5 GiB ", int(1.5 * GIB)), (4096, 4096)],
+)
+def test_sizes_parse(text: str | int, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["20XB", "", "GiB", "-1GiB", "1 2GiB"])
+def test_bad_sizes_name_what_is_accepted(text: str) -> None:
+    with pytest.raises(ValueError, match="size"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1h30m", 5400),
+                          ("1d", 86400)],
+)
+def test_durations_parse(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "2x", "h", "1h 2", "-5"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_formatting() -> None:
+    assert format_size(20 * GIB) == "20GiB" and format_size(1536) == "1.5KiB"
+    assert format_duration(5400) == "1h30m" and format_duration(42) == "42s"
+
+
+def test_spec_normalises_sizes_and_durations() -> None:
+    spec = JobSpec(image="img", gpus=2, gpu_memory="20GiB", max_runtime="2h", memory="8GiB")
+    assert (spec.gpu_memory, spec.max_runtime, spec.memory) == (20 * GIB, 7200.0, 8 * GIB)
+    assert spec.shared and not JobSpec(image="img", gpus=2).shared
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"gpus": -1}, "greater than or equal to 0"),
+        ({"image": ""}, "image must not be empty"),
+        ({"gpu_memory": "20XB"}, "unknown size unit 'XB'"),
+        ({"gpu_memory": 0}, "greater than zero"),
+        ({"queue": "bad queue"}, "queue must be"),
+        ({"env": {"1BAD": "x"}}, "not a valid variable name"),
+        ({"labels": {"gpudock.job": "1"}}, "must not start with 'gpudock.'"),
+        ({"mounts": ["relative:/x"]}, "must be absolute"),
+        ({"mounts": ["/a:/b:rx"]}, "mode must be"),
+        ({"privileged": True}, "Extra inputs are not permitted"),
+        ({"retries": 1000}, "less than or equal to 100"),
+    ],
+)
+def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None:
+    data: dict[str, object] = {"image": "img", **fields}
+    with pytest.raises(ValidationError, match=message):
+        JobSpec.model_validate(data)
+
+
+def test_mounts() -> None:
+    mount = parse_mount("/data/x:/x:ro")
+    assert (mount.host, mount.container, mount.read_only) == ("/data/x", "/x", True)
+
+
+def test_every_terminal_state_is_final_and_needs_a_reason() -> None:
+    for state in JobState:
+        if state.terminal:
+            assert TRANSITIONS[state] == frozenset()
+            with pytest.raises(IllegalTransition):
+                check_transition(state, JobState.PENDING)
+    with pytest.raises(IllegalTransition, match="needs a reason"):
+        check_transition(JobState.RUNNING, JobState.FAILED, None)
+    check_transition(JobState.RUNNING, JobState.FAILED, "exited with code 1")
+
+
+@pytest.mark.parametrize(
+    ("current", "target"),
+    [(JobState.PENDING, JobState.RUNNING), (JobState.PENDING, JobState.STARTING),
+     (JobState.ALLOCATED, JobState.RUNNING), (JobState.RUNNING, JobState.ALLOCATED)],
+)
+def test_illegal_transitions(current: JobState, target: JobState) -> None:
+    with pytest.raises(IllegalTransition, match=f"from {current} to {target}"):
+        check_transition(current, target, "x")

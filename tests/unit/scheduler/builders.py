@@ -1,0 +1,211 @@
+"""Test kit for the scheduler: fluent builders and a snapshot-in, Plan-out harness.
+
+    job = make_job(1).gpus(2).gpu_memory("20GiB").model("H100").priority(10).build()
+    node = make_node("n0").gpus(8, model="H100", memory="80GiB").exclusive(0).build()
+    plan = run(make_snapshot([node], [job]), placement="spread")
+    assert_placed(plan, 1, node="n0", gpus=[1, 2])
+    assert_pending(plan, 2, contains="needs 4 GPUs")
+
+GPU uuids follow ``gpu_uuid(node, index)`` so assertions can speak in indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Literal
+
+from gpudock.config import SchedulerConfig
+from gpudock.core.job import PendingReason
+from gpudock.core.units import parse_size
+from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement, Plan, Snapshot
+
+GiB = 2**30
+Size = str | int
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    return f"GPU-{node}-{index}"
+
+
+class JobBuilder:
+    """Defaults: one whole GPU, priority 0, queue ``default``, submitted at 0."""
+
+    def __init__(self, job_id: int) -> None:
+        self._job = JobRequest(id=job_id, gpus=1, submitted_at=0.0)
+
+    def gpus(self, n: int) -> JobBuilder:
+        self._job = replace(self._job, gpus=n)
+        return self
+
+    def gpu_memory(self, size: Size) -> JobBuilder:
+        """Make it a shared job holding ``size`` on each of its GPUs."""
+        self._job = replace(self._job, gpu_memory=parse_size(size))
+        return self
+
+    def model(self, model: str) -> JobBuilder:
+        self._job = replace(self._job, gpu_model=model)
+        return self
+
+    def priority(self, priority: int) -> JobBuilder:
+        self._job = replace(self._job, priority=priority)
+        return self
+
+    def queue(self, queue: str) -> JobBuilder:
+        self._job = replace(self._job, queue=queue)
+        return self
+
+    def user(self, user: str) -> JobBuilder:
+        self._job = replace(self._job, user=user)
+        return self
+
+    def submitted(self, at: float) -> JobBuilder:
+        self._job = replace(self._job, submitted_at=at)
+        return self
+
+    def build(self) -> JobRequest:
+        return self._job
+
+
+def make_job(job_id: int) -> JobBuilder:
+    return JobBuilder(job_id)
+
+
+class NodeBuilder:
+    """A node; ``gpus()`` appends GPUs with the next indices (call it again to mix models)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._gpus: list[GpuView] = []
+        self._available = True
+        self._reason: str | None = None
+        self._labels: dict[str, str] = {}
+
+    def gpus(self, n: int, model: str = "A100-80GB", memory: Size = "80GiB") -> NodeBuilder:
+        total = parse_size(memory)
+        for _ in range(n):
+            index = len(self._gpus)
+            self._gpus.append(
+                GpuView(uuid=gpu_uuid(self._name, index), index=index, name=model,
+                        memory_total=total)
+            )
+        return self
+
+    def exclusive(self, *indices: int) -> NodeBuilder:
+        """Mark GPUs as held whole by an exclusive job."""
+        for i in indices:
+            gpu = self._gpus[i]
+            self._gpus[i] = replace(gpu, exclusive=True, used_memory=gpu.memory_total)
+        return self
+
+    def shared(self, index: int, used: Size, jobs: int = 1) -> NodeBuilder:
+        """Mark ``used`` bytes of GPU ``index`` as held by ``jobs`` shared jobs."""
+        self._gpus[index] = replace(self._gpus[index], used_memory=parse_size(used),
+                                    shared_jobs=jobs)
+        return self
+
+    def unhealthy(self, *indices: int) -> NodeBuilder:
+        for i in indices:
+            self._gpus[i] = replace(self._gpus[i], healthy=False)
+        return self
+
+    def unavailable(self, reason: str | None = None) -> NodeBuilder:
+        self._available, self._reason = False, reason
+        return self
+
+    def label(self, key: str, value: str) -> NodeBuilder:
+        self._labels[key] = value
+        return self
+
+    def build(self) -> NodeView:
+        return NodeView(
+            name=self._name, gpus=tuple(self._gpus), available=self._available,
+            unavailable_reason=self._reason, labels=tuple(sorted(self._labels.items())),
+        )
+
+
+def make_node(name: str) -> NodeBuilder:
+    return NodeBuilder(name)
+
+
+def make_snapshot(
+    nodes: Iterable[NodeView | NodeBuilder],
+    jobs: Iterable[JobRequest | JobBuilder],
+    now: float = 0,
+) -> Snapshot:
+    """Builders are built for you."""
+    return Snapshot(
+        now=now,
+        nodes=tuple(n.build() if isinstance(n, NodeBuilder) else n for n in nodes),
+        pending=tuple(j.build() if isinstance(j, JobBuilder) else j for j in jobs),
+    )
+
+
+def run(
+    snapshot: Snapshot,
+    config: SchedulerConfig | None = None,
+    *,
+    placement: Literal["binpack", "spread"] | None = None,
+) -> Plan:
+    """Run one cycle; ``placement`` overrides ``config.placement``."""
+    config = config or SchedulerConfig()
+    if placement is not None:
+        config = config.model_copy(update={"placement": placement})
+    return schedule(snapshot, config)
+
+
+def placement_of(plan: Plan, job_id: int) -> Placement | None:
+    found = [p for p in plan.placements if p.job_id == job_id]
+    assert len(found) <= 1, f"job {job_id} placed {len(found)} times"
+    return found[0] if found else None
+
+
+def gpu_indices(placement: Placement) -> list[int]:
+    """The indices behind ``gpu_uuid``-style uuids."""
+    return [int(u.rsplit("-", 1)[1]) for u in placement.gpu_uuids]
+
+
+def assert_placed(
+    plan: Plan,
+    job_id: int,
+    node: str | None = None,
+    gpus: Sequence[int] | None = None,
+    memory: Size | None = None,
+) -> Placement:
+    """The job is placed (and not pending), on ``node`` / GPU indices ``gpus`` if given."""
+    placement = placement_of(plan, job_id)
+    assert placement is not None, f"job {job_id} not placed: {plan.pending.get(job_id)}"
+    assert job_id not in plan.pending, f"job {job_id} placed and pending"
+    if node is not None:
+        assert placement.node == node, f"job {job_id} on {placement.node}, expected {node}"
+    if gpus is not None:
+        assert gpu_indices(placement) == list(gpus), (
+            f"job {job_id} on GPUs {gpu_indices(placement)}, expected {list(gpus)}"
+        )
+    if memory is not None:
+        assert placement.memory_per_gpu == parse_size(memory)
+    return placement
+
+
+def assert_pending(
+    plan: Plan,
+    job_id: int,
+    contains: str | None = None,
+    *,
+    layer: str | None = None,
+    exact: str | None = None,
+) -> list[PendingReason]:
+    """The job is pending (not placed) with a reason matching all criteria given."""
+    assert placement_of(plan, job_id) is None, f"job {job_id} was placed"
+    reasons = plan.pending.get(job_id)
+    assert reasons, f"job {job_id} has no pending reasons"
+    texts = [f"[{r.layer}] {r.message}" for r in reasons]
+    matching = [
+        r for r in reasons
+        if (contains is None or contains in r.message)
+        and (layer is None or r.layer == layer)
+        and (exact is None or r.message == exact)
+    ]
+    assert matching, f"job {job_id}: no reason matches; got {texts}"
+    return reasons

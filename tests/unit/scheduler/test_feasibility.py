@@ -1,0 +1,76 @@
+"""``never_fits``: the submit-time check for jobs no waiting can ever place."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpudock.scheduler.feasibility import never_fits
+
+from .builders import make_job, make_node
+
+
+def test_a_job_that_fits_is_fine() -> None:
+    nodes = [make_node("n0").gpus(8, model="H100").build()]
+    assert never_fits(make_job(1).gpus(8).model("H100").gpu_memory("80GiB").build(), nodes) is None
+
+
+def test_more_gpus_than_the_largest_node() -> None:
+    nodes = [make_node("n0").gpus(8).build(), make_node("n1").gpus(4).build()]
+    assert never_fits(make_job(1).gpus(16).build(), nodes) == (
+        "needs 16 GPUs but the largest node has 8"
+    )
+
+
+@pytest.mark.parametrize("nodes", [[], [make_node("cpu-0").build()]])
+def test_no_gpus_at_all(nodes: list[object]) -> None:
+    assert never_fits(make_job(1).gpus(16).build(), nodes) == (  # type: ignore[arg-type]
+        "needs 16 GPUs but no node has GPUs"
+    )
+
+
+def test_share_larger_than_any_gpu() -> None:
+    nodes = [make_node("n0").gpus(8, memory="80GiB").build()]
+    assert never_fits(make_job(1).gpu_memory("100GiB").build(), nodes) == (
+        "needs 100GiB per GPU but the largest GPU has 80GiB"
+    )
+
+
+def test_unknown_model_lists_the_models_there_are() -> None:
+    nodes = [make_node("n0").gpus(2, model="A100-40GB").build()]
+    assert never_fits(make_job(1).model("H100").build(), nodes) == (
+        "no node has GPU model H100 (have: A100-40GB)"
+    )
+
+
+def test_model_and_count_together() -> None:
+    nodes = [
+        make_node("n0").gpus(2, model="H100").gpus(6, model="A100-40GB").build(),
+        make_node("n1").gpus(1, model="H100").build(),
+    ]
+    assert never_fits(make_job(1).gpus(4).model("H100").build(), nodes) == (
+        "needs 4 H100 GPUs but the largest node has 2 H100"
+    )
+
+
+def test_model_and_share_together() -> None:
+    nodes = [make_node("n0").gpus(1, model="H100", memory="80GiB")
+             .gpus(1, model="A100-40GB", memory="40GiB").build()]
+    assert never_fits(make_job(1).model("A100").gpu_memory("60GiB").build(), nodes) == (
+        "needs 60GiB per GPU but the largest A100 GPU has 40GiB"
+    )
+
+
+def test_shared_job_with_too_few_big_gpus_on_one_node() -> None:
+    nodes = [make_node("n0").gpus(2, memory="80GiB").gpus(6, memory="16GiB").build()]
+    assert never_fits(make_job(1).gpus(4).gpu_memory("20GiB").build(), nodes) == (
+        "needs 4 GPUs with 20GiB but the largest node has 2 such GPUs"
+    )
+
+
+def test_cpu_only_jobs_always_fit() -> None:
+    assert never_fits(make_job(1).gpus(0).model("H100").build(), []) is None
+
+
+def test_busy_unavailable_and_unhealthy_nodes_still_count() -> None:
+    nodes = [make_node("n0").gpus(4).exclusive(0, 1).unhealthy(2).unavailable("down").build()]
+    assert never_fits(make_job(1).gpus(4).build(), nodes) is None

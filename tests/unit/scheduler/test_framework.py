@@ -1,0 +1,108 @@
+"""The framework's mechanism: registry, profile, status codes, capacity model."""
+
+from __future__ import annotations
+
+import pkgutil
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+import gpudock.scheduler.policies as policies_pkg
+from gpudock.config import SchedulerConfig
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.capacity import CycleState, NodeState, ReservationError
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.framework import SUCCESS, Rejection, Status, StatusCode
+from gpudock.scheduler.registry import REGISTRY, ProfileSpec, build_profile, profile_spec
+from gpudock.scheduler.snapshot import JobRequest
+
+from .builders import make_job, make_node, make_snapshot, run
+
+
+def test_every_policy_module_is_registered() -> None:
+    modules = {m.name for m in pkgutil.iter_modules(policies_pkg.__path__)}
+    assert modules == {
+        "priority_fifo", "node_health", "gpu_model", "gpu_capacity",
+        "binpack", "spread", "gpu_picker",
+    }
+    assert set(REGISTRY) == {
+        "priority_fifo", "node_health", "gpu_model", "gpu_capacity",
+        "binpack", "spread", "best_fit",
+    }
+
+
+@pytest.mark.parametrize("placement", ["binpack", "spread"])
+def test_the_config_chooses_the_score_policy(placement: str) -> None:
+    profile = build_profile(SchedulerConfig(placement=placement))  # type: ignore[arg-type]
+    assert [p.name for p, _ in profile.scorers] == [placement]
+    assert [f.name for f in profile.filters] == ["gpu_model", "node_health", "gpu_capacity"]
+
+
+def test_an_unknown_policy_name_is_a_clear_error() -> None:
+    spec = profile_spec(SchedulerConfig())
+    bad = ProfileSpec(order=spec.order, filters=("nope",), scorers=spec.scorers,
+                      picker=spec.picker)
+    with pytest.raises(ValueError, match="unknown filter policy 'nope'"):
+        build_profile(SchedulerConfig(), bad)
+
+
+def test_status_helpers() -> None:
+    status = Status.unresolvable("constraints", "no H100")
+    assert status.code is StatusCode.UNRESOLVABLE and not status.ok
+    assert Status(StatusCode.SUCCESS).ok
+
+
+class CountingFilter:
+    """Counts filter calls; passes every node."""
+
+    name = "counting"
+    layer = "devices"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        self.calls += 1
+        return SUCCESS
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        return None
+
+
+def test_equal_requests_share_verdicts_and_only_changed_nodes_are_re_evaluated() -> None:
+    counting = CountingFilter()
+    base = build_profile(SchedulerConfig())
+    profile = replace(base, filters=(counting, *base.filters))
+    nodes = [make_node(f"n{i:03}").gpus(8) for i in range(100)]
+    jobs = [make_job(i).submitted(i) for i in range(50)]
+    plan = run_cycle(make_snapshot(nodes, jobs), profile)
+    assert len(plan.placements) == 50
+    # 100 nodes once for the first job, then the one node each reservation changed
+    assert counting.calls == 100 + 49
+
+
+def test_a_bad_reservation_changes_nothing() -> None:
+    snapshot = make_snapshot([make_node("n0").gpus(2).exclusive(0)], [])
+    state = CycleState(snapshot.nodes)
+    for indices in ([0], [1, 1], [5]):
+        with pytest.raises(ReservationError):
+            state.reserve(make_job(1).build(), "n0", indices)
+    assert state.nodes["n0"].idle_gpus == 1
+
+
+def test_the_snapshot_is_never_mutated_and_plans_repeat() -> None:
+    snapshot = make_snapshot(
+        [make_node("n0").gpus(2), make_node("n1").gpus(2).shared(0, "10GiB")],
+        [make_job(i).gpu_memory("30GiB").submitted(i) for i in range(5)],
+    )
+    before = repr(snapshot)
+    assert run(snapshot) == run(snapshot)
+    assert repr(snapshot) == before
+
+
+def test_duplicate_node_names_are_rejected() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        CycleState([make_node("n0").build(), make_node("n0").build()])

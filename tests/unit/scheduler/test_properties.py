@@ -1,0 +1,189 @@
+"""Properties of ``schedule`` over random clusters and job streams (hypothesis).
+
+Clusters: 1-6 nodes of 1-8 GPUs, mixed models and memory sizes, some GPUs
+already held exclusively or shared, some unhealthy, some nodes unavailable.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudock.config import SchedulerConfig
+from gpudock.core.inventory import gpu_model_matches
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.equivalence import KeyVerdicts
+from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Plan, Snapshot
+
+from .builders import GiB, gpu_uuid
+
+MODELS = {"A100-40GB": 40 * GiB, "A100-80GB": 80 * GiB, "T4": 16 * GiB, "H100": 80 * GiB}
+WANTED = [None, None, "A100", "H100", "T4", "V100"]
+SHARES = [1 * GiB, 4 * GiB, 8 * GiB, 16 * GiB, 20 * GiB, 40 * GiB, 80 * GiB]
+
+
+@st.composite
+def gpus(draw: st.DrawFn, node: str, index: int) -> GpuView:
+    model = draw(st.sampled_from(sorted(MODELS)))
+    total = MODELS[model]
+    kind = draw(st.sampled_from(["idle", "idle", "exclusive", "shared"]))
+    used, exclusive, shared_jobs = 0, False, 0
+    if kind == "exclusive":
+        used, exclusive = total, True
+    elif kind == "shared":
+        used = draw(st.integers(1, total // GiB)) * GiB
+        shared_jobs = draw(st.integers(1, 3))
+    return GpuView(
+        uuid=gpu_uuid(node, index), index=index, name=model, memory_total=total,
+        used_memory=used, exclusive=exclusive, shared_jobs=shared_jobs,
+        healthy=draw(st.sampled_from([True, True, True, True, False])),
+    )
+
+
+@st.composite
+def nodes(draw: st.DrawFn, name: str) -> NodeView:
+    count = draw(st.integers(1, 8))
+    available = draw(st.sampled_from([True, True, True, False]))
+    return NodeView(
+        name=name,
+        gpus=tuple(draw(gpus(name, i)) for i in range(count)),
+        available=available,
+        unavailable_reason=None if available else "heartbeat lost",
+    )
+
+
+@st.composite
+def jobs(draw: st.DrawFn, job_id: int) -> JobRequest:
+    return JobRequest(
+        id=job_id,
+        gpus=draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3, 4, 8])),
+        submitted_at=float(draw(st.integers(0, 5))),
+        gpu_memory=draw(st.sampled_from([None, None, *SHARES])),
+        gpu_model=draw(st.sampled_from(WANTED)),
+        priority=draw(st.integers(-2, 2)),
+    )
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> Snapshot:
+    names = [f"n{i}" for i in range(draw(st.integers(1, 6)))]
+    job_count = draw(st.integers(0, 20))
+    return Snapshot(
+        now=0.0,
+        nodes=tuple(draw(nodes(n)) for n in names),
+        pending=tuple(draw(jobs(i)) for i in range(1, job_count + 1)),
+    )
+
+
+configs = st.sampled_from([SchedulerConfig(placement="binpack"),
+                           SchedulerConfig(placement="spread")])
+
+
+@dataclass
+class _Gpu:
+    view: GpuView
+    used: int
+    exclusive: bool
+    shares: int
+
+
+def _replay(snapshot: Snapshot, plan: Plan) -> None:
+    """Apply the plan's placements in order, checking each against current state."""
+    gpus = {g.uuid: (n, _Gpu(g, g.used_memory, g.exclusive, g.shared_jobs))
+            for n in snapshot.nodes for g in n.gpus}
+    jobs_by_id = {j.id: j for j in snapshot.pending}
+    for p in plan.placements:
+        job = jobs_by_id[p.job_id]
+        assert len(p.gpu_uuids) == job.gpus == len(set(p.gpu_uuids)), "all-or-nothing, distinct"
+        for uuid in p.gpu_uuids:
+            node, gpu = gpus[uuid]
+            assert node.name == p.node and node.available and gpu.view.healthy
+            if job.gpu_model is not None:
+                assert gpu_model_matches(job.gpu_model, gpu.view.name)
+            if job.shared:
+                assert p.memory_per_gpu == job.gpu_memory is not None
+                assert not gpu.exclusive, "a shared job on an exclusive GPU"
+                gpu.used += job.gpu_memory
+                gpu.shares += 1
+            else:
+                assert p.memory_per_gpu is None
+                assert not gpu.exclusive and gpu.shares == 0 and gpu.used == 0, "GPU not idle"
+                gpu.exclusive, gpu.used = True, gpu.view.memory_total
+            assert gpu.used <= gpu.view.memory_total, "GPU memory over-allocated"
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots(), configs)
+def test_plans_never_over_allocate_and_respect_constraints(
+    snapshot: Snapshot, config: SchedulerConfig
+) -> None:
+    _replay(snapshot, schedule(snapshot, config))
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots(), configs)
+def test_every_job_is_placed_once_or_pending_with_a_reason(
+    snapshot: Snapshot, config: SchedulerConfig
+) -> None:
+    plan = schedule(snapshot, config)
+    placed = [p.job_id for p in plan.placements]
+    assert len(placed) == len(set(placed))
+    assert not set(placed) & set(plan.pending)
+    assert set(placed) | set(plan.pending) == {j.id for j in snapshot.pending}
+    for reasons in plan.pending.values():
+        assert reasons and all(r.message and r.layer for r in reasons)
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots(), configs, st.randoms(use_true_random=False))
+def test_deterministic_and_independent_of_input_order(
+    snapshot: Snapshot, config: SchedulerConfig, rnd: random.Random
+) -> None:
+    plan = schedule(snapshot, config)
+    assert schedule(snapshot, config) == plan
+    shuffled_nodes, shuffled_jobs = list(snapshot.nodes), list(snapshot.pending)
+    rnd.shuffle(shuffled_nodes)
+    rnd.shuffle(shuffled_jobs)
+    shuffled = Snapshot(snapshot.now, tuple(shuffled_nodes), tuple(shuffled_jobs))
+    assert schedule(shuffled, config) == plan
+
+
+def _naive_plan(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
+    """Reference: filter and score every node for every job; explain from scratch at the end."""
+    profile = build_profile(config)
+    state = CycleState(snapshot.nodes)
+    plan = Plan()
+    blocked = []
+    for job in sorted(snapshot.pending, key=profile.order.key):
+        feasible = [
+            n for n in state.nodes.values()
+            if all(f.filter(job, n).ok for f in profile.filters)
+        ]
+        if not feasible:
+            blocked.append(job)
+            continue
+        node = min(
+            feasible,
+            key=lambda n: (-sum(w * s.score(job, n) for s, w in profile.scorers), n.name),
+        )
+        picked = profile.picker.pick(job, node)
+        assert picked is not None
+        plan.placements.append(state.reserve(job, node.name, picked))
+    for job in blocked:
+        verdicts = KeyVerdicts(job, state, profile)
+        assert verdicts.best() is None, "capacity only shrinks: a blocked job stays blocked"
+        plan.pending[job.id] = verdicts.reasons()
+    return plan
+
+
+@settings(max_examples=150, deadline=None)
+@given(snapshots(), configs)
+def test_shared_incremental_verdicts_equal_evaluating_every_node_for_every_job(
+    snapshot: Snapshot, config: SchedulerConfig
+) -> None:
+    assert schedule(snapshot, config) == _naive_plan(snapshot, config)
