@@ -8,6 +8,7 @@ relaunched, and a crash in between leaves an orphan the reconciler removes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -66,35 +67,48 @@ def outcome(job: Job, status: ContainerStatus | None) -> tuple[JobState, str]:
 
 def _maybe_retry(job: Job, state: JobState, why: str) -> tuple[JobState, str]:
     if job.attempt < job.spec.retries:
-        return JobState.PENDING, f"{why}; retrying ({job.attempt + 1} of {job.spec.retries} retries)"
+        retry = f"retrying ({job.attempt + 1} of {job.spec.retries} retries)"
+        return JobState.PENDING, f"{why}; {retry}"
     return state, why
 
 
 def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> None:
-    """Record how the job's container ended, free its GPUs, remove the container."""
+    """Record how the job's container ended, free its GPUs, remove the container.
+
+    ``job`` may be stale (read before the container was listed): the job is
+    re-read, and nothing happens unless it is still the active attempt that
+    owns this container. The container is removed only after the job's state
+    change committed; otherwise it is left for the next reconcile pass.
+    """
+    with ctx.db.read() as session:
+        fresh = job_store.get_job(session, job.id)
+    if fresh is None or not fresh.state.holds_resources or fresh.attempt != job.attempt:
+        return
+    if fresh.state is not JobState.RUNNING and status is None:
+        return  # not started yet: the launcher, not a loss
+    job = fresh
     path = None
     if status is not None:
         path = archive_logs(ctx, job.id, job.attempt, status.id)
     target, reason = outcome(job, status)
-    fields: dict[str, object] = {"log_path": str(path) if path else None}
-    if status is not None:
-        fields["exit_code"] = status.exit_code
-        if target.terminal and status.finished_at:
-            fields["finished_at"] = status.finished_at
-    if target is JobState.PENDING:
-        fields = {}
+    fields: dict[str, object] = {}
+    if target is not JobState.PENDING:
+        fields["log_path"] = str(path) if path else None
+        if status is not None:
+            fields["exit_code"] = status.exit_code
+            if status.finished_at:
+                fields["finished_at"] = status.finished_at
     with ctx.db.write() as session:
         moved = job_store.transition(
             session, job.id, job.state, target, ctx.clock(), reason=reason, **fields
         )
-    if moved:
-        log.info("job %s %s: %s", job.id, target.value, reason)
-        ctx.wake_scheduler.set()
+    if not moved:
+        return
+    log.info("job %s %s: %s", job.id, target.value, reason)
+    ctx.wake_scheduler.set()
     if status is not None:
-        try:
-            ctx.executor.remove(status.id)
-        except ExecutorUnavailable:
-            pass  # the reconciler removes the orphan later
+        with contextlib.suppress(ExecutorUnavailable):
+            ctx.executor.remove(status.id)  # else the orphan pass removes it later
 
 
 def stop(ctx: RuntimeContext, job: Job) -> None:
