@@ -5,7 +5,8 @@
 # when its work is already done, and returns non-zero (with a message on
 # stderr) when it cannot do it:
 #
-#   ensure_packages          apt-get install docker.io postgresql busybox-static gcc
+#   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static gcc
+#                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
 #                            dockerd without systemd; by default with the stand-in
 #                            NVIDIA hook (tests/kit/fake_gpu_hook) on its PATH
@@ -20,7 +21,7 @@ GPUDOCK_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GPUDOCK_HOOK_DIR="$GPUDOCK_REPO_ROOT/tests/kit/fake_gpu_hook"
 GPUDOCK_DOCKER_SOCK="${GPUDOCK_DOCKER_SOCK:-/var/run/docker.sock}"
 GPUDOCK_DOCKERD_LOG="${GPUDOCK_DOCKERD_LOG:-/tmp/gpudock-dockerd.log}"
-GPUDOCK_FAKE_HOOK_LOG_PATH="${GPUDOCK_FAKE_HOOK_LOG_PATH:-/tmp/gpudock-fake-hook.jsonl}"
+GPUDOCK_FAKE_HOOK_LOG_PATH="${GPUDOCK_FAKE_HOOK_LOG_PATH:-/tmp/gpudock-fake-hook/hook.jsonl}"
 GPUDOCK_TEST_IMAGE="${GPUDOCK_TEST_IMAGE:-gpudock-test/busybox:latest}"
 GPUDOCK_PG_DIR="${GPUDOCK_PG_DIR:-/tmp/gpudock-pg}"
 GPUDOCK_PG_PORT="${GPUDOCK_PG_PORT:-55432}"
@@ -31,9 +32,10 @@ _gpudock_pkg_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
-ensure_packages() {
-    local pkg missing=()
-    for pkg in docker.io postgresql busybox-static gcc; do
+ensure_packages() {  # [PKG...]; default: everything the test suite needs
+    local pkg missing=() wanted=("$@")
+    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static gcc)
+    for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done
     if ((${#missing[@]} == 0)); then
@@ -98,8 +100,12 @@ start_dockerd() {
     command -v dockerd >/dev/null || { _gpudock_log "dockerd is not installed"; return 1; }
     if [[ $with_hook == 1 ]]; then
         chmod +x "$GPUDOCK_HOOK_DIR/nvidia-container-runtime-hook"
+        mkdir -p "$(dirname "$GPUDOCK_FAKE_HOOK_LOG_PATH")"
         _gpudock_log "starting dockerd with the stand-in GPU hook ($GPUDOCK_HOOK_DIR)"
-        PATH="$GPUDOCK_HOOK_DIR:$PATH" GPUDOCK_FAKE_HOOK_LOG="$GPUDOCK_FAKE_HOOK_LOG_PATH" \
+        # System directories first, so the hook's `env python3` finds Debian's
+        # python3 (fast) rather than a slow version-manager shim.
+        PATH="$GPUDOCK_HOOK_DIR:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH" \
+            GPUDOCK_FAKE_HOOK_LOG="$GPUDOCK_FAKE_HOOK_LOG_PATH" \
             setsid nohup dockerd >"$GPUDOCK_DOCKERD_LOG" 2>&1 </dev/null &
     else
         _gpudock_log "starting plain dockerd (no GPU hook)"

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-PG_URL = os.environ.get("GPUDOCK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:55432/postgres")
+PG_URL = os.environ.get(
+    "GPUDOCK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:55432/postgres"
+)
 
 
 def require(component: str, why: str) -> None:

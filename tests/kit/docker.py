@@ -25,7 +25,7 @@ import docker.types
 import pytest
 
 TEST_IMAGE = "gpudock-test/busybox:latest"
-HOOK_LOG = Path(os.environ.get("GPUDOCK_FAKE_HOOK_LOG", "/tmp/gpudock-fake-hook.jsonl"))
+HOOK_LOG = Path(os.environ.get("GPUDOCK_FAKE_HOOK_LOG", "/tmp/gpudock-fake-hook/hook.jsonl"))
 CLIENT_TIMEOUT = 30
 
 

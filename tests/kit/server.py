@@ -65,8 +65,14 @@ class ServerProcess:
 
     def start(self, wait: bool = True) -> ServerProcess:
         args = [
-            gpudock_bin(), "server", "--port", str(self.port), "--config", str(self.config_path),
-            "--log-level", "debug",
+            gpudock_bin(),
+            "server",
+            "--port",
+            str(self.port),
+            "--config",
+            str(self.config_path),
+            "--log-level",
+            "debug",
         ]
         if self.db_url:
             args += ["--db", self.db_url]
@@ -118,11 +124,14 @@ class ServerProcess:
 
     def api(self, token: str | None = None) -> httpx.Client:
         return httpx.Client(
-            base_url=self.url, timeout=30,
+            base_url=self.url,
+            timeout=30,
             headers={"Authorization": f"Bearer {token or self.admin_token}"},
         )
 
-    def cli(self, *args: str, token: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, token: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "GPUDOCK_URL": self.url, "GPUDOCK_TOKEN": token or self.admin_token}
         result = subprocess.run(
             [gpudock_bin(), *args], env=env, capture_output=True, text=True, timeout=120
@@ -151,10 +160,13 @@ def job_state(api: httpx.Client, job_id: int) -> dict[str, Any]:
     return data
 
 
-def wait_state(api: httpx.Client, job_id: int, states: set[str], timeout: float = 60) -> dict[str, Any]:
+def wait_state(
+    api: httpx.Client, job_id: int, states: set[str], timeout: float = 60
+) -> dict[str, Any]:
     result: dict[str, Any] = wait_for(
         lambda: (j := job_state(api, job_id))["state"] in states and j,
-        timeout, f"job {job_id} to reach {sorted(states)}",
+        timeout,
+        f"job {job_id} to reach {sorted(states)}",
     )
     return result
 

@@ -17,7 +17,9 @@ class PendingReasonOut(BaseModel):
 class AllocationOut(BaseModel):
     node: str
     gpus: list[str]
-    memory_per_gpu: int | None = Field(description="bytes per GPU for shared jobs; null = whole GPUs")
+    memory_per_gpu: int | None = Field(
+        description="bytes per GPU for shared jobs; null = whole GPUs"
+    )
 
 
 class JobOut(BaseModel):
@@ -50,14 +52,26 @@ class JobOut(BaseModel):
                 node=job.node, gpus=list(job.gpu_uuids), memory_per_gpu=job.gpu_memory_per_gpu
             )
         return cls(
-            id=job.id, name=job.spec.name, user=job.user, queue=job.spec.queue,
-            priority=job.spec.priority, state=job.state.value, reason=job.reason,
+            id=job.id,
+            name=job.spec.name,
+            user=job.user,
+            queue=job.spec.queue,
+            priority=job.spec.priority,
+            state=job.state.value,
+            reason=job.reason,
             pending_reasons=[PendingReasonOut(**r.to_dict()) for r in job.pending_reasons],  # type: ignore[arg-type]
-            attempt=job.attempt, submitted_at=job.submitted_at, allocated_at=job.allocated_at,
-            started_at=job.started_at, finished_at=job.finished_at, exit_code=job.exit_code,
-            node=job.node, gpus=list(job.gpu_uuids),
+            attempt=job.attempt,
+            submitted_at=job.submitted_at,
+            allocated_at=job.allocated_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            exit_code=job.exit_code,
+            node=job.node,
+            gpus=list(job.gpu_uuids),
             container=job.container_name if job.state.value in ("STARTING", "RUNNING") else None,
-            allocation=allocation, cancel_requested=job.cancel_requested, spec=job.spec,
+            allocation=allocation,
+            cancel_requested=job.cancel_requested,
+            spec=job.spec,
         )
 
 
@@ -91,9 +105,16 @@ class GpuOut(BaseModel):
     @classmethod
     def of(cls, gpu: Gpu) -> GpuOut:
         return cls(
-            uuid=gpu.uuid, node=gpu.node, index=gpu.index, name=gpu.name,
-            memory_total=gpu.memory_total, used_memory=gpu.used_memory, mig_mode=gpu.mig_mode,
-            emulated=gpu.emulated, health=gpu.health.value, exclusive_job=gpu.exclusive_job,
+            uuid=gpu.uuid,
+            node=gpu.node,
+            index=gpu.index,
+            name=gpu.name,
+            memory_total=gpu.memory_total,
+            used_memory=gpu.used_memory,
+            mig_mode=gpu.mig_mode,
+            emulated=gpu.emulated,
+            health=gpu.health.value,
+            exclusive_job=gpu.exclusive_job,
             shared_jobs=gpu.shared_jobs,
         )
 
@@ -113,9 +134,14 @@ class NodeOut(BaseModel):
     @classmethod
     def of(cls, node: Node) -> NodeOut:
         return cls(
-            name=node.name, status=node.status.value, status_reason=node.status_reason,
-            driver_version=node.driver_version, cuda_version=node.cuda_version,
-            gpu_source=node.gpu_source, last_seen=node.last_seen, gpus_total=len(node.gpus),
+            name=node.name,
+            status=node.status.value,
+            status_reason=node.status_reason,
+            driver_version=node.driver_version,
+            cuda_version=node.cuda_version,
+            gpu_source=node.gpu_source,
+            last_seen=node.last_seen,
+            gpus_total=len(node.gpus),
             gpus_idle=sum(1 for g in node.gpus if g.idle and g.health.value == "ok"),
             gpus=[GpuOut.of(g) for g in node.gpus],
         )

@@ -39,7 +39,9 @@ def load_settings() -> tuple[str, str | None]:
 
 
 class Client:
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30) -> None:
+    def __init__(
+        self, url: str | None = None, token: str | None = None, timeout: float = 30
+    ) -> None:
         env_url, env_token = load_settings()
         self.url = url or env_url
         token = token or env_token

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,8 +19,11 @@ from gpudock.config import format_validation_error
 from gpudock.core.job import JobSpec
 
 app = typer.Typer(
-    name="gpudock", help="GPU cluster manager for Docker containers.", no_args_is_help=True,
-    pretty_exceptions_enable=False, add_completion=False,
+    name="gpudock",
+    help="GPU cluster manager for Docker containers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
 )
 token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -91,9 +93,18 @@ def submit(
         command = command[1:]
     data: dict[str, Any] = load_spec_file(file) if file else {}
     flags: dict[str, Any] = {
-        "image": image, "gpus": gpus, "gpu_memory": gpu_memory, "gpu_model": gpu_model,
-        "queue": queue, "priority": priority, "name": name, "cpus": cpus, "memory": memory,
-        "shm_size": shm_size, "max_runtime": max_runtime, "retries": retries,
+        "image": image,
+        "gpus": gpus,
+        "gpu_memory": gpu_memory,
+        "gpu_model": gpu_model,
+        "queue": queue,
+        "priority": priority,
+        "name": name,
+        "cpus": cpus,
+        "memory": memory,
+        "shm_size": shm_size,
+        "max_runtime": max_runtime,
+        "retries": retries,
         "command": command or None,
     }
     data.update({k: v for k, v in flags.items() if v is not None})
@@ -172,7 +183,10 @@ def cancel(
     """Cancel a job (running containers get SIGTERM, then SIGKILL)."""
     job = call("POST", f"/v1/jobs/{job_id}/cancel")
     deadline = time.monotonic() + wait
-    while job["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED", "LOST") and time.monotonic() < deadline:
+    while (
+        job["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.5)
         job = call("GET", f"/v1/jobs/{job_id}")
     note = job["reason"] or ("cancellation requested" if job["cancel_requested"] else "")
@@ -182,7 +196,9 @@ def cancel(
 @app.command()
 def logs(
     job_id: int,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until the job ends")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="stream until the job ends")
+    ] = False,
 ) -> None:
     """Print a job's logs (archived after the container is gone)."""
     client = Client()

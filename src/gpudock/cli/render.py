@@ -11,8 +11,14 @@ from rich.table import Table
 from gpudock.core.units import format_duration, format_size
 
 STATE_STYLE = {
-    "PENDING": "yellow", "ALLOCATED": "cyan", "STARTING": "cyan", "RUNNING": "green",
-    "SUCCEEDED": "bold green", "FAILED": "red", "CANCELLED": "magenta", "LOST": "red",
+    "PENDING": "yellow",
+    "ALLOCATED": "cyan",
+    "STARTING": "cyan",
+    "RUNNING": "green",
+    "SUCCEEDED": "bold green",
+    "FAILED": "red",
+    "CANCELLED": "magenta",
+    "LOST": "red",
 }
 
 
@@ -52,9 +58,16 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     for job in jobs:
         state = job["state"]
         table.add_row(
-            str(job["id"]), job["name"] or "-", job["user"], job["queue"], str(job["priority"]),
-            f"[{STATE_STYLE.get(state, '')}]{state}[/]", gpus_text(job), job["node"] or "-",
-            age(job), job_note(job),
+            str(job["id"]),
+            job["name"] or "-",
+            job["user"],
+            job["queue"],
+            str(job["priority"]),
+            f"[{STATE_STYLE.get(state, '')}]{state}[/]",
+            gpus_text(job),
+            job["node"] or "-",
+            age(job),
+            job_note(job),
         )
     return table
 
@@ -62,12 +75,17 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
 def show_job(console: Console, job: dict[str, Any]) -> None:
     spec = job["spec"]
     state = job["state"]
-    console.print(f"[bold]job {job['id']}[/] {job['name'] or ''}  "
-                  f"[{STATE_STYLE.get(state, '')}]{state}[/]")
+    console.print(
+        f"[bold]job {job['id']}[/] {job['name'] or ''}  [{STATE_STYLE.get(state, '')}]{state}[/]"
+    )
     rows: list[tuple[str, str]] = [
-        ("user", job["user"]), ("queue", job["queue"]), ("priority", str(job["priority"])),
-        ("image", spec["image"]), ("command", " ".join(spec["command"] or []) or "(image default)"),
-        ("gpus", gpus_text(job)), ("attempt", f"{job['attempt']} (retries {spec['retries']})"),
+        ("user", job["user"]),
+        ("queue", job["queue"]),
+        ("priority", str(job["priority"])),
+        ("image", spec["image"]),
+        ("command", " ".join(spec["command"] or []) or "(image default)"),
+        ("gpus", gpus_text(job)),
+        ("attempt", f"{job['attempt']} (retries {spec['retries']})"),
     ]
     if job.get("reason"):
         rows.append(("reason", job["reason"]))
@@ -105,14 +123,26 @@ def gpus_table(gpus: list[dict[str, Any]]) -> Table:
     for col in ("NODE", "IDX", "UUID", "MODEL", "MEMORY", "USED", "MIG", "HEALTH", "HELD BY"):
         table.add_column(col, no_wrap=True)
     for g in gpus:
-        held = f"job {g['exclusive_job']}" if g["exclusive_job"] else (
-            f"{g['shared_jobs']} shared" if g["shared_jobs"] else "-")
+        held = (
+            f"job {g['exclusive_job']}"
+            if g["exclusive_job"]
+            else (f"{g['shared_jobs']} shared" if g["shared_jobs"] else "-")
+        )
         model = g["name"]
         if g["emulated"] and "emulated" not in model:
             model += " (emulated)"
         mig = "-" if g["mig_mode"] is None else ("on" if g["mig_mode"] else "off")
-        table.add_row(g["node"], str(g["index"]), g["uuid"], model, format_size(g["memory_total"]),
-                      format_size(g["used_memory"]), mig, g["health"], held)
+        table.add_row(
+            g["node"],
+            str(g["index"]),
+            g["uuid"],
+            model,
+            format_size(g["memory_total"]),
+            format_size(g["used_memory"]),
+            mig,
+            g["health"],
+            held,
+        )
     return table
 
 
@@ -122,7 +152,14 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
         table.add_column(col, no_wrap=col != "NOTE")
     for n in nodes:
         style = "green" if n["status"] == "available" else "red"
-        table.add_row(n["name"], f"[{style}]{n['status']}[/]", str(n["gpus_total"]),
-                      str(n["gpus_idle"]), n["gpu_source"], n["driver_version"] or "-",
-                      n["cuda_version"] or "-", n["status_reason"] or "")
+        table.add_row(
+            n["name"],
+            f"[{style}]{n['status']}[/]",
+            str(n["gpus_total"]),
+            str(n["gpus_idle"]),
+            n["gpu_source"],
+            n["driver_version"] or "-",
+            n["cuda_version"] or "-",
+            n["status_reason"] or "",
+        )
     return table

@@ -24,7 +24,8 @@ def server(
         str | None, typer.Option(help="database URL; default SQLite under $GPUDOCK_HOME")
     ] = None,
     emulate_gpus: Annotated[
-        str | None, typer.Option(help="declare emulated GPUs, e.g. 4xH100-80GB or 2xA100-40GB,2xT4-16GB")
+        str | None,
+        typer.Option(help="declare emulated GPUs, e.g. 4xH100-80GB or 2xA100-40GB,2xT4-16GB"),
     ] = None,
     config: Annotated[Path | None, typer.Option(help="server config YAML")] = None,
     home: Annotated[Path | None, typer.Option(help="state dir; default $GPUDOCK_HOME")] = None,

@@ -154,8 +154,7 @@ class JobSpec(BaseModel):
     def _queue(cls, value: str) -> str:
         if not _NAME_RE.match(value):
             raise ValueError(
-                "queue must be 1-63 characters of letters, digits, '_', '.', '-'; "
-                f"got {value!r}"
+                f"queue must be 1-63 characters of letters, digits, '_', '.', '-'; got {value!r}"
             )
         return value
 

@@ -92,7 +92,7 @@ def format_duration(seconds: float | None) -> str:
     """Format seconds as ``1h02m``, ``3m05s`` or ``42s``."""
     if seconds is None:
         return "-"
-    total = int(round(seconds))
+    total = round(seconds)
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)

@@ -63,7 +63,7 @@ def build_create_spec(
         "image": request.image,
         "command": list(request.command) if request.command is not None else None,
         "name": request.name,
-        "environment": container_env(request),
+        "environment": {**container_env(request), "GPUDOCK_INSTANCE": instance_id},
         "labels": labels,
         "detach": True,
     }
@@ -96,8 +96,8 @@ def container_env(request: LaunchRequest) -> dict[str, str]:
     modes: with a device request dockerd appends the same value, and setting it
     here also overrides an image default such as ``all``. CPU-only jobs get
     ``NVIDIA_VISIBLE_DEVICES=void``, so an image that defaults to ``all`` on a
-    host whose default runtime is NVIDIA's still sees no GPU. ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share
-    in MiB, for shared jobs only.
+    host whose default runtime is NVIDIA's still sees no GPU.
+    ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share in MiB, for shared jobs only.
     """
     env = dict(request.env)
     env["GPUDOCK_JOB_ID"] = str(request.job_id)

@@ -15,6 +15,7 @@ the context's worker pool, outside any database transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -71,7 +72,7 @@ class Controller:
         result = apply_plan(ctx.db, plan, ctx.clock())
         for placement in result.committed:
             job_id = placement.job_id
-            ctx.run_once("launch", job_id, lambda job_id=job_id: launcher.launch(ctx, job_id))
+            ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))
         if result.rejected:
             ctx.wake_scheduler.set()  # retry on fresh state
         return result

@@ -43,7 +43,11 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
     except LaunchError as exc:
         with ctx.db.write() as session:
             job_store.transition(
-                session, job_id, JobState.STARTING, JobState.FAILED, ctx.clock(),
+                session,
+                job_id,
+                JobState.STARTING,
+                JobState.FAILED,
+                ctx.clock(),
                 reason=f"could not start container: {exc}",
             )
         ctx.wake_scheduler.set()  # its GPUs are free again
@@ -51,8 +55,13 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
         return
     with ctx.db.write() as session:
         job_store.transition(
-            session, job_id, JobState.STARTING, JobState.RUNNING, ctx.clock(),
-            container_id=status.id, started_at=status.started_at or ctx.clock(),
+            session,
+            job_id,
+            JobState.STARTING,
+            JobState.RUNNING,
+            ctx.clock(),
+            container_id=status.id,
+            started_at=status.started_at or ctx.clock(),
         )
     log.info("job %s running in %s on GPUs %s", job_id, job.container_name, ",".join(job.gpu_uuids))
 
@@ -83,6 +92,9 @@ def build_request(ctx: RuntimeContext, job: Job) -> LaunchRequest:
 def _mark_unavailable(ctx: RuntimeContext, why: str) -> None:
     with ctx.db.write() as session:
         inv_store.set_node_status(
-            session, ctx.node_name, NodeStatus.UNAVAILABLE,
-            f"Docker daemon unreachable: {why}", ctx.clock(),
+            session,
+            ctx.node_name,
+            NodeStatus.UNAVAILABLE,
+            f"Docker daemon unreachable: {why}",
+            ctx.clock(),
         )

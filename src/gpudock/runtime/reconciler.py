@@ -59,9 +59,7 @@ def _orphans(ctx: RuntimeContext, strays: list[ContainerStatus]) -> list[Contain
     for container in strays:
         job = jobs.get(container.job_id) if container.job_id is not None else None
         current = (
-            job is not None
-            and job.state.holds_resources
-            and job.container_name == container.name
+            job is not None and job.state.holds_resources and job.container_name == container.name
         )
         if not current:
             out.append(container)
@@ -76,8 +74,11 @@ def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
     except ExecutorUnavailable as exc:
         with ctx.db.write() as session:
             changed = inv_store.set_node_status(
-                session, ctx.node_name, NodeStatus.UNAVAILABLE,
-                f"Docker daemon unreachable: {exc}", ctx.clock(),
+                session,
+                ctx.node_name,
+                NodeStatus.UNAVAILABLE,
+                f"Docker daemon unreachable: {exc}",
+                ctx.clock(),
             )
         if changed:
             log.warning("node %s unavailable: Docker daemon unreachable: %s", ctx.node_name, exc)
@@ -124,8 +125,13 @@ def _reconcile_job(ctx: RuntimeContext, job: Job, container: ContainerStatus | N
 def _adopt(ctx: RuntimeContext, job: Job, container: ContainerStatus) -> None:
     with ctx.db.write() as session:
         moved = job_store.transition(
-            session, job.id, JobState.STARTING, JobState.RUNNING, ctx.clock(),
-            container_id=container.id, started_at=container.started_at or ctx.clock(),
+            session,
+            job.id,
+            JobState.STARTING,
+            JobState.RUNNING,
+            ctx.clock(),
+            container_id=container.id,
+            started_at=container.started_at or ctx.clock(),
         )
     if moved:
         job.state = JobState.RUNNING
@@ -143,7 +149,11 @@ def _over_runtime(ctx: RuntimeContext, job: Job) -> bool:
 def _cancel_unstarted(ctx: RuntimeContext, job: Job) -> None:
     with ctx.db.write() as session:
         job_store.transition(
-            session, job.id, job.state, JobState.CANCELLED, ctx.clock(),
+            session,
+            job.id,
+            job.state,
+            JobState.CANCELLED,
+            ctx.clock(),
             reason=f"cancelled by {job.stop_requested_by or 'a user'}",
         )
     ctx.wake_scheduler.set()
@@ -157,7 +167,8 @@ def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> None:
         if not container.finished:
             log.warning(
                 "stopping container %s: it belongs to no active job (job %s)",
-                container.name, container.job_id,
+                container.name,
+                container.job_id,
             )
             ctx.executor.stop(container.id, ctx.config.executor.stop_grace)
         if container.job_id is not None and container.attempt is not None:

@@ -39,9 +39,14 @@ class GpuState:
     @classmethod
     def from_view(cls, view: GpuView) -> GpuState:
         return cls(
-            uuid=view.uuid, index=view.index, name=view.name, memory_total=view.memory_total,
-            used_memory=view.used_memory, exclusive=view.exclusive,
-            shared_jobs=view.shared_jobs, healthy=view.healthy,
+            uuid=view.uuid,
+            index=view.index,
+            name=view.name,
+            memory_total=view.memory_total,
+            used_memory=view.used_memory,
+            exclusive=view.exclusive,
+            shared_jobs=view.shared_jobs,
+            healthy=view.healthy,
         )
 
     @property
@@ -80,8 +85,11 @@ class NodeState:
     def from_view(cls, view: NodeView) -> NodeState:
         gpus = tuple(GpuState.from_view(g) for g in sorted(view.gpus, key=lambda g: g.index))
         node = cls(
-            name=view.name, available=view.available,
-            unavailable_reason=view.unavailable_reason, labels=view.labels, gpus=gpus,
+            name=view.name,
+            available=view.available,
+            unavailable_reason=view.unavailable_reason,
+            labels=view.labels,
+            gpus=gpus,
         )
         node.refresh()
         return node
@@ -179,6 +187,8 @@ class CycleState:
         node.refresh()
         self.changes.append(node_name)
         return Placement(
-            job_id=job.id, node=node_name, gpu_uuids=tuple(g.uuid for g in chosen),
+            job_id=job.id,
+            node=node_name,
+            gpu_uuids=tuple(g.uuid for g in chosen),
             memory_per_gpu=job.gpu_memory if job.shared else None,
         )

@@ -46,7 +46,10 @@ GPU_PICKERS: Mapping[str, Callable[[], GpuPicker]] = {
 }
 
 _SECTIONS: tuple[Mapping[str, object], ...] = (
-    ORDER_POLICIES, FILTER_POLICIES, SCORE_POLICIES, GPU_PICKERS,
+    ORDER_POLICIES,
+    FILTER_POLICIES,
+    SCORE_POLICIES,
+    GPU_PICKERS,
 )
 REGISTRY: Mapping[str, object] = {name: f for section in _SECTIONS for name, f in section.items()}
 """Every policy factory by name; names are unique across extension points."""

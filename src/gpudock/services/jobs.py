@@ -47,7 +47,7 @@ class JobService:
         with self.ctx.db.read() as session:
             return job_store.job_events(session, job_id)
 
-    def list(
+    def query(
         self,
         principal: Principal,
         states: list[JobState] | None = None,
@@ -69,7 +69,7 @@ class JobService:
 
         Raises ``Conflict`` if the job already ended.
         """
-        job = self.get(job_id, principal)
+        self.get(job_id, principal)  # NotFound unless visible to the caller
         now = self.ctx.clock()
         reason = f"cancelled by {principal.user}"
         with self.ctx.db.write() as session:
@@ -128,7 +128,10 @@ class JobService:
         with self.ctx.db.read() as session:
             nodes = load_snapshot(session, self.ctx.clock(), limit=0).nodes
         request = JobRequest(
-            id=0, gpus=spec.gpus, submitted_at=0.0, gpu_memory=spec.gpu_memory,
+            id=0,
+            gpus=spec.gpus,
+            submitted_at=0.0,
+            gpu_memory=spec.gpu_memory,
             gpu_model=spec.gpu_model,
         )
         why = never_fits(request, nodes)

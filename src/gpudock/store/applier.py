@@ -65,13 +65,23 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
             raise _Rejected(f"GPU {uuid} no longer has room")
         session.add(
             AllocationRow(
-                job_id=placement.job_id, node=placement.node, gpu_uuid=uuid,
-                memory=placement.memory_per_gpu, created_at=now,
+                job_id=placement.job_id,
+                node=placement.node,
+                gpu_uuid=uuid,
+                memory=placement.memory_per_gpu,
+                created_at=now,
             )
         )
     moved = job_store.transition(
-        session, placement.job_id, JobState.PENDING, JobState.ALLOCATED, now,
-        node=placement.node, allocated_at=now, pending_reasons=[], reason=None,
+        session,
+        placement.job_id,
+        JobState.PENDING,
+        JobState.ALLOCATED,
+        now,
+        node=placement.node,
+        allocated_at=now,
+        pending_reasons=[],
+        reason=None,
         gpu_uuids=list(placement.gpu_uuids),
     )
     if not moved:
@@ -85,11 +95,16 @@ def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
         stmt = (
             update(GpuRow)
             .where(
-                GpuRow.uuid == uuid, on_node, healthy, GpuRow.exclusive_job.is_(None),
-                GpuRow.shared_jobs == 0, GpuRow.used_memory == 0,
+                GpuRow.uuid == uuid,
+                on_node,
+                healthy,
+                GpuRow.exclusive_job.is_(None),
+                GpuRow.shared_jobs == 0,
+                GpuRow.used_memory == 0,
             )
             .values(
-                exclusive_job=placement.job_id, used_memory=GpuRow.memory_total,
+                exclusive_job=placement.job_id,
+                used_memory=GpuRow.memory_total,
                 version=GpuRow.version + 1,
             )
         )
@@ -98,11 +113,15 @@ def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
         stmt = (
             update(GpuRow)
             .where(
-                GpuRow.uuid == uuid, on_node, healthy, GpuRow.exclusive_job.is_(None),
+                GpuRow.uuid == uuid,
+                on_node,
+                healthy,
+                GpuRow.exclusive_job.is_(None),
                 GpuRow.memory_total - GpuRow.used_memory >= share,
             )
             .values(
-                used_memory=GpuRow.used_memory + share, shared_jobs=GpuRow.shared_jobs + 1,
+                used_memory=GpuRow.used_memory + share,
+                shared_jobs=GpuRow.shared_jobs + 1,
                 version=GpuRow.version + 1,
             )
         )

@@ -21,7 +21,10 @@ def register_node(session: Session, inv: NodeInventory, now: float) -> None:
     node = session.get(NodeRow, inv.name)
     if node is None:
         node = NodeRow(
-            name=inv.name, status=NodeStatus.AVAILABLE.value, labels={}, last_seen=now,
+            name=inv.name,
+            status=NodeStatus.AVAILABLE.value,
+            labels={},
+            last_seen=now,
             gpu_source=inv.source,
         )
         session.add(node)
@@ -38,10 +41,18 @@ def register_node(session: Session, inv: NodeInventory, now: float) -> None:
         if row is None:
             session.add(
                 GpuRow(
-                    uuid=info.uuid, node=inv.name, index=info.index, name=info.name,
-                    memory_total=info.memory_total, mig_mode=info.mig_mode,
-                    emulated=info.emulated, health=info.health.value, used_memory=0,
-                    exclusive_job=None, shared_jobs=0, version=0,
+                    uuid=info.uuid,
+                    node=inv.name,
+                    index=info.index,
+                    name=info.name,
+                    memory_total=info.memory_total,
+                    mig_mode=info.mig_mode,
+                    emulated=info.emulated,
+                    health=info.health.value,
+                    used_memory=0,
+                    exclusive_job=None,
+                    shared_jobs=0,
+                    version=0,
                 )
             )
             continue
@@ -84,9 +95,14 @@ def list_nodes(session: Session) -> list[Node]:
         by_node.setdefault(gpu.node, []).append(gpu)
     return [
         Node(
-            name=r.name, status=NodeStatus(r.status), status_reason=r.status_reason,
-            driver_version=r.driver_version, cuda_version=r.cuda_version,
-            gpu_source=r.gpu_source, last_seen=r.last_seen, labels=dict(r.labels or {}),
+            name=r.name,
+            status=NodeStatus(r.status),
+            status_reason=r.status_reason,
+            driver_version=r.driver_version,
+            cuda_version=r.cuda_version,
+            gpu_source=r.gpu_source,
+            last_seen=r.last_seen,
+            labels=dict(r.labels or {}),
             gpus=by_node.get(r.name, []),
         )
         for r in session.scalars(select(NodeRow).order_by(NodeRow.name))
@@ -99,10 +115,18 @@ def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:
         stmt = stmt.where(GpuRow.node == node)
     return [
         Gpu(
-            uuid=r.uuid, node=r.node, index=r.index, name=r.name, memory_total=r.memory_total,
-            mig_mode=r.mig_mode, emulated=r.emulated, health=GpuHealth(r.health),
-            used_memory=r.used_memory, exclusive_job=r.exclusive_job,
-            shared_jobs=r.shared_jobs, version=r.version,
+            uuid=r.uuid,
+            node=r.node,
+            index=r.index,
+            name=r.name,
+            memory_total=r.memory_total,
+            mig_mode=r.mig_mode,
+            emulated=r.emulated,
+            health=GpuHealth(r.health),
+            used_memory=r.used_memory,
+            exclusive_job=r.exclusive_job,
+            shared_jobs=r.shared_jobs,
+            version=r.version,
         )
         for r in session.scalars(stmt)
     ]

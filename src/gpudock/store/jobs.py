@@ -132,9 +132,15 @@ def transition(
     if target is JobState.PENDING:
         values["attempt"] = JobRow.attempt + 1
         values.update(
-            reason=reason, node=None, container_id=None, allocated_at=None, started_at=None,
-            gpu_uuids=None, exit_code=None,
-            stop_requested=None, stop_requested_by=None,
+            reason=reason,
+            node=None,
+            container_id=None,
+            allocated_at=None,
+            started_at=None,
+            gpu_uuids=None,
+            exit_code=None,
+            stop_requested=None,
+            stop_requested_by=None,
         )
     result = session.execute(
         update(JobRow)

@@ -100,7 +100,9 @@ class NodeRow(Base):
 class GpuRow(Base):
     __tablename__ = "gpus"
     __table_args__ = (
-        CheckConstraint("used_memory >= 0 AND used_memory <= memory_total", name="gpu_memory_bounds"),
+        CheckConstraint(
+            "used_memory >= 0 AND used_memory <= memory_total", name="gpu_memory_bounds"
+        ),
         CheckConstraint("shared_jobs >= 0", name="gpu_shared_jobs_nonneg"),
         CheckConstraint(
             "exclusive_job IS NULL OR shared_jobs = 0", name="gpu_exclusive_not_shared"

@@ -17,9 +17,14 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
         gpus.setdefault(g.node, []).append(
             GpuView(
-                uuid=g.uuid, index=g.index, name=g.name, memory_total=g.memory_total,
-                used_memory=g.used_memory, exclusive=g.exclusive_job is not None,
-                shared_jobs=g.shared_jobs, healthy=g.health == GpuHealth.OK.value,
+                uuid=g.uuid,
+                index=g.index,
+                name=g.name,
+                memory_total=g.memory_total,
+                used_memory=g.used_memory,
+                exclusive=g.exclusive_job is not None,
+                shared_jobs=g.shared_jobs,
+                healthy=g.health == GpuHealth.OK.value,
             )
         )
     nodes = tuple(
@@ -34,8 +39,14 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
     )
     stmt = (
         select(
-            JobRow.id, JobRow.gpus, JobRow.submitted_at, JobRow.gpu_memory, JobRow.gpu_model,
-            JobRow.priority, JobRow.queue, JobRow.user,
+            JobRow.id,
+            JobRow.gpus,
+            JobRow.submitted_at,
+            JobRow.gpu_memory,
+            JobRow.gpu_model,
+            JobRow.priority,
+            JobRow.queue,
+            JobRow.user,
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -44,8 +55,14 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
         stmt = stmt.limit(limit)
     pending = tuple(
         JobRequest(
-            id=r.id, gpus=r.gpus, submitted_at=r.submitted_at, gpu_memory=r.gpu_memory,
-            gpu_model=r.gpu_model, priority=r.priority, queue=r.queue, user=r.user,
+            id=r.id,
+            gpus=r.gpus,
+            submitted_at=r.submitted_at,
+            gpu_memory=r.gpu_memory,
+            gpu_model=r.gpu_model,
+            priority=r.priority,
+            queue=r.queue,
+            user=r.user,
         )
         for r in session.execute(stmt)
     )

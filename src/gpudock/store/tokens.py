@@ -44,4 +44,6 @@ def lookup(session: Session, token: str) -> Principal | None:
 
 
 def has_admin(session: Session) -> bool:
-    return session.scalar(select(TokenRow.id).where(TokenRow.is_admin.is_(True)).limit(1)) is not None
+    return (
+        session.scalar(select(TokenRow.id).where(TokenRow.is_admin.is_(True)).limit(1)) is not None
+    )

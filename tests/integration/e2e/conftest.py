@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from tests.kit.docker import cleanup_containers, docker_client, require_gpu_hook, require_test_image
 from tests.kit.server import ServerProcess
 
@@ -60,7 +59,7 @@ def _instance_from_db(server: ServerProcess) -> str | None:
         with engine.connect() as conn:
             value = conn.execute(text("SELECT value FROM meta WHERE key='instance_id'")).scalar()
         engine.dispose()
-    except Exception:  # noqa: BLE001 - best-effort cleanup
+    except Exception:
         return None
     return str(value) if value else None
 

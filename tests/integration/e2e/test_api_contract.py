@@ -6,7 +6,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.server import ServerProcess, submit, wait_state
 
@@ -49,9 +48,13 @@ def test_bad_specs_get_a_422_that_names_the_field(
 def test_a_job_that_can_never_fit_is_rejected_with_the_reason(api: httpx.Client) -> None:
     body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 16}), 422)
     assert body["message"] == "job can never be scheduled: needs 16 GPUs but the largest node has 4"
-    body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_model": "A100"}), 422)
+    body = error(
+        api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_model": "A100"}), 422
+    )
     assert "A100" in body["message"] and "H100" in body["message"]
-    body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_memory": "100GiB"}), 422)
+    body = error(
+        api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_memory": "100GiB"}), 422
+    )
     assert "100GiB" in body["message"] and "80GiB" in body["message"]
     assert api.get("/v1/jobs").json() == []  # nothing was stored
 
@@ -95,8 +98,15 @@ def test_users_see_and_cancel_only_their_own_jobs(server: ServerProcess) -> None
 def test_openapi_and_inventory(server: ServerProcess) -> None:
     api = server.api()
     paths = httpx.get(server.url + "/openapi.json").json()["paths"]
-    for path in ("/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel",
-                 "/v1/jobs/{job_id}/logs", "/v1/nodes", "/v1/gpus", "/healthz"):
+    for path in (
+        "/v1/jobs",
+        "/v1/jobs/{job_id}",
+        "/v1/jobs/{job_id}/cancel",
+        "/v1/jobs/{job_id}/logs",
+        "/v1/nodes",
+        "/v1/gpus",
+        "/healthz",
+    ):
         assert path in paths
     gpus = api.get("/v1/gpus").json()
     assert len(gpus) == 4 and all(g["emulated"] and "H100" in g["name"] for g in gpus)

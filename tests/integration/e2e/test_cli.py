@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.server import ServerProcess, wait_state
 
@@ -21,8 +20,20 @@ def sqlite_server(make_server: object) -> ServerProcess:
 def test_submit_run_show_logs_roundtrip(sqlite_server: ServerProcess) -> None:
     server = sqlite_server
     out = server.cli(
-        "submit", "--gpus", "2", "--name", "hello", "--env", "WHO=cli", "--max-runtime", "1h",
-        TEST_IMAGE, "--", "sh", "-c", "echo hi $WHO; echo gpus=$NVIDIA_VISIBLE_DEVICES",
+        "submit",
+        "--gpus",
+        "2",
+        "--name",
+        "hello",
+        "--env",
+        "WHO=cli",
+        "--max-runtime",
+        "1h",
+        TEST_IMAGE,
+        "--",
+        "sh",
+        "-c",
+        "echo hi $WHO; echo gpus=$NVIDIA_VISIBLE_DEVICES",
     )
     job_id = int(out.stdout.strip())
     job = wait_state(server.api(), job_id, {"SUCCEEDED", "FAILED"})

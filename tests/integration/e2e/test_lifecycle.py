@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from docker.errors import NotFound
-
 from tests.kit.docker import TEST_IMAGE, hook_log_entries
 from tests.kit.server import ServerProcess, job_state, submit, wait_for, wait_state
 
@@ -24,7 +23,10 @@ def running_gpu_sets(docker: Any, instance: str) -> list[tuple[str, ...]]:
     sets = []
     for summary in docker.api.containers(filters={"label": f"gpudock.instance={instance}"}):
         try:
-            env = dict(e.split("=", 1) for e in docker.api.inspect_container(summary["Id"])["Config"]["Env"])
+            env = dict(
+                e.split("=", 1)
+                for e in docker.api.inspect_container(summary["Id"])["Config"]["Env"]
+            )
         except NotFound:
             continue  # finished and removed meanwhile
         sets.append(tuple(env.get("NVIDIA_VISIBLE_DEVICES", "").split(",")))
@@ -39,9 +41,13 @@ def test_jobs_queue_run_on_their_own_gpus_and_finish(server: ServerProcess, dock
     ids.append(submit(api, image=TEST_IMAGE, command=["sleep", "1"], gpus=2, name="pair"))
     # 4 GPUs, 8 wanted at once: some must queue with a reason naming the shortage.
     pending = wait_for(
-        lambda: [j for j in api.get("/v1/jobs", params={"state": "PENDING"}).json()
-                 if j["pending_reasons"]],
-        timeout=20, what="a pending job with a reason",
+        lambda: [
+            j
+            for j in api.get("/v1/jobs", params={"state": "PENDING"}).json()
+            if j["pending_reasons"]
+        ],
+        timeout=20,
+        what="a pending job with a reason",
     )
     assert "free" in pending[0]["pending_reasons"][0]["message"]
     seen_overlap = []
@@ -57,7 +63,7 @@ def test_jobs_queue_run_on_their_own_gpus_and_finish(server: ServerProcess, dock
     assert not seen_overlap, f"two exclusive jobs shared a GPU: {seen_overlap}"
     jobs = {i: job_state(api, i) for i in ids}
     assert {j["state"] for j in jobs.values()} == {"SUCCEEDED"}, jobs
-    starts = [e for e in hook_log_entries(since) if e.get("gpudock_job_id") in map(str, ids)]
+    starts = [e for e in hook_log_entries(since) if e["env"].get("GPUDOCK_INSTANCE") == instance]
     by_job = {int(e["gpudock_job_id"]): e for e in starts}
     assert len(starts) == len(ids), "each job's container started exactly once"
     for job_id, job in jobs.items():
@@ -168,7 +174,9 @@ def test_logs_outlive_the_container(server: ServerProcess, docker: Any) -> None:
 def test_follow_streams_a_running_job_until_it_ends(server: ServerProcess) -> None:
     api = server.api()
     job_id = submit(
-        api, image=TEST_IMAGE, command=["sh", "-c", "for i in 1 2 3; do echo tick $i; sleep 0.5; done"]
+        api,
+        image=TEST_IMAGE,
+        command=["sh", "-c", "for i in 1 2 3; do echo tick $i; sleep 0.5; done"],
     )
     wait_state(api, job_id, {"RUNNING", *DONE})
     with api.stream("GET", f"/v1/jobs/{job_id}/logs", params={"follow": True}) as response:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.proxy import SocketRelay
 from tests.kit.server import FAST_CONFIG, ServerProcess, job_state, submit, wait_for, wait_state
@@ -16,9 +15,7 @@ pytestmark = pytest.mark.docker
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
 
 
-def test_docker_down_keeps_the_server_up_and_work_resumes(
-    make_server: Any, tmp_path: Path
-) -> None:
+def test_docker_down_keeps_the_server_up_and_work_resumes(make_server: Any, tmp_path: Path) -> None:
     relay = SocketRelay(tmp_path / "docker.sock")
     relay.up()
     config = {**FAST_CONFIG, "executor": {"stop_grace": "2s", "docker_url": relay.url}}
@@ -30,7 +27,8 @@ def test_docker_down_keeps_the_server_up_and_work_resumes(
     relay.down()
     node = wait_for(
         lambda: (n := api.get("/v1/nodes").json()[0])["status"] == "unavailable" and n,
-        20, "the node to be marked unavailable",
+        20,
+        "the node to be marked unavailable",
     )
     assert node["status_reason"].startswith("Docker daemon unreachable")
     assert api.get("/healthz").status_code == 200
@@ -69,11 +67,39 @@ def test_containers_without_a_job_are_reported_and_stopped(
     api = server.api()
     instance = api.get("/healthz").json()["instance"]
     orphan = docker.containers.run(
-        TEST_IMAGE, ["sleep", "300"], detach=True, init=True, name=f"gpudock-job-4242-a0-{instance}",
+        TEST_IMAGE,
+        ["sleep", "300"],
+        detach=True,
+        init=True,
+        name=f"gpudock-job-4242-a0-{instance}",
         labels={"gpudock.job": "4242", "gpudock.attempt": "0", "gpudock.instance": instance},
     )
     wait_for(
-        lambda: not docker.api.containers(all=True, filters={"id": orphan.id}), 30,
+        lambda: not docker.api.containers(all=True, filters={"id": orphan.id}),
+        30,
         "the orphan container to be removed",
     )
     assert "belongs to no active job" in server.log()
+
+
+def test_emulated_gpus_on_docker_without_nvidia_runtime_fall_back_to_env(
+    make_server: Any,
+) -> None:
+    from tests.kit.docker import spare_dockerd
+
+    with spare_dockerd() as url:
+        config = {**FAST_CONFIG, "executor": {"stop_grace": "2s", "docker_url": url}}
+        server = make_server(config=config).start()
+        api = server.api()
+        script = "echo visible=$NVIDIA_VISIBLE_DEVICES gpus=$GPUDOCK_GPUS"
+        jobs = [
+            submit(api, image=TEST_IMAGE, command=["sh", "-c", script], gpus=1) for _ in range(2)
+        ]
+        for job_id in jobs:
+            done = wait_state(api, job_id, DONE)
+            assert done["state"] == "SUCCEEDED", done["reason"]
+            (uuid,) = done["gpus"]
+            assert api.get(f"/v1/jobs/{job_id}/logs").text == f"visible={uuid} gpus={uuid}\n"
+        notices = [line for line in server.log().splitlines() if "no NVIDIA device driver" in line]
+        assert len(notices) == 1, notices
+        server.stop()

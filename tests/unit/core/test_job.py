@@ -14,8 +14,14 @@ GIB = 1024**3
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("20GiB", 20 * GIB), ("16GB", 16 * 10**9), ("512m", 512 * 1024**2), ("1024", 1024),
-     (" 1.5 GiB ", int(1.5 * GIB)), (4096, 4096)],
+    [
+        ("20GiB", 20 * GIB),
+        ("16GB", 16 * 10**9),
+        ("512m", 512 * 1024**2),
+        ("1024", 1024),
+        (" 1.5 GiB ", int(1.5 * GIB)),
+        (4096, 4096),
+    ],
 )
 def test_sizes_parse(text: str | int, expected: int) -> None:
     assert parse_size(text) == expected
@@ -28,8 +34,8 @@ def test_bad_sizes_name_what_is_accepted(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1h30m", 5400),
-                          ("1d", 86400)],
+    ("text", "seconds"),
+    [("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1h30m", 5400), ("1d", 86400)],
 )
 def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
@@ -92,8 +98,12 @@ def test_every_terminal_state_is_final_and_needs_a_reason() -> None:
 
 @pytest.mark.parametrize(
     ("current", "target"),
-    [(JobState.PENDING, JobState.RUNNING), (JobState.PENDING, JobState.STARTING),
-     (JobState.ALLOCATED, JobState.RUNNING), (JobState.RUNNING, JobState.ALLOCATED)],
+    [
+        (JobState.PENDING, JobState.RUNNING),
+        (JobState.PENDING, JobState.STARTING),
+        (JobState.ALLOCATED, JobState.RUNNING),
+        (JobState.RUNNING, JobState.ALLOCATED),
+    ],
 )
 def test_illegal_transitions(current: JobState, target: JobState) -> None:
     with pytest.raises(IllegalTransition, match=f"from {current} to {target}"):

@@ -87,8 +87,9 @@ class NodeBuilder:
         for _ in range(n):
             index = len(self._gpus)
             self._gpus.append(
-                GpuView(uuid=gpu_uuid(self._name, index), index=index, name=model,
-                        memory_total=total)
+                GpuView(
+                    uuid=gpu_uuid(self._name, index), index=index, name=model, memory_total=total
+                )
             )
         return self
 
@@ -101,8 +102,9 @@ class NodeBuilder:
 
     def shared(self, index: int, used: Size, jobs: int = 1) -> NodeBuilder:
         """Mark ``used`` bytes of GPU ``index`` as held by ``jobs`` shared jobs."""
-        self._gpus[index] = replace(self._gpus[index], used_memory=parse_size(used),
-                                    shared_jobs=jobs)
+        self._gpus[index] = replace(
+            self._gpus[index], used_memory=parse_size(used), shared_jobs=jobs
+        )
         return self
 
     def unhealthy(self, *indices: int) -> NodeBuilder:
@@ -120,8 +122,11 @@ class NodeBuilder:
 
     def build(self) -> NodeView:
         return NodeView(
-            name=self._name, gpus=tuple(self._gpus), available=self._available,
-            unavailable_reason=self._reason, labels=tuple(sorted(self._labels.items())),
+            name=self._name,
+            gpus=tuple(self._gpus),
+            available=self._available,
+            unavailable_reason=self._reason,
+            labels=tuple(sorted(self._labels.items())),
         )
 
 
@@ -202,7 +207,8 @@ def assert_pending(
     assert reasons, f"job {job_id} has no pending reasons"
     texts = [f"[{r.layer}] {r.message}" for r in reasons]
     matching = [
-        r for r in reasons
+        r
+        for r in reasons
         if (contains is None or contains in r.message)
         and (layer is None or r.layer == layer)
         and (exact is None or r.message == exact)

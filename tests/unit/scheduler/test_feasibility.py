@@ -53,8 +53,12 @@ def test_model_and_count_together() -> None:
 
 
 def test_model_and_share_together() -> None:
-    nodes = [make_node("n0").gpus(1, model="H100", memory="80GiB")
-             .gpus(1, model="A100-40GB", memory="40GiB").build()]
+    nodes = [
+        make_node("n0")
+        .gpus(1, model="H100", memory="80GiB")
+        .gpus(1, model="A100-40GB", memory="40GiB")
+        .build()
+    ]
     assert never_fits(make_job(1).model("A100").gpu_memory("60GiB").build(), nodes) == (
         "needs 60GiB per GPU but the largest A100 GPU has 40GiB"
     )

@@ -23,12 +23,22 @@ from .builders import make_job, make_node, make_snapshot, run
 def test_every_policy_module_is_registered() -> None:
     modules = {m.name for m in pkgutil.iter_modules(policies_pkg.__path__)}
     assert modules == {
-        "priority_fifo", "node_health", "gpu_model", "gpu_capacity",
-        "binpack", "spread", "gpu_picker",
+        "priority_fifo",
+        "node_health",
+        "gpu_model",
+        "gpu_capacity",
+        "binpack",
+        "spread",
+        "gpu_picker",
     }
     assert set(REGISTRY) == {
-        "priority_fifo", "node_health", "gpu_model", "gpu_capacity",
-        "binpack", "spread", "best_fit",
+        "priority_fifo",
+        "node_health",
+        "gpu_model",
+        "gpu_capacity",
+        "binpack",
+        "spread",
+        "best_fit",
     }
 
 
@@ -41,8 +51,7 @@ def test_the_config_chooses_the_score_policy(placement: str) -> None:
 
 def test_an_unknown_policy_name_is_a_clear_error() -> None:
     spec = profile_spec(SchedulerConfig())
-    bad = ProfileSpec(order=spec.order, filters=("nope",), scorers=spec.scorers,
-                      picker=spec.picker)
+    bad = ProfileSpec(order=spec.order, filters=("nope",), scorers=spec.scorers, picker=spec.picker)
     with pytest.raises(ValueError, match="unknown filter policy 'nope'"):
         build_profile(SchedulerConfig(), bad)
 

@@ -44,7 +44,11 @@ def test_binpack_fills_one_node_before_the_next() -> None:
     jobs = [make_job(i).submitted(i) for i in range(1, 6)]
     plan = run(make_snapshot(nodes, jobs), placement="binpack")
     assert [(p.node, gpu_indices(p)) for p in plan.placements] == [
-        ("n0", [0]), ("n0", [1]), ("n0", [2]), ("n0", [3]), ("n1", [0]),
+        ("n0", [0]),
+        ("n0", [1]),
+        ("n0", [2]),
+        ("n0", [3]),
+        ("n1", [0]),
     ]
 
 
@@ -112,10 +116,12 @@ def test_shared_jobs_take_an_idle_gpu_when_no_shared_one_fits() -> None:
 
 
 def test_shared_jobs_in_one_cycle_co_locate() -> None:
-    plan = run(make_snapshot(
-        [make_node("n0").gpus(2)],
-        [make_job(i).gpu_memory("30GiB").submitted(i) for i in (1, 2, 3)],
-    ))
+    plan = run(
+        make_snapshot(
+            [make_node("n0").gpus(2)],
+            [make_job(i).gpu_memory("30GiB").submitted(i) for i in (1, 2, 3)],
+        )
+    )
     assert [gpu_indices(p) for p in plan.placements] == [[0], [0], [1]]
 
 
@@ -126,10 +132,12 @@ def test_shared_jobs_never_share_with_an_exclusive_job() -> None:
 
 
 def test_an_exclusive_placement_in_the_cycle_blocks_later_shared_jobs() -> None:
-    plan = run(make_snapshot(
-        [make_node("n0").gpus(1)],
-        [make_job(1).priority(1), make_job(2).gpu_memory("1GiB")],
-    ))
+    plan = run(
+        make_snapshot(
+            [make_node("n0").gpus(1)],
+            [make_job(1).priority(1), make_job(2).gpu_memory("1GiB")],
+        )
+    )
     assert_placed(plan, 1)
     assert_pending(plan, 2, layer="devices")
 

@@ -39,8 +39,13 @@ def gpus(draw: st.DrawFn, node: str, index: int) -> GpuView:
         used = draw(st.integers(1, total // GiB)) * GiB
         shared_jobs = draw(st.integers(1, 3))
     return GpuView(
-        uuid=gpu_uuid(node, index), index=index, name=model, memory_total=total,
-        used_memory=used, exclusive=exclusive, shared_jobs=shared_jobs,
+        uuid=gpu_uuid(node, index),
+        index=index,
+        name=model,
+        memory_total=total,
+        used_memory=used,
+        exclusive=exclusive,
+        shared_jobs=shared_jobs,
         healthy=draw(st.sampled_from([True, True, True, True, False])),
     )
 
@@ -80,8 +85,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     )
 
 
-configs = st.sampled_from([SchedulerConfig(placement="binpack"),
-                           SchedulerConfig(placement="spread")])
+configs = st.sampled_from(
+    [SchedulerConfig(placement="binpack"), SchedulerConfig(placement="spread")]
+)
 
 
 @dataclass
@@ -94,8 +100,11 @@ class _Gpu:
 
 def _replay(snapshot: Snapshot, plan: Plan) -> None:
     """Apply the plan's placements in order, checking each against current state."""
-    gpus = {g.uuid: (n, _Gpu(g, g.used_memory, g.exclusive, g.shared_jobs))
-            for n in snapshot.nodes for g in n.gpus}
+    gpus = {
+        g.uuid: (n, _Gpu(g, g.used_memory, g.exclusive, g.shared_jobs))
+        for n in snapshot.nodes
+        for g in n.gpus
+    }
     jobs_by_id = {j.id: j for j in snapshot.pending}
     for p in plan.placements:
         job = jobs_by_id[p.job_id]
@@ -161,8 +170,7 @@ def _naive_plan(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     blocked = []
     for job in sorted(snapshot.pending, key=profile.order.key):
         feasible = [
-            n for n in state.nodes.values()
-            if all(f.filter(job, n).ok for f in profile.filters)
+            n for n in state.nodes.values() if all(f.filter(job, n).ok for f in profile.filters)
         ]
         if not feasible:
             blocked.append(job)

@@ -35,7 +35,8 @@ def test_nodes_too_small_to_ever_fit_are_left_out_of_the_comparison() -> None:
 def test_no_node_large_enough() -> None:
     nodes = [make_node("gpu-0").gpus(8), make_node("gpu-1").gpus(4)]
     reasons = assert_pending(
-        run(make_snapshot(nodes, [make_job(1).gpus(16)])), 1,
+        run(make_snapshot(nodes, [make_job(1).gpus(16)])),
+        1,
         exact="needs 16 GPUs; the largest node has 8 (gpu-0)",
     )
     assert reasons[0].counterfactual == "needs a node with at least 16 GPUs"
@@ -45,7 +46,9 @@ def test_shared_job_without_a_gpu_with_enough_free_memory() -> None:
     node = make_node("gpu-0").gpus(2, memory="40GiB").shared(0, "32GiB").shared(1, "35GiB")
     plan = run(make_snapshot([node], [make_job(1).gpu_memory("20GiB")]))
     assert_pending(
-        plan, 1, layer="devices",
+        plan,
+        1,
+        layer="devices",
         exact="needs 20GiB on 1 GPU; the most free on one GPU is 8GiB (node gpu-0)",
     )
 
@@ -58,7 +61,8 @@ def test_shared_job_needing_more_gpus_than_fit_on_one_node() -> None:
     ]
     plan = run(make_snapshot(nodes, [make_job(1).gpus(3).gpu_memory("20GiB")]))
     assert_pending(
-        plan, 1,
+        plan,
+        1,
         exact="needs 20GiB on 3 GPUs; the most GPUs with 20GiB free on one node is 2 (gpu-1)",
     )
     plan = run(make_snapshot(nodes[1:], [make_job(1).gpus(3).gpu_memory("20GiB")]))
@@ -76,15 +80,15 @@ def test_shared_job_ignores_exclusive_gpus_in_the_most_free() -> None:
 
 def test_shared_job_larger_than_any_gpu() -> None:
     plan = run(make_snapshot([make_node("gpu-0").gpus(2)], [make_job(1).gpu_memory("100GiB")]))
-    assert_pending(
-        plan, 1, exact="needs 100GiB on 1 GPU; the largest GPU has 80GiB (node gpu-0)"
-    )
+    assert_pending(plan, 1, exact="needs 100GiB on 1 GPU; the largest GPU has 80GiB (node gpu-0)")
 
 
 def test_no_gpu_of_the_model_anywhere_lists_what_there_is() -> None:
     nodes = [make_node("gpu-0").gpus(2, model="T4"), make_node("gpu-1").gpus(1, model="A100-40GB")]
     reasons = assert_pending(
-        run(make_snapshot(nodes, [make_job(1).model("H100")])), 1, layer="constraints",
+        run(make_snapshot(nodes, [make_job(1).model("H100")])),
+        1,
+        layer="constraints",
         exact="no GPU of model H100 on any node (have: A100-40GB, T4)",
     )
     assert len(reasons) == 1
@@ -96,7 +100,8 @@ def test_the_model_constraint_counts_only_gpus_of_the_model() -> None:
         make_node("gpu-1").gpus(4, model="H100").exclusive(0, 1),
     ]
     reasons = assert_pending(
-        run(make_snapshot(nodes, [make_job(1).gpus(4).model("H100")])), 1,
+        run(make_snapshot(nodes, [make_job(1).gpus(4).model("H100")])),
+        1,
         exact="needs 4 H100 GPUs; node gpu-1 has 2 free",
     )
     assert len(reasons) == 1  # gpu-0 is irrelevant: it has no H100
@@ -105,7 +110,9 @@ def test_the_model_constraint_counts_only_gpus_of_the_model() -> None:
 def test_an_unavailable_node() -> None:
     nodes = [make_node("gpu-0").gpus(8).unavailable("Docker daemon unreachable")]
     reasons = assert_pending(
-        run(make_snapshot(nodes, [make_job(1)])), 1, layer="health",
+        run(make_snapshot(nodes, [make_job(1)])),
+        1,
+        layer="health",
         exact="node gpu-0 unavailable: Docker daemon unreachable",
     )
     assert reasons[0].counterfactual == "may run when gpu-0 is available again"
@@ -114,7 +121,8 @@ def test_an_unavailable_node() -> None:
 def test_several_unavailable_nodes_are_listed_with_a_cap() -> None:
     nodes = [make_node(f"gpu-{i}").gpus(1).unavailable("heartbeat lost") for i in range(5)]
     assert_pending(
-        run(make_snapshot(nodes, [make_job(1)])), 1,
+        run(make_snapshot(nodes, [make_job(1)])),
+        1,
         exact="5 nodes unavailable: gpu-0 (heartbeat lost), gpu-1 (heartbeat lost), "
         "gpu-2 (heartbeat lost), and 2 more",
     )
@@ -160,7 +168,8 @@ def test_filter_statuses_say_what_the_node_lacks() -> None:
     node = NodeState.from_view(make_node("gpu-0").gpus(2, model="H100").exclusive(0).build())
     status = GpuCapacity().filter(make_job(1).gpus(2).model("H100").build(), node)
     assert (status.code, status.reason) == (
-        StatusCode.UNSCHEDULABLE, "node gpu-0 has 1 free H100 GPUs"
+        StatusCode.UNSCHEDULABLE,
+        "node gpu-0 has 1 free H100 GPUs",
     )
     status = GpuCapacity().filter(make_job(1).gpus(3).gpu_memory("8GiB").build(), node)
     assert (status.code, status.layer) == (StatusCode.UNRESOLVABLE, "devices")

@@ -19,6 +19,10 @@ def healthz(ctx: Ctx, inventory: Inventory) -> HealthOut:
     with ctx.db.read() as session:
         counts = job_store.count_by_state(session)
     return HealthOut(
-        status="ok", version=__version__, node=ctx.node_name, instance=ctx.instance_id, docker=docker,
+        status="ok",
+        version=__version__,
+        node=ctx.node_name,
+        instance=ctx.instance_id,
+        docker=docker,
         jobs=counts,
     )

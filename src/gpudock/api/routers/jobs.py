@@ -14,7 +14,9 @@ from gpudock.core.job import JobSpec, JobState
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 ERRORS: dict[int | str, dict[str, object]] = {
-    401: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut},
+    401: {"model": ErrorOut},
+    404: {"model": ErrorOut},
+    422: {"model": ErrorOut},
 }
 
 
@@ -36,7 +38,7 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=10000)] = 500,
 ) -> list[JobOut]:
     states = parse_states(state)
-    return [JobOut.of(j) for j in jobs.list(user, states, queue, owner, limit)]
+    return [JobOut.of(j) for j in jobs.query(user, states, queue, owner, limit)]
 
 
 @router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS)
@@ -47,7 +49,9 @@ def show(job_id: int, user: CurrentUser, jobs: Jobs) -> JobDetailOut:
     return JobDetailOut(**job.model_dump(), events=events)
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, responses={**ERRORS, 409: {"model": ErrorOut}})
+@router.post(
+    "/{job_id}/cancel", response_model=JobOut, responses={**ERRORS, 409: {"model": ErrorOut}}
+)
 def cancel(job_id: int, user: CurrentUser, jobs: Jobs) -> JobOut:
     """Cancel: pending jobs end at once; running ones get SIGTERM, then SIGKILL."""
     return JobOut.of(jobs.cancel(job_id, user))
@@ -79,5 +83,7 @@ def parse_states(values: list[str] | None) -> list[JobState] | None:
                 out.append(JobState(item))
             except ValueError:
                 allowed = ", ".join(s.value for s in JobState)
-                raise InvalidInput(f"state: unknown state {item!r}; one of {allowed}", "state") from None
+                raise InvalidInput(
+                    f"state: unknown state {item!r}; one of {allowed}", "state"
+                ) from None
     return out or None

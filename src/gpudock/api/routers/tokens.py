@@ -11,7 +11,9 @@ router = APIRouter(prefix="/v1/tokens", tags=["auth"])
 
 
 @router.post(
-    "", status_code=status.HTTP_201_CREATED, response_model=TokenOut,
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TokenOut,
     responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}},
 )
 def create(body: TokenCreate, user: CurrentUser, auth: Auth) -> TokenOut:
