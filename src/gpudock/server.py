@@ -59,6 +59,8 @@ def build_server(
     with db.write() as session:
         instance = inv_store.instance_id(session)
         inv_store.register_node(session, inventory, now)
+        for other in inv_store.disown_other_nodes(session, node_name, now):
+            log.warning("node %s is registered but not this host: marked unavailable", other)
         new_token = None
         if not token_store.has_admin(session):
             new_token = token_store.create_token(session, "admin", True, now)

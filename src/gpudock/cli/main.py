@@ -11,6 +11,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from gpudock import __version__
 from gpudock.cli import render
@@ -34,7 +35,7 @@ Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/] {message}", highlight=False)
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -42,7 +43,7 @@ def call(method: str, path: str, **kwargs: Any) -> Any:
     try:
         return Client().request(method, path, **kwargs)
     except ClientError as exc:
-        fail(exc.message)
+        fail(exc.message, 2 if exc.status == 422 else 1)
 
 
 def check_output(output: str) -> None:

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpudock.core.units import format_duration, format_size
@@ -67,7 +68,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             gpus_text(job),
             job["node"] or "-",
             age(job),
-            job_note(job),
+            escape(job_note(job)),
         )
     return table
 
@@ -102,20 +103,22 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
             rows.append((key.removesuffix("_at"), time.strftime("%F %T", time.localtime(job[key]))))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        console.print(f"  {key:<{width}}  {value}", highlight=False)
+        console.print(escape(f"  {key:<{width}}  {value}"), highlight=False)
     if job["pending_reasons"]:
         console.print("  [bold]why pending[/]")
         for reason in job["pending_reasons"]:
-            line = f"    [{reason['layer']}] {reason['message']}"
+            line = escape(f"    [{reason['layer']}] {reason['message']}")
             if reason.get("counterfactual"):
-                line += f" — {reason['counterfactual']}"
+                line += escape(f" — {reason['counterfactual']}")
             console.print(line, highlight=False)
     if job.get("events"):
         console.print("  [bold]history[/]")
         for ev in job["events"]:
             ts = time.strftime("%T", time.localtime(ev["at"]))
             why = f"  {ev['reason']}" if ev.get("reason") else ""
-            console.print(f"    {ts}  {ev['from'] or '·'} → {ev['to']}{why}", highlight=False)
+            console.print(
+                escape(f"    {ts}  {ev['from'] or '·'} → {ev['to']}{why}"), highlight=False
+            )
 
 
 def gpus_table(gpus: list[dict[str, Any]]) -> Table:

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 import uvicorn
 from rich.console import Console
+from rich.markup import escape
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 from gpudock.config import load_config
 from gpudock.core.errors import GpudockError
 from gpudock.store.db import default_home
 
 err = Console(stderr=True)
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(2)
 
 
 def server(
@@ -34,6 +41,9 @@ def server(
     """Start the gpudock server (API, scheduler, reconciler) on this host."""
     from gpudock.server import build_server, write_client_config
 
+    levels = ("debug", "info", "warning", "error")
+    if log_level.lower() not in levels:
+        _fail(f"--log-level must be one of {', '.join(levels)}; got {log_level!r}")
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
     )
@@ -42,8 +52,12 @@ def server(
         cfg = load_config(config)
         srv = build_server(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
     except (GpudockError, ValueError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        _fail(str(exc))
+    except ArgumentError as exc:
+        _fail(f"--db {db!r} is not a database URL ({exc}); e.g. postgresql+psycopg://user@host/db")
+    except (OperationalError, OSError) as exc:
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        _fail(f"cannot open the database: {detail}")
     write_client_config(home, host, port)
     if srv.new_admin_token:
         err.print(

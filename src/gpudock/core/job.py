@@ -91,6 +91,7 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$")
 _MOUNT_MODES = ("ro", "rw")
+MIN_MEMORY = 6 * 1024 * 1024
 
 
 class JobSpec(BaseModel):
@@ -195,6 +196,13 @@ class JobSpec(BaseModel):
         if size <= 0:
             raise ValueError("size must be greater than zero")
         return size
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_floor(cls, value: int | None) -> int | None:
+        if value is not None and value < MIN_MEMORY:
+            raise ValueError(f"memory must be at least 6MiB (Docker's minimum), got {value} bytes")
+        return value
 
     @field_validator("max_runtime", mode="before")
     @classmethod

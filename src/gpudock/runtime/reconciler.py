@@ -37,6 +37,7 @@ def reconcile(ctx: RuntimeContext) -> None:
     """
     with ctx.db.read() as session:
         active = job_store.list_jobs(session, states=job_store.ACTIVE_STATES, newest_first=False)
+    active = [j for j in active if j.node in (None, ctx.node_name)]  # this host's jobs only
     containers = _engine_containers(ctx)
     if containers is None:
         return

@@ -83,6 +83,7 @@ class JobService:
                     if current.state.terminal:
                         raise Conflict(f"job {job_id} already {current.state.value}")
         self.ctx.wake_scheduler.set()
+        self.ctx.wake_reconciler.set()  # stops a running container now, not next period
         return self.get(job_id, principal)
 
     def logs(self, job_id: int, principal: Principal, follow: bool = False) -> Iterator[bytes]:

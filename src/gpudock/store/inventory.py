@@ -88,6 +88,21 @@ def set_node_status(
     return changed
 
 
+def disown_other_nodes(session: Session, name: str, now: float) -> list[str]:
+    """Mark every node but ``name`` unavailable: one server manages one host.
+
+    A host renamed since the last start leaves its old node row behind; no
+    new work may land there. Returns the names marked.
+    """
+    marked = []
+    for row in session.scalars(select(NodeRow).where(NodeRow.name != name)):
+        reason = f"not managed by this server (it runs on node {name}); no agent reports it"
+        if row.status != NodeStatus.UNAVAILABLE.value or row.status_reason != reason:
+            row.status, row.status_reason, row.last_seen = NodeStatus.UNAVAILABLE.value, reason, now
+            marked.append(row.name)
+    return marked
+
+
 def list_nodes(session: Session) -> list[Node]:
     gpus = list_gpus(session)
     by_node: dict[str, list[Gpu]] = {}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import ServerProcess, wait_state
+from tests.kit.server import ServerProcess, gpudock_bin, wait_state
 
 pytestmark = pytest.mark.docker
 
@@ -65,7 +67,7 @@ def test_submit_from_yaml_and_its_errors(sqlite_server: ServerProcess, tmp_path:
     bad = server.cli("submit", "--gpu-memory", "20XB", TEST_IMAGE, check=False)
     assert bad.returncode == 2 and "unknown size unit 'XB'" in bad.stderr
     bad = server.cli("submit", "--gpus", "64", TEST_IMAGE, check=False)
-    assert bad.returncode == 1
+    assert bad.returncode == 2
     assert "needs 64 GPUs but the largest node has 4" in bad.stderr
     assert "Traceback" not in bad.stderr
 
@@ -92,3 +94,22 @@ def test_cli_explains_an_unreachable_server(sqlite_server: ServerProcess) -> Non
     result = server.cli("jobs", check=False)
     assert result.returncode == 1
     assert "cannot reach the gpudock server" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--db", "bogus"], "is not a database URL"),
+        (["--db", "postgresql+psycopg://nobody@127.0.0.1:1/x"], "cannot open the database"),
+        (["--emulate-gpus", "4xH100"], "4xH100"),
+        (["--log-level", "loud"], "--log-level must be one of"),
+    ],
+)
+def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    env = {**os.environ, "GPUDOCK_HOME": str(tmp_path)}
+    result = subprocess.run(
+        [gpudock_bin(), "server", "--port", "1", *args], env=env, capture_output=True,
+        text=True, timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr

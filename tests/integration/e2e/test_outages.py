@@ -79,7 +79,7 @@ def test_containers_without_a_job_are_reported_and_stopped(
         30,
         "the orphan container to be removed",
     )
-    assert "belongs to no active job" in server.log()
+    assert "belongs to no active job" in server.log_path.read_text()
 
 
 def test_emulated_gpus_on_docker_without_nvidia_runtime_fall_back_to_env(
@@ -100,6 +100,7 @@ def test_emulated_gpus_on_docker_without_nvidia_runtime_fall_back_to_env(
             assert done["state"] == "SUCCEEDED", done["reason"]
             (uuid,) = done["gpus"]
             assert api.get(f"/v1/jobs/{job_id}/logs").text == f"visible={uuid} gpus={uuid}\n"
-        notices = [line for line in server.log().splitlines() if "no NVIDIA device driver" in line]
+        log = server.log_path.read_text()
+        notices = [line for line in log.splitlines() if "no NVIDIA device driver" in line]
         assert len(notices) == 1, notices
         server.stop()

@@ -72,6 +72,7 @@ def test_spec_normalises_sizes_and_durations() -> None:
         ({"mounts": ["/a:/b:rx"]}, "mode must be"),
         ({"privileged": True}, "Extra inputs are not permitted"),
         ({"retries": 1000}, "less than or equal to 100"),
+        ({"memory": 8}, "at least 6MiB"),
     ],
 )
 def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None:

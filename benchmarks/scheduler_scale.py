@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""Scheduler throughput and latency at scale, on an emulated cluster (no server, no I/O).
+
+Two measurements of ``gpudock.scheduler.cycle.schedule``, timing only its calls:
+
+* **drain**: ``--queued`` jobs wait on an empty cluster of ``--nodes`` x
+  ``--gpus-per-node`` GPUs. Each cycle takes the first ``--per-cycle`` pending
+  jobs in priority order (the server's ``MAX_PENDING_PER_CYCLE``), calls
+  ``schedule()``, starts what was placed with a sampled duration, advances a
+  virtual clock by ``--tick`` seconds (or to the next completion when nothing
+  changed) and completes the jobs that ended, until the queue is empty.
+  ``decisions_per_s`` = (placements + pending verdicts) / time in ``schedule()``.
+* **latency**: ``--latency-cycles`` cycles of exactly 1000 queued jobs on the
+  same cluster at three occupancies (empty, half full, full); p50/p99 in ms.
+
+Job mix (seeded by ``--seed``): 70% whole-GPU jobs of 1/2/4/8 GPUs, 30% shared
+jobs of 10-40GiB per GPU on 80GiB GPUs, ~8% with a GPU model constraint, a few
+high-priority jobs. Nodes are 3/4 H100 and 1/4 A100, a few unavailable, a few
+unhealthy GPUs.
+
+Usage: ``benchmarks/scheduler_scale.py --nodes 1000 --gpus-per-node 8 --queued 100000 --json``;
+``--profile`` prints the hottest functions of the schedule() calls to stderr
+(pyinstrument when installed, else cProfile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import math
+import random
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from gpudock.config import SchedulerConfig  # noqa: E402
+from gpudock.scheduler.cycle import schedule  # noqa: E402
+from gpudock.scheduler.snapshot import (  # noqa: E402
+    GpuView,
+    JobRequest,
+    NodeView,
+    Placement,
+    Plan,
+    Snapshot,
+)
+
+GiB = 2**30
+GPU_MEMORY = 80 * GiB
+MODELS = ("NVIDIA H100 80GB HBM3",) * 3 + ("NVIDIA A100-SXM4-80GB",)  # by node index
+WHOLE_GPUS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
+SHARES_GIB = (10, 16, 20, 24, 32, 40)
+LATENCY_QUEUE = 1000
+OCCUPANCIES = (("empty", 0.0), ("half", 0.5), ("full", 1.0))
+
+
+# -- the emulated cluster --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Gpu:
+    uuid: str
+    index: int
+    name: str
+    used: int = 0
+    exclusive: bool = False
+    shares: int = 0
+    healthy: bool = True
+
+    def view(self) -> GpuView:
+        return GpuView(
+            self.uuid, self.index, self.name, GPU_MEMORY, self.used, self.exclusive, self.shares,
+            self.healthy,
+        )  # fmt: skip
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    gpus: list[Gpu]
+    available: bool = True
+    cached: NodeView | None = None
+
+    def view(self) -> NodeView:
+        if self.cached is None:
+            reason = None if self.available else "heartbeat lost"
+            gpus = tuple(g.view() for g in self.gpus)
+            self.cached = NodeView(self.name, gpus, self.available, reason)
+        return self.cached
+
+
+class Cluster:
+    """Node and GPU allocation state, changed by placements and completions."""
+
+    def __init__(self, nodes: int, gpus_per_node: int, rnd: random.Random) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.by_uuid: dict[str, Gpu] = {}
+        for i in range(nodes):
+            name = f"node-{i:05d}"
+            model = MODELS[i % len(MODELS)]
+            gpus = [Gpu(f"GPU-{name}-{j}", j, model) for j in range(gpus_per_node)]
+            for gpu in gpus:
+                gpu.healthy = rnd.random() > 0.002
+                self.by_uuid[gpu.uuid] = gpu
+            self.nodes[name] = Node(name, gpus, available=rnd.random() > 0.005)
+
+    def views(self) -> tuple[NodeView, ...]:
+        return tuple(n.view() for n in self.nodes.values())
+
+    def gpu_count(self) -> int:
+        return len(self.by_uuid)
+
+    def busy_gpus(self) -> int:
+        return sum(1 for g in self.by_uuid.values() if g.exclusive or g.shares)
+
+    def take(self, placement: Placement) -> None:
+        for uuid in placement.gpu_uuids:
+            gpu = self.by_uuid[uuid]
+            if placement.memory_per_gpu is None:
+                gpu.exclusive, gpu.used = True, GPU_MEMORY
+            else:
+                gpu.used += placement.memory_per_gpu
+                gpu.shares += 1
+        self.nodes[placement.node].cached = None
+
+    def release(self, placement: Placement) -> None:
+        for uuid in placement.gpu_uuids:
+            gpu = self.by_uuid[uuid]
+            if placement.memory_per_gpu is None:
+                gpu.exclusive, gpu.used = False, 0
+            else:
+                gpu.used -= placement.memory_per_gpu
+                gpu.shares -= 1
+        self.nodes[placement.node].cached = None
+
+
+def random_job(job_id: int, rnd: random.Random, submitted_at: float) -> JobRequest:
+    """One job of the benchmark's mix."""
+    draw = rnd.random()
+    model = "H100" if draw < 0.05 else "A100" if draw < 0.08 else None
+    priority = rnd.choices((0, 1, 10), weights=(85, 10, 5))[0]
+    if rnd.random() < 0.3:
+        gpus = 2 if rnd.random() < 0.1 else 1
+        share = rnd.choice(SHARES_GIB) * GiB
+        return JobRequest(job_id, gpus, submitted_at, share, model, priority)
+    gpus = rnd.choices([g for g, _ in WHOLE_GPUS], weights=[w for _, w in WHOLE_GPUS])[0]
+    return JobRequest(job_id, gpus, submitted_at, None, model, priority)
+
+
+def duration(rnd: random.Random) -> float:
+    """Virtual run time: log-normal, median 10 minutes, clipped to [30 s, 4 h]."""
+    return min(max(rnd.lognormvariate(math.log(600), 1.0), 30.0), 14400.0)
+
+
+def order_key(job: JobRequest) -> tuple[int, float, int]:
+    """The server's pending order (``load_snapshot``): priority desc, submitted_at, id."""
+    return (-job.priority, job.submitted_at, job.id)
+
+
+# -- timing -----------------------------------------------------------------------------
+
+
+@dataclass
+class Timer:
+    """Times ``schedule()`` calls; optionally profiles only them (cProfile)."""
+
+    config: SchedulerConfig
+    profiler: Any = None
+    seconds: list[float] = field(default_factory=list)
+
+    def __call__(self, snapshot: Snapshot) -> Plan:
+        if self.profiler is not None:
+            self.profiler.enable()
+        start = time.perf_counter()
+        plan = schedule(snapshot, self.config)
+        self.seconds.append(time.perf_counter() - start)
+        if self.profiler is not None:
+            self.profiler.disable()
+        return plan
+
+
+# -- drain --------------------------------------------------------------------------------
+
+
+def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
+    """Run cycles on a virtual clock until every queued job has been placed."""
+    rnd = random.Random(args.seed)
+    cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
+    pending = sorted(
+        (random_job(i, rnd, i * 0.001) for i in range(1, args.queued + 1)), key=order_key
+    )
+    running: list[tuple[float, int, Placement]] = []  # (end, job id, placement)
+    now, placements, verdicts, cycles, stuck = 0.0, 0, 0, 0, 0
+    busy_samples: list[float] = []
+    start = time.perf_counter()
+    while pending:
+        plan = timer(Snapshot(now, cluster.views(), tuple(pending[: args.per_cycle])))
+        cycles += 1
+        placements += len(plan.placements)
+        verdicts += len(plan.pending)
+        for p in plan.placements:
+            cluster.take(p)
+            heapq.heappush(running, (now + duration(rnd), p.job_id, p))
+        if plan.placements:
+            placed = {p.job_id for p in plan.placements}
+            pending = [j for j in pending if j.id not in placed]
+        busy_samples.append(cluster.busy_gpus() / cluster.gpu_count())
+        if not running:
+            stuck = len(pending)  # nothing runs and nothing fits: would wait forever
+            break
+        now += args.tick
+        if not plan.placements and running[0][0] > now:
+            now = running[0][0]  # nothing changes before the next completion
+        while running and running[0][0] <= now:
+            cluster.release(heapq.heappop(running)[2])
+    schedule_s = sum(timer.seconds)
+    return {
+        "cycles": cycles,
+        "placements": placements,
+        "pending_verdicts": verdicts,
+        "decisions": placements + verdicts,
+        "schedule_s": round(schedule_s, 3),
+        "decisions_per_s": round((placements + verdicts) / schedule_s) if schedule_s else None,
+        "drain_wall_s": round(time.perf_counter() - start, 3),
+        "drain_cycle_mean_ms": round(1000 * schedule_s / max(cycles, 1), 2),
+        "drain_cycle_max_ms": round(1000 * max(timer.seconds, default=0.0), 2),
+        "virtual_s": round(now),
+        "mean_gpu_busy": round(statistics.fmean(busy_samples), 3) if busy_samples else 0.0,
+        "never_placed": stuck,
+    }
+
+
+# -- latency at 1000 queued jobs --------------------------------------------------------
+
+
+def fill(cluster: Cluster, occupancy: float, rnd: random.Random) -> None:
+    """Make ``occupancy`` of the GPUs busy: 70% held whole, 30% holding 1-3 shares."""
+    for gpu in cluster.by_uuid.values():
+        if rnd.random() >= occupancy:
+            continue
+        if rnd.random() < 0.7:
+            gpu.exclusive, gpu.used = True, GPU_MEMORY
+        else:
+            gpu.shares = rnd.randint(1, 3)
+            gpu.used = min(sum(rnd.choice(SHARES_GIB) for _ in range(gpu.shares)), 80) * GiB
+    for node in cluster.nodes.values():
+        node.cached = None
+
+
+def latency(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
+    """Cycles with exactly 1000 queued jobs at each occupancy; p50/p99 over all of them."""
+    rnd = random.Random(args.seed + 1)
+    per_level = max(1, args.latency_cycles // len(OCCUPANCIES))
+    all_ms: list[float] = []
+    by_level: dict[str, float] = {}
+    for label, occupancy in OCCUPANCIES:
+        cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
+        fill(cluster, occupancy, rnd)
+        nodes = cluster.views()
+        before = len(timer.seconds)
+        for c in range(per_level):
+            jobs = tuple(random_job(c * 10_000 + i, rnd, float(i)) for i in range(LATENCY_QUEUE))
+            timer(Snapshot(0.0, nodes, jobs))
+        level_ms = [1000 * s for s in timer.seconds[before:]]
+        by_level[f"cycle_p50_ms_{label}"] = round(statistics.median(level_ms), 2)
+        all_ms += level_ms
+    return {
+        "latency_cycles": len(all_ms),
+        "cycle_p50_ms": round(percentile(all_ms, 50), 2),
+        "cycle_p99_ms": round(percentile(all_ms, 99), 2),
+        "cycle_max_ms": round(max(all_ms), 2),
+        **by_level,
+    }
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+# -- profile and main ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def profiling(enabled: bool, timer: Timer) -> Iterator[None]:
+    """pyinstrument over the whole run when installed, else cProfile of schedule() only."""
+    if not enabled:
+        yield
+        return
+    try:
+        from pyinstrument import Profiler  # type: ignore[import-not-found]
+    except ImportError:
+        import cProfile
+        import pstats
+
+        timer.profiler = cProfile.Profile()
+        yield
+        stats = pstats.Stats(timer.profiler, stream=sys.stderr)
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(25)
+        return
+    profiler = Profiler()
+    profiler.start()
+    yield
+    profiler.stop()
+    print(profiler.output_text(unicode=False, color=False), file=sys.stderr)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    add: Callable[..., Any] = parser.add_argument
+    add("--nodes", type=int, default=1000)
+    add("--gpus-per-node", type=int, default=8)
+    add("--queued", type=int, default=100_000)
+    add("--per-cycle", type=int, default=5000, help="pending jobs per cycle (server: 5000)")
+    add("--tick", type=float, default=300.0, help="virtual seconds between cycles")
+    add("--latency-cycles", type=int, default=60, help="cycles of 1000 queued jobs")
+    add("--placement", choices=("binpack", "spread"), default="binpack")
+    add("--seed", type=int, default=1)
+    add("--skip-drain", action="store_true", help="only the 1000-job latency cycles")
+    add("--json", action="store_true", help="print one JSON object")
+    add("--profile", action="store_true", help="print the hottest functions to stderr")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    params = {k: v for k, v in vars(args).items() if k not in ("json", "profile")}
+    timer = Timer(SchedulerConfig(placement=args.placement))
+    result: dict[str, Any] = {"params": params, "python": sys.version.split()[0]}
+    with profiling(args.profile, timer):
+        if not args.skip_drain:
+            result.update(drain(args, timer))
+        timer.seconds = []
+        result.update(latency(args, timer))
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if args.json:
+        print(json.dumps(result))
+        return
+    for key, value in result.items():
+        print(f"{key:>24}: {value}")
+
+
+if __name__ == "__main__":
+    main()
