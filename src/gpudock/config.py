@@ -74,10 +74,34 @@ class ExecutorConfig(BaseModel):
         return [p.rstrip("/") or "/" for p in value]
 
 
+class PriorityClass(BaseModel):
+    """A named priority: jobs naming it get ``value``; ``preempt`` lets them preempt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
+    value: int = Field(ge=-1_000_000, le=1_000_000)
+    preempt: bool = True
+    description: str = ""
+
+
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     placement: Literal["binpack", "spread"] = "binpack"
+    priority_classes: list[PriorityClass] = Field(default_factory=list)
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _unique(cls, value: list[PriorityClass]) -> list[PriorityClass]:
+        names = [c.name for c in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"priority class names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+    def priority_class(self, name: str) -> PriorityClass | None:
+        return next((c for c in self.priority_classes if c.name == name), None)
 
 
 class ServerConfig(BaseModel):

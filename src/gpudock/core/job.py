@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.units import parse_duration, parse_size
@@ -129,6 +129,34 @@ class JobSpec(BaseModel):
         default_factory=list,
         description="host bind mounts 'HOST:CONTAINER[:ro|rw]'; only admin-allowlisted paths",
     )
+    priority_class: str | None = Field(
+        default=None, description="a priority class from the server config (sets priority)"
+    )
+    preemptible: bool = Field(default=True, description="false: never preempted")
+    min_runtime: float | None = Field(
+        default=None, description="seconds (accepts '30m') it runs before it may be preempted"
+    )
+    nodes: int = Field(
+        default=1, ge=1, le=1024, description="nodes for a gang job; `gpus` is then per node"
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="node labels the job requires"
+    )
+    tolerations: list[str] = Field(
+        default_factory=list, description="node taints tolerated: 'key' or 'key=value'"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gpus_per_node(cls, data: Any) -> Any:
+        """Accept ``gpus_per_node`` (the multi-node spelling) as ``gpus``."""
+        if isinstance(data, dict) and "gpus_per_node" in data:
+            data = dict(data)
+            per_node = data.pop("gpus_per_node")
+            if "gpus" in data and data["gpus"] != per_node:
+                raise ValueError("give gpus_per_node or gpus (GPUs per node), not both")
+            data["gpus"] = per_node
+        return data
 
     @field_validator("image")
     @classmethod
@@ -204,15 +232,24 @@ class JobSpec(BaseModel):
             raise ValueError(f"memory must be at least 6MiB (Docker's minimum), got {value} bytes")
         return value
 
-    @field_validator("max_runtime", mode="before")
+    @field_validator("max_runtime", "min_runtime", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         if value is None:
             return None
         seconds = parse_duration(value)
         if seconds <= 0:
-            raise ValueError("max_runtime must be greater than zero")
+            raise ValueError("duration must be greater than zero")
         return seconds
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations(cls, value: list[str]) -> list[str]:
+        for item in value:
+            key = item.partition("=")[0]
+            if not _LABEL_KEY_RE.match(key):
+                raise ValueError(f"toleration {item!r} must be 'key' or 'key=value'")
+        return value
 
     @field_validator("gpu_model")
     @classmethod
@@ -285,6 +322,7 @@ class Job:
     state: JobState
     submitted_at: float
     attempt: int = 0
+    failures: int = 0  # attempts that failed or were lost (retries use these up)
     version: int = 0
     reason: str | None = None
     pending_reasons: list[PendingReason] = field(default_factory=list)

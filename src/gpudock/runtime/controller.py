@@ -75,6 +75,8 @@ class Controller:
             ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))
         if result.rejected:
             ctx.wake_scheduler.set()  # retry on fresh state
+        if result.preempted:
+            ctx.wake_reconciler.set()  # stop the victims now
         return result
 
     def _schedule_loop(self) -> None:

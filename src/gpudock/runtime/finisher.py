@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpudock.core.job import Job, JobState
@@ -41,20 +42,35 @@ def archive_logs(ctx: RuntimeContext, job_id: int, attempt: int, container: str)
     return path
 
 
-def outcome(job: Job, status: ContainerStatus | None) -> tuple[JobState, str]:
-    """The terminal state (or PENDING for a retry) and its reason."""
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a finished attempt becomes: a terminal state, or PENDING (requeued).
+
+    ``failed_attempt`` is True when a requeue uses up one of the job's retries
+    (a failure or a loss); a preemption requeues without using one.
+    """
+
+    state: JobState
+    reason: str
+    failed_attempt: bool = False
+
+
+def outcome(job: Job, status: ContainerStatus | None) -> Outcome:
+    """How the job's current attempt ended, given its container (None if vanished)."""
     spec = job.spec
     if job.stop_requested == "cancel":
-        return JobState.CANCELLED, f"cancelled by {job.stop_requested_by or 'a user'}"
+        return Outcome(JobState.CANCELLED, f"cancelled by {job.stop_requested_by or 'a user'}")
     if job.stop_requested == "max_runtime":
         limit = format_duration(spec.max_runtime)
-        return JobState.FAILED, f"exceeded max_runtime of {limit}; stopped"
+        return Outcome(JobState.FAILED, f"exceeded max_runtime of {limit}; stopped")
+    if job.stop_requested == "preempt":
+        return Outcome(JobState.PENDING, f"preempted by {job.stop_requested_by}; requeued")
     if status is None:
         why = f"container {job.container_name} disappeared while the job was running"
         return _maybe_retry(job, JobState.LOST, why)
     code = status.exit_code
     if code == 0:
-        return JobState.SUCCEEDED, "exited with code 0"
+        return Outcome(JobState.SUCCEEDED, "exited with code 0")
     if status.oom_killed:
         limit = format_size(spec.memory) if spec.memory else "the memory limit"
         why = f"out of memory: killed after exceeding {limit} (exit code {code})"
@@ -65,11 +81,11 @@ def outcome(job: Job, status: ContainerStatus | None) -> tuple[JobState, str]:
     return _maybe_retry(job, JobState.FAILED, why)
 
 
-def _maybe_retry(job: Job, state: JobState, why: str) -> tuple[JobState, str]:
-    if job.attempt < job.spec.retries:
-        retry = f"retrying ({job.attempt + 1} of {job.spec.retries} retries)"
-        return JobState.PENDING, f"{why}; {retry}"
-    return state, why
+def _maybe_retry(job: Job, state: JobState, why: str) -> Outcome:
+    if job.failures < job.spec.retries:
+        retry = f"retrying ({job.failures + 1} of {job.spec.retries} retries)"
+        return Outcome(JobState.PENDING, f"{why}; {retry}", failed_attempt=True)
+    return Outcome(state, why)
 
 
 def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> None:
@@ -90,8 +106,11 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     path = None
     if status is not None:
         path = archive_logs(ctx, job.id, job.attempt, status.id)
-    target, reason = outcome(job, status)
+    result = outcome(job, status)
+    target, reason = result.state, result.reason
     fields: dict[str, object] = {}
+    if result.failed_attempt:
+        fields["failures"] = job.failures + 1
     if target is not JobState.PENDING:
         fields["log_path"] = str(path) if path else None
         if status is not None:

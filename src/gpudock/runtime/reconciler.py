@@ -100,7 +100,7 @@ def _reconcile_job(ctx: RuntimeContext, job: Job, container: ContainerStatus | N
         return
     if job.state is JobState.ALLOCATED or (job.state is JobState.STARTING and container is None):
         if job.stop_requested:
-            ctx.run_once("finish", job.id, lambda: _cancel_unstarted(ctx, job))
+            ctx.run_once("finish", job.id, lambda: _stop_unstarted(ctx, job))
         else:
             ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id))
         return
@@ -147,16 +147,11 @@ def _over_runtime(ctx: RuntimeContext, job: Job) -> bool:
     return ctx.clock() - job.started_at > limit
 
 
-def _cancel_unstarted(ctx: RuntimeContext, job: Job) -> None:
+def _stop_unstarted(ctx: RuntimeContext, job: Job) -> None:
+    """A stop requested before any container existed: cancel, or requeue a preemption."""
+    result = finisher.outcome(job, None)
     with ctx.db.write() as session:
-        job_store.transition(
-            session,
-            job.id,
-            job.state,
-            JobState.CANCELLED,
-            ctx.clock(),
-            reason=f"cancelled by {job.stop_requested_by or 'a user'}",
-        )
+        job_store.transition(session, job.id, job.state, result.state, ctx.clock(), result.reason)
     ctx.wake_scheduler.set()
 
 

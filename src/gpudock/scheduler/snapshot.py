@@ -50,6 +50,12 @@ class JobRequest:
     priority: int = 0
     queue: str = "default"
     user: str = ""
+    nodes: int = 1  # a gang: ``gpus`` on each of ``nodes`` nodes, all or nothing
+    cpus: float | None = None
+    max_runtime: float | None = None  # seconds; bounds backfill and ETAs
+    can_preempt: bool = True  # its priority class may preempt others
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[str, ...] = ()
 
     @property
     def shared(self) -> bool:
@@ -57,10 +63,31 @@ class JobRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job that holds GPUs now (ALLOCATED, STARTING or RUNNING)."""
+
+    id: int
+    queue: str
+    priority: int
+    node: str
+    gpu_uuids: tuple[str, ...]
+    memory_per_gpu: int | None  # None: whole GPUs
+    started_at: float | None  # None until it runs
+    submitted_at: float = 0.0
+    max_runtime: float | None = None
+    min_runtime: float | None = None
+    preemptible: bool = True
+    stopping: bool = False  # a stop (cancel, preemption, max_runtime) is already under way
+    user: str = ""
+    cpus: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
     nodes: tuple[NodeView, ...]
     pending: tuple[JobRequest, ...]
+    running: tuple[RunningJob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +104,20 @@ class Placement:
     memory_per_gpu: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Stop running job ``victim_id`` (SIGTERM, grace, SIGKILL) so ``preemptor_id`` can run.
+
+    The victim returns to PENDING, keeping its submit time.
+    """
+
+    victim_id: int
+    preemptor_id: int
+    reason: str
+
+
 @dataclass(slots=True)
 class Plan:
     placements: list[Placement] = field(default_factory=list)
     pending: dict[int, list[PendingReason]] = field(default_factory=dict)
+    preemptions: list[Preemption] = field(default_factory=list)

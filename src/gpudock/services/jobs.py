@@ -13,7 +13,7 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.store import jobs as job_store
-from gpudock.store.snapshot import load_snapshot
+from gpudock.store.snapshot import load_nodes
 from gpudock.store.tokens import Principal
 
 
@@ -28,9 +28,12 @@ class JobService:
         ``Infeasible`` for a job no node could ever hold.
         """
         self._check_mounts(spec)
+        spec, can_preempt = self._resolve_priority(spec)
         self._check_feasible(spec)
         with self.ctx.db.write() as session:
-            job = job_store.insert_job(session, spec, principal.user, self.ctx.clock())
+            job = job_store.insert_job(
+                session, spec, principal.user, self.ctx.clock(), can_preempt=can_preempt
+            )
         self.ctx.wake_scheduler.set()
         return job
 
@@ -111,6 +114,22 @@ class JobService:
         folder = self.ctx.log_dir / f"job-{job_id}"
         return list(folder.glob("attempt-*.log")) if folder.is_dir() else []
 
+    def _resolve_priority(self, spec: JobSpec) -> tuple[JobSpec, bool]:
+        """Apply the spec's priority class: its value becomes the priority."""
+        if spec.priority_class is None:
+            return spec, True
+        scheduler = self.ctx.config.scheduler
+        klass = scheduler.priority_class(spec.priority_class)
+        if klass is None:
+            known = ", ".join(c.name for c in scheduler.priority_classes) or "none are defined"
+            raise InvalidInput(
+                f"priority_class {spec.priority_class!r} is unknown ({known})",
+                field="priority_class",
+            )
+        if "priority" in spec.model_fields_set and spec.priority != klass.value:
+            raise InvalidInput("give priority or priority_class, not both", field="priority_class")
+        return spec.model_copy(update={"priority": klass.value}), klass.preempt
+
     def _check_mounts(self, spec: JobSpec) -> None:
         allowed = self.ctx.config.executor.allowed_mounts
         for text in spec.mounts:
@@ -127,7 +146,7 @@ class JobService:
         if spec.gpus == 0:
             return
         with self.ctx.db.read() as session:
-            nodes = load_snapshot(session, self.ctx.clock(), limit=0).nodes
+            nodes = load_nodes(session)
         request = JobRequest(
             id=0,
             gpus=spec.gpus,

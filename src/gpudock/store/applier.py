@@ -39,6 +39,7 @@ class _Rejected(Exception):
 class ApplyResult:
     committed: list[Placement] = field(default_factory=list)
     rejected: list[tuple[Placement, str]] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)  # victims now asked to stop
 
 
 def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
@@ -53,6 +54,11 @@ def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
             result.rejected.append((placement, str(exc)))
         else:
             result.committed.append(placement)
+    if plan.preemptions:
+        with db.write() as session:
+            for preemption in plan.preemptions:
+                if job_store.request_preemption(session, preemption):
+                    result.preempted.append(preemption.victim_id)
     if plan.pending:
         with db.write() as session:
             job_store.set_pending_reasons(session, plan.pending)

@@ -15,13 +15,20 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
+from gpudock.scheduler.snapshot import Preemption
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
 
 ACTIVE_STATES = (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
 
 
-def insert_job(session: Session, spec: JobSpec, user: str, now: float) -> Job:
-    """Store a new PENDING job and return it (with its id)."""
+def insert_job(
+    session: Session, spec: JobSpec, user: str, now: float, can_preempt: bool = True
+) -> Job:
+    """Store a new PENDING job and return it (with its id).
+
+    ``spec.priority`` must already hold the priority class's value, if any;
+    ``can_preempt`` comes from the class (jobs without one may preempt).
+    """
     row = JobRow(
         user=user,
         name=spec.name,
@@ -31,6 +38,18 @@ def insert_job(session: Session, spec: JobSpec, user: str, now: float) -> Job:
         gpus=spec.gpus,
         gpu_memory=spec.gpu_memory,
         gpu_model=spec.gpu_model,
+        nodes=spec.nodes,
+        cpus=spec.cpus,
+        max_runtime=spec.max_runtime,
+        min_runtime=spec.min_runtime,
+        preemptible=spec.preemptible,
+        can_preempt=can_preempt,
+        failures=0,
+        constraints=(
+            {"node_selector": dict(spec.node_selector), "tolerations": list(spec.tolerations)}
+            if spec.node_selector or spec.tolerations
+            else None
+        ),
         state=JobState.PENDING.value,
         attempt=0,
         version=0,
@@ -218,6 +237,30 @@ def request_stop(session: Session, job_id: int, kind: str, by: str) -> bool:
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def request_preemption(session: Session, preemption: Preemption) -> bool:
+    """Ask a preemptible, active victim to stop for ``preemption.preemptor_id``.
+
+    Conditional like every write here: a victim that already ended, is already
+    stopping, or is not preemptible is left alone (returns False).
+    """
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.id == preemption.victim_id,
+            JobRow.state.in_([s.value for s in ACTIVE_STATES]),
+            JobRow.stop_requested.is_(None),
+            JobRow.preemptible.is_(True),
+        )
+        .values(
+            stop_requested="preempt",
+            stop_requested_by=preemption.reason[:128],
+            version=JobRow.version + 1,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
 def set_fields(session: Session, job_id: int, expected: JobState, **fields: Any) -> bool:
     """Update plain fields of a job that is still in ``expected``."""
     result = session.execute(
@@ -248,6 +291,7 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         state=JobState(row.state),
         submitted_at=row.submitted_at,
         attempt=row.attempt,
+        failures=row.failures,
         version=row.version,
         reason=row.reason,
         pending_reasons=[PendingReason(**r) for r in (row.pending_reasons or [])],  # type: ignore[arg-type]

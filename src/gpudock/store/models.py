@@ -22,6 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.expression import true as sa_true
 
 
 class Base(DeclarativeBase):
@@ -50,6 +51,15 @@ class JobRow(Base):
     gpus: Mapped[int] = mapped_column(Integer)
     gpu_memory: Mapped[int | None] = mapped_column(BigInteger)
     gpu_model: Mapped[str | None] = mapped_column(String(64))
+    nodes: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    cpus: Mapped[float | None] = mapped_column(Float)
+    max_runtime: Mapped[float | None] = mapped_column(Float)
+    min_runtime: Mapped[float | None] = mapped_column(Float)
+    preemptible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    can_preempt: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # {"node_selector": {...}, "tolerations": [...]}, or None when both are empty.
+    constraints: Mapped[dict[str, object] | None] = mapped_column(JSON)
 
     state: Mapped[str] = mapped_column(String(16), index=True)
     reason: Mapped[str | None] = mapped_column(Text)

@@ -7,12 +7,23 @@ from sqlalchemy.orm import Session
 
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Snapshot
-from gpudock.store.models import GpuRow, JobRow, NodeRow
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
+from gpudock.store.jobs import ACTIVE_STATES
+from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 
 
 def load_snapshot(session: Session, now: float, limit: int | None = None) -> Snapshot:
-    """Nodes with their GPUs' allocation state, and up to ``limit`` pending jobs."""
+    """Nodes with their GPUs' allocation state, up to ``limit`` pending jobs, running jobs."""
+    return Snapshot(
+        now=now,
+        nodes=load_nodes(session),
+        pending=_pending(session, limit),
+        running=_running(session),
+    )
+
+
+def load_nodes(session: Session) -> tuple[NodeView, ...]:
+    """Every node with its GPUs and what is allocated on them."""
     gpus: dict[str, list[GpuView]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
         gpus.setdefault(g.node, []).append(
@@ -27,7 +38,7 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
                 healthy=g.health == GpuHealth.OK.value,
             )
         )
-    nodes = tuple(
+    return tuple(
         NodeView(
             name=n.name,
             gpus=tuple(gpus.get(n.name, ())),
@@ -37,6 +48,9 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
+
+
+def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
     stmt = (
         select(
             JobRow.id,
@@ -47,23 +61,81 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
             JobRow.priority,
             JobRow.queue,
             JobRow.user,
+            JobRow.nodes,
+            JobRow.cpus,
+            JobRow.max_runtime,
+            JobRow.can_preempt,
+            JobRow.constraints,
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
     )
     if limit is not None:
         stmt = stmt.limit(limit)
-    pending = tuple(
-        JobRequest(
+    out = []
+    for r in session.execute(stmt):
+        constraints = r.constraints or {}
+        out.append(
+            JobRequest(
+                id=r.id,
+                gpus=r.gpus,
+                submitted_at=r.submitted_at,
+                gpu_memory=r.gpu_memory,
+                gpu_model=r.gpu_model,
+                priority=r.priority,
+                queue=r.queue,
+                user=r.user,
+                nodes=r.nodes,
+                cpus=r.cpus,
+                max_runtime=r.max_runtime,
+                can_preempt=r.can_preempt,
+                node_selector=tuple(sorted(constraints.get("node_selector", {}).items())),
+                tolerations=tuple(constraints.get("tolerations", ())),
+            )
+        )
+    return tuple(out)
+
+
+def _running(session: Session) -> tuple[RunningJob, ...]:
+    """Jobs holding GPUs, with the share they hold per GPU (from their allocations)."""
+    shares: dict[int, int | None] = {}
+    for job_id, memory in session.execute(select(AllocationRow.job_id, AllocationRow.memory)):
+        shares[job_id] = memory
+    stmt = (
+        select(
+            JobRow.id,
+            JobRow.queue,
+            JobRow.priority,
+            JobRow.node,
+            JobRow.gpu_uuids,
+            JobRow.started_at,
+            JobRow.submitted_at,
+            JobRow.max_runtime,
+            JobRow.min_runtime,
+            JobRow.preemptible,
+            JobRow.stop_requested,
+            JobRow.user,
+            JobRow.cpus,
+        )
+        .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
+        .order_by(JobRow.id)
+    )
+    return tuple(
+        RunningJob(
             id=r.id,
-            gpus=r.gpus,
-            submitted_at=r.submitted_at,
-            gpu_memory=r.gpu_memory,
-            gpu_model=r.gpu_model,
-            priority=r.priority,
             queue=r.queue,
+            priority=r.priority,
+            node=r.node or "",
+            gpu_uuids=tuple(r.gpu_uuids or ()),
+            memory_per_gpu=shares.get(r.id),
+            started_at=r.started_at,
+            submitted_at=r.submitted_at,
+            max_runtime=r.max_runtime,
+            min_runtime=r.min_runtime,
+            preemptible=r.preemptible,
+            stopping=r.stop_requested is not None,
             user=r.user,
+            cpus=r.cpus,
         )
         for r in session.execute(stmt)
     )
-    return Snapshot(now=now, nodes=nodes, pending=pending)

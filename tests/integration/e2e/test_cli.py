@@ -108,8 +108,11 @@ def test_cli_explains_an_unreachable_server(sqlite_server: ServerProcess) -> Non
 def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     env = {**os.environ, "GPUDOCK_HOME": str(tmp_path)}
     result = subprocess.run(
-        [gpudock_bin(), "server", "--port", "1", *args], env=env, capture_output=True,
-        text=True, timeout=60,
+        [gpudock_bin(), "server", "--port", "1", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr

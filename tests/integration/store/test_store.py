@@ -188,3 +188,58 @@ def test_rediscovery_keeps_allocations_and_marks_vanished_busy_gpus_missing(db: 
         gpus = {g.uuid: g for g in inv_store.list_gpus(s)}
     assert "GPU-n0-2" not in gpus  # idle: dropped
     assert gpus["GPU-n0-3"].health.value == "missing" and gpus["GPU-n0-3"].exclusive_job == job_id
+
+
+def test_models_and_migrations_agree(db_url: str) -> None:
+    """Alembic autogenerate finds nothing to add: the migrations build the models' schema."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from gpudock.store.models import Base
+
+    database = Database.open(db_url)
+    with database.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    database.close()
+    assert diff == []
+
+
+def test_preemption_request_is_conditional_and_requeues_keeping_submit_time(
+    db: Database,
+) -> None:
+    from gpudock.scheduler.snapshot import Preemption
+    from gpudock.store.snapshot import load_snapshot
+
+    victim = submit(db, gpus=1)
+    guarded = submit(db, gpus=1, preemptible=False)
+    apply_plan(
+        db,
+        Plan(
+            placements=[
+                Placement(victim, "n0", ("GPU-n0-0",)),
+                Placement(guarded, "n0", ("GPU-n0-1",)),
+            ]
+        ),
+        now=2.0,
+    )
+    plan = Plan(
+        preemptions=[
+            Preemption(victim, 99, "job 99 (priority 100)"),
+            Preemption(guarded, 99, "job 99 (priority 100)"),
+        ]
+    )
+    assert apply_plan(db, plan, now=3.0).preempted == [victim]
+    assert apply_plan(db, plan, now=3.5).preempted == []  # already stopping
+    with db.read() as s:
+        running = {r.id: r for r in load_snapshot(s, now=4.0).running}
+    assert running[victim].stopping and not running[guarded].stopping
+    assert running[guarded].preemptible is False
+    with db.write() as s:
+        job_store.transition(s, victim, JobState.ALLOCATED, JobState.PENDING, 5.0, "preempted")
+    with db.read() as s:
+        job = job_store.get_job(s, victim)
+    assert job is not None and (job.state, job.submitted_at, job.attempt) == (
+        JobState.PENDING,
+        1.0,
+        1,
+    )

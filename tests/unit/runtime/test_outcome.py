@@ -4,51 +4,72 @@ from __future__ import annotations
 
 from gpudock.core.job import Job, JobSpec, JobState
 from gpudock.executors.base import ContainerState, ContainerStatus
-from gpudock.runtime.finisher import outcome
+from gpudock.runtime.finisher import Outcome, outcome
 
 
-def job(attempt: int = 0, retries: int = 0, stop: str | None = None, **spec: object) -> Job:
+def job(failures: int = 0, retries: int = 0, stop: str | None = None, **spec: object) -> Job:
     return Job(
-        id=7, spec=JobSpec(image="img", retries=retries, **spec), user="alice",  # type: ignore[arg-type]
-        state=JobState.RUNNING, submitted_at=0.0, attempt=attempt, stop_requested=stop,
-        stop_requested_by="bob" if stop == "cancel" else None,
+        id=7,
+        spec=JobSpec(image="img", retries=retries, **spec),
+        user="alice",  # type: ignore[arg-type]
+        state=JobState.RUNNING,
+        submitted_at=0.0,
+        attempt=failures,
+        failures=failures,
+        stop_requested=stop,
+        stop_requested_by={"cancel": "bob", "preempt": "job 9"}.get(stop or ""),
     )
 
 
 def exited(code: int, oom: bool = False) -> ContainerStatus:
     return ContainerStatus(
-        id="c", name="gpudock-job-7-a0", job_id=7, attempt=0, state=ContainerState.EXITED,
-        exit_code=code, oom_killed=oom,
+        id="c",
+        name="gpudock-job-7-a0",
+        job_id=7,
+        attempt=0,
+        state=ContainerState.EXITED,
+        exit_code=code,
+        oom_killed=oom,
     )
 
 
 def test_exit_zero_succeeds() -> None:
-    assert outcome(job(), exited(0)) == (JobState.SUCCEEDED, "exited with code 0")
+    assert outcome(job(), exited(0)) == Outcome(JobState.SUCCEEDED, "exited with code 0")
 
 
 def test_non_zero_exit_fails_with_the_code() -> None:
-    assert outcome(job(), exited(3)) == (JobState.FAILED, "exited with code 3")
+    assert outcome(job(), exited(3)) == Outcome(JobState.FAILED, "exited with code 3")
 
 
 def test_oom_is_named() -> None:
-    state, reason = outcome(job(memory="64MiB"), exited(137, oom=True))
-    assert state is JobState.FAILED
-    assert reason == "out of memory: killed after exceeding 64MiB (exit code 137)"
+    result = outcome(job(memory="64MiB"), exited(137, oom=True))
+    assert result.state is JobState.FAILED
+    assert result.reason == "out of memory: killed after exceeding 64MiB (exit code 137)"
 
 
 def test_failures_are_retried_while_retries_remain() -> None:
-    state, reason = outcome(job(attempt=0, retries=2), exited(1))
-    assert (state, reason) == (JobState.PENDING, "exited with code 1; retrying (1 of 2 retries)")
-    assert outcome(job(attempt=2, retries=2), exited(1))[0] is JobState.FAILED
+    result = outcome(job(failures=0, retries=2), exited(1))
+    assert result == Outcome(
+        JobState.PENDING, "exited with code 1; retrying (1 of 2 retries)", failed_attempt=True
+    )
+    assert outcome(job(failures=2, retries=2), exited(1)).state is JobState.FAILED
 
 
 def test_a_vanished_container_is_lost_or_retried() -> None:
-    state, reason = outcome(job(), None)
-    assert state is JobState.LOST and "disappeared while the job was running" in reason
-    assert outcome(job(retries=1), None)[0] is JobState.PENDING
+    result = outcome(job(), None)
+    assert result.state is JobState.LOST
+    assert "disappeared while the job was running" in result.reason
+    assert outcome(job(retries=1), None).state is JobState.PENDING
 
 
 def test_requested_stops_win_over_the_exit_code() -> None:
-    assert outcome(job(stop="cancel"), exited(143)) == (JobState.CANCELLED, "cancelled by bob")
-    state, reason = outcome(job(stop="max_runtime", max_runtime="2h", retries=3), exited(143))
-    assert (state, reason) == (JobState.FAILED, "exceeded max_runtime of 2h00m; stopped")
+    assert outcome(job(stop="cancel"), exited(143)) == Outcome(
+        JobState.CANCELLED, "cancelled by bob"
+    )
+    result = outcome(job(stop="max_runtime", max_runtime="2h", retries=3), exited(143))
+    assert result == Outcome(JobState.FAILED, "exceeded max_runtime of 2h00m; stopped")
+
+
+def test_preemption_requeues_without_using_a_retry() -> None:
+    result = outcome(job(stop="preempt", retries=0), exited(143))
+    assert result == Outcome(JobState.PENDING, "preempted by job 9; requeued")
