@@ -4,9 +4,10 @@
 Starts a real ``gpudock server`` (SQLite, one emulated H100) on the local
 Docker engine and, alternating in one run:
 
-* **gpudock**: ``POST /v1/jobs`` → poll ``GET /v1/jobs/{id}`` until RUNNING
-  (the container has been started by dockerd and recorded);
-* **bare**: docker-py ``containers.run(IMAGE, CMD, detach=True)``;
+* **gpudock**: from ``POST /v1/jobs`` to the container's ``State.StartedAt``
+  (the engine's own clock on this host);
+* **bare**: from docker-py ``containers.run(IMAGE, CMD, detach=True)`` to its
+  ``StartedAt``;
 * **bare_gpu**: the same with the NVIDIA device request gpudock sends.
 
 Prints medians, p90s and ``ratio`` = gpudock median / bare median.
@@ -25,10 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 import docker.types
 import httpx
 
@@ -74,18 +77,34 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit(f"server did not start:\n{(home / 'server.log').read_text()}")
 
 
-def gpudock_sample(api: httpx.Client, image: str) -> float:
-    """Seconds from POST to RUNNING; then cancels and waits for the GPU to be idle."""
-    start = time.perf_counter()
+def started_at(client: Any, name: str) -> float | None:
+    """The engine's StartedAt of a running container, as unix seconds."""
+    try:
+        state = client.api.inspect_container(name)["State"]
+    except docker.errors.NotFound:
+        return None
+    if not state.get("Running"):
+        return None
+    stamp = state["StartedAt"]  # e.g. 2026-11-30T04:35:09.123456789Z
+    whole, _, frac = stamp.rstrip("Z").partition(".")
+    base = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return base.timestamp() + float("0." + (frac or "0"))
+
+
+def gpudock_sample(api: httpx.Client, client: Any, image: str) -> float:
+    """Seconds from POST to the container running (the engine's StartedAt).
+
+    Polls gently (every 20 ms) so the measurement does not load the server.
+    Then cancels and waits for the GPU to be idle.
+    """
+    start = time.time()
     job = api.post("/v1/jobs", json={"image": image, "command": CMD, "gpus": 1}).json()
-    while True:
-        state = api.get(f"/v1/jobs/{job['id']}").json()["state"]
-        if state == "RUNNING":
-            elapsed = time.perf_counter() - start
-            break
-        if state in ("FAILED", "CANCELLED", "LOST"):
-            raise SystemExit(f"job {job['id']} ended {state} during the benchmark")
-        time.sleep(0.002)
+    name = f"gpudock-job-{job['id']}-a0"
+    while (stamp := started_at(client, name)) is None:
+        if api.get(f"/v1/jobs/{job['id']}").json()["state"] in ("FAILED", "CANCELLED", "LOST"):
+            raise SystemExit(f"job {job['id']} ended during the benchmark")
+        time.sleep(0.02)
+    elapsed = stamp - start
     api.post(f"/v1/jobs/{job['id']}/cancel")
     while api.get("/v1/gpus").json()[0]["exclusive_job"] is not None:
         time.sleep(0.02)
@@ -93,16 +112,18 @@ def gpudock_sample(api: httpx.Client, image: str) -> float:
 
 
 def bare_sample(client: Any, image: str, gpu_uuid: str | None) -> float:
+    """Seconds from calling ``containers.run(detach=True)`` to the engine's StartedAt."""
     kwargs: dict[str, Any] = {}
     if gpu_uuid:
         kwargs["device_requests"] = [
             docker.types.DeviceRequest(device_ids=[gpu_uuid], capabilities=[["gpu"]])
         ]
-    start = time.perf_counter()
+    start = time.time()
     container = client.containers.run(image, CMD, detach=True, **kwargs)
-    elapsed = time.perf_counter() - start
+    stamp = started_at(client, container.id)
     container.remove(force=True)
-    return elapsed
+    assert stamp is not None
+    return stamp - start
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -134,11 +155,11 @@ def main() -> None:
         instance = api.get("/healthz").json()["instance"]
         try:
             uuid = api.get("/v1/gpus").json()[0]["uuid"]
-            gpudock_sample(api, args.image)  # warm-up: first launch pays imports
+            gpudock_sample(api, client, args.image)  # warm-up: first launch pays imports
             bare_sample(client, args.image, None)
             results: dict[str, list[float]] = {"gpudock": [], "bare": [], "bare_gpu": []}
             for _ in range(args.samples):
-                results["gpudock"].append(gpudock_sample(api, args.image))
+                results["gpudock"].append(gpudock_sample(api, client, args.image))
                 results["bare"].append(bare_sample(client, args.image, None))
                 results["bare_gpu"].append(bare_sample(client, args.image, uuid))
         finally:
