@@ -177,6 +177,19 @@ def show(job_id: int, output: Output = "table") -> None:
 
 
 @app.command()
+def why(job_id: int, output: Output = "table") -> None:
+    """Why is this job not running? Structured reasons with what would change it."""
+    check_output(output)
+    job = call("GET", f"/v1/jobs/{job_id}")
+    if output == "json":
+        out.print_json(
+            data={"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"]}
+        )
+        return
+    render.explain(out, job)
+
+
+@app.command()
 def cancel(
     job_id: int,
     wait: Annotated[float, typer.Option(help="seconds to wait for the job to end (0: don't)")] = 30,

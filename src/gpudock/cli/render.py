@@ -166,3 +166,22 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
             n["status_reason"] or "",
         )
     return table
+
+
+def explain(console: Console, job: dict[str, Any]) -> None:
+    """``gpudock why``: one block per reason, or what the job is doing instead."""
+    state = job["state"]
+    if state != "PENDING":
+        note = job.get("reason") or ""
+        where = f" on {job['node']}" if job.get("node") else ""
+        console.print(escape(f"job {job['id']} is {state}{where}" + (f": {note}" if note else "")))
+        return
+    reasons = job["pending_reasons"]
+    if not reasons:
+        console.print(f"job {job['id']} is PENDING; the scheduler has not looked at it yet")
+        return
+    console.print(f"job {job['id']} is PENDING because:")
+    for reason in reasons:
+        console.print(escape(f"  [{reason['layer']}] {reason['message']}"), highlight=False)
+        if reason.get("counterfactual"):
+            console.print(escape(f"      → {reason['counterfactual']}"), highlight=False)

@@ -78,6 +78,7 @@ class RunningJob:
     min_runtime: float | None = None
     preemptible: bool = True
     stopping: bool = False  # a stop (cancel, preemption, max_runtime) is already under way
+    preempted_for: int | None = None  # the job it is being stopped for, if preempted
     user: str = ""
     cpus: float | None = None
 

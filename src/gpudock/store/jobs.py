@@ -160,6 +160,7 @@ def transition(
             exit_code=None,
             stop_requested=None,
             stop_requested_by=None,
+            preempted_for=None,
         )
     result = session.execute(
         update(JobRow)
@@ -254,6 +255,7 @@ def request_preemption(session: Session, preemption: Preemption) -> bool:
         .values(
             stop_requested="preempt",
             stop_requested_by=preemption.reason[:128],
+            preempted_for=preemption.preemptor_id,
             version=JobRow.version + 1,
         )
         .execution_options(synchronize_session=False)

@@ -68,6 +68,7 @@ class JobRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     stop_requested: Mapped[str | None] = mapped_column(String(16))
     stop_requested_by: Mapped[str | None] = mapped_column(String(128))
+    preempted_for: Mapped[int | None] = mapped_column(Integer)  # the preemptor's job id
 
     submitted_at: Mapped[float] = mapped_column(Float)
     allocated_at: Mapped[float | None] = mapped_column(Float)

@@ -114,6 +114,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.min_runtime,
             JobRow.preemptible,
             JobRow.stop_requested,
+            JobRow.preempted_for,
             JobRow.user,
             JobRow.cpus,
         )
@@ -134,6 +135,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             min_runtime=r.min_runtime,
             preemptible=r.preemptible,
             stopping=r.stop_requested is not None,
+            preempted_for=r.preempted_for,
             user=r.user,
             cpus=r.cpus,
         )

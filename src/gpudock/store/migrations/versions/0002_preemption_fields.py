@@ -29,11 +29,13 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("failures", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("constraints", sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column("preempted_for", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         for column in (
+            "preempted_for",
             "constraints",
             "failures",
             "can_preempt",

@@ -1,0 +1,123 @@
+"""Preemption: choose running jobs to stop so a blocked, higher-priority job fits.
+
+Pure functions over the cycle's capacity model. Who *may* be preempted is the
+caller's rule (``eligible``): within a queue, a lower priority; across queues,
+a borrower that the reclaiming queue may take back from. This module only
+answers "which eligible victims, on which node, lose the least work":
+
+1. on each node the job could use if capacity freed up, add eligible victims
+   in preference order (lowest priority, then youngest, then highest id)
+   until the job fits;
+2. drop every victim the job does not actually need (reverse order);
+3. pick the node whose victim set costs least: lowest top victim priority,
+   then fewest victims, then least work lost (seconds run), then node name.
+
+A victim is never one that is already stopping, not preemptible, or younger
+than its ``min_runtime``; ``eligible`` need not check those.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpudock.scheduler.capacity import GpuState, NodeState, usable_now
+from gpudock.scheduler.snapshot import JobRequest, RunningJob
+
+
+@dataclass(frozen=True, slots=True)
+class VictimSet:
+    node: str
+    victims: tuple[RunningJob, ...]
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(v.id for v in self.victims)
+
+
+def preemptible_now(victim: RunningJob, now: float) -> bool:
+    """Not stopping already, preemptible, and past its ``min_runtime``."""
+    if victim.stopping or not victim.preemptible:
+        return False
+    if victim.min_runtime is not None and victim.started_at is not None:
+        return now - victim.started_at >= victim.min_runtime
+    return True
+
+
+def victim_order(victim: RunningJob, now: float) -> tuple[float, float, int]:
+    """Preference: lowest priority, then youngest (least run), then highest id."""
+    ran = now - victim.started_at if victim.started_at is not None else 0.0
+    return (victim.priority, ran, -victim.id)
+
+
+def choose_victims(
+    job: JobRequest,
+    nodes: Iterable[NodeState],
+    holders: Mapping[str, Sequence[RunningJob]],
+    eligible: Callable[[RunningJob], bool],
+    now: float,
+) -> VictimSet | None:
+    """The cheapest victim set on one node that lets ``job`` fit, or None.
+
+    ``nodes`` are the nodes that pass every filter except capacity;
+    ``holders[node]`` the running jobs holding GPUs there.
+    """
+    best: tuple[tuple[float, int, float, str], VictimSet] | None = None
+    for node in nodes:
+        candidates = [
+            v for v in holders.get(node.name, ()) if preemptible_now(v, now) and eligible(v)
+        ]
+        victims = _victims_on(job, node, candidates, now)
+        if victims is None:
+            continue
+        cost = (
+            float(max(v.priority for v in victims)),
+            len(victims),
+            sum(now - v.started_at for v in victims if v.started_at is not None),
+            node.name,
+        )
+        if best is None or cost < best[0]:
+            best = (cost, VictimSet(node.name, tuple(sorted(victims, key=lambda v: v.id))))
+    return None if best is None else best[1]
+
+
+def _victims_on(
+    job: JobRequest, node: NodeState, candidates: Sequence[RunningJob], now: float
+) -> list[RunningJob] | None:
+    """Steps 1 and 2 on one node: a minimal victim list, or None if even all do not suffice."""
+    if not candidates:
+        return None
+    chosen: list[RunningJob] = []
+    for victim in sorted(candidates, key=lambda v: victim_order(v, now)):
+        chosen.append(victim)
+        if fits_after(job, node, chosen):
+            break
+    else:
+        return None
+    for victim in reversed(list(chosen)):
+        trial = [v for v in chosen if v.id != victim.id]
+        if trial and fits_after(job, node, trial):
+            chosen = trial
+    return chosen
+
+
+def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> bool:
+    """Would ``job`` fit on ``node`` once ``victims`` released what they hold?"""
+    return len(usable_after(job, node, victims)) >= job.gpus
+
+
+def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> list[GpuState]:
+    """The node's GPUs ``job`` could use after ``victims`` stop (copies; node untouched)."""
+    gpus = {g.uuid: copy.copy(g) for g in node.gpus}
+    for victim in victims:
+        for uuid in victim.gpu_uuids:
+            gpu = gpus.get(uuid)
+            if gpu is None:
+                continue
+            if victim.memory_per_gpu is None:
+                gpu.exclusive, gpu.used_memory = False, 0
+            else:
+                gpu.used_memory = max(0, gpu.used_memory - victim.memory_per_gpu)
+                gpu.shared_jobs = max(0, gpu.shared_jobs - 1)
+    return [g for g in gpus.values() if usable_now(job, g)]
