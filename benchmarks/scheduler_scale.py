@@ -13,6 +13,10 @@ Two measurements of ``gpudock.scheduler.cycle.schedule``, timing only its calls:
 * **latency**: ``--latency-cycles`` cycles of exactly 1000 queued jobs on the
   same cluster at three occupancies (empty, half full, full); p50/p99 in ms.
 
+Times are wall clock; ``*_cpu_*`` figures are this process's CPU time over
+the same calls, steadier on a shared machine; ``*_gc_share`` is the part of
+the time in ``schedule()`` spent in garbage-collector pauses.
+
 Job mix (seeded by ``--seed``): 70% whole-GPU jobs of 1/2/4/8 GPUs, 30% shared
 jobs of 10-40GiB per GPU on 80GiB GPUs, ~8% with a GPU model constraint, a few
 high-priority jobs. Nodes are 3/4 H100 and 1/4 A100, a few unavailable, a few
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import heapq
 import json
 import math
@@ -42,9 +47,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gpudock.config import SchedulerConfig  # noqa: E402
-from gpudock.scheduler.cycle import schedule  # noqa: E402
-from gpudock.scheduler.snapshot import (  # noqa: E402
+from gpudock.config import SchedulerConfig
+from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
     NodeView,
@@ -174,17 +179,43 @@ class Timer:
 
     config: SchedulerConfig
     profiler: Any = None
-    seconds: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # wall clock
+    cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU time
+    gc_seconds: float = 0.0  # garbage collector pauses inside schedule()
+    _inside: bool = False
+    _gc_start: float = 0.0
+
+    def __post_init__(self) -> None:
+        gc.callbacks.append(self._on_gc)
 
     def __call__(self, snapshot: Snapshot) -> Plan:
         if self.profiler is not None:
             self.profiler.enable()
-        start = time.perf_counter()
+        self._inside = True
+        start, start_cpu = time.perf_counter(), time.process_time()
         plan = schedule(snapshot, self.config)
+        self.cpu_seconds.append(time.process_time() - start_cpu)
         self.seconds.append(time.perf_counter() - start)
+        self._inside = False
         if self.profiler is not None:
             self.profiler.disable()
         return plan
+
+    def reset(self) -> None:
+        self.seconds, self.cpu_seconds, self.gc_seconds = [], [], 0.0
+
+    def gc_share(self) -> float:
+        """The fraction of the time in schedule() spent in garbage collection."""
+        total = sum(self.seconds)
+        return round(self.gc_seconds / total, 3) if total else 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if not self._inside:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc_seconds += time.perf_counter() - self._gc_start
 
 
 # -- drain --------------------------------------------------------------------------------
@@ -198,6 +229,8 @@ def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
         (random_job(i, rnd, i * 0.001) for i in range(1, args.queued + 1)), key=order_key
     )
     running: list[tuple[float, int, Placement]] = []  # (end, job id, placement)
+    if args.gc_freeze:
+        gc.freeze()
     now, placements, verdicts, cycles, stuck = 0.0, 0, 0, 0, 0
     busy_samples: list[float] = []
     start = time.perf_counter()
@@ -221,17 +254,20 @@ def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
             now = running[0][0]  # nothing changes before the next completion
         while running and running[0][0] <= now:
             cluster.release(heapq.heappop(running)[2])
-    schedule_s = sum(timer.seconds)
+    schedule_s, cpu_s = sum(timer.seconds), sum(timer.cpu_seconds)
+    decisions = placements + verdicts
     return {
         "cycles": cycles,
         "placements": placements,
         "pending_verdicts": verdicts,
-        "decisions": placements + verdicts,
+        "decisions": decisions,
         "schedule_s": round(schedule_s, 3),
-        "decisions_per_s": round((placements + verdicts) / schedule_s) if schedule_s else None,
+        "decisions_per_s": round(decisions / schedule_s) if schedule_s else None,
+        "decisions_per_cpu_s": round(decisions / cpu_s) if cpu_s else None,
         "drain_wall_s": round(time.perf_counter() - start, 3),
         "drain_cycle_mean_ms": round(1000 * schedule_s / max(cycles, 1), 2),
         "drain_cycle_max_ms": round(1000 * max(timer.seconds, default=0.0), 2),
+        "drain_gc_share": timer.gc_share(),
         "virtual_s": round(now),
         "mean_gpu_busy": round(statistics.fmean(busy_samples), 3) if busy_samples else 0.0,
         "never_placed": stuck,
@@ -265,6 +301,8 @@ def latency(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
         cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
         fill(cluster, occupancy, rnd)
         nodes = cluster.views()
+        if args.gc_freeze:
+            gc.freeze()
         before = len(timer.seconds)
         for c in range(per_level):
             jobs = tuple(random_job(c * 10_000 + i, rnd, float(i)) for i in range(LATENCY_QUEUE))
@@ -272,11 +310,15 @@ def latency(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
         level_ms = [1000 * s for s in timer.seconds[before:]]
         by_level[f"cycle_p50_ms_{label}"] = round(statistics.median(level_ms), 2)
         all_ms += level_ms
+    cpu_ms = [1000 * s for s in timer.cpu_seconds]
     return {
         "latency_cycles": len(all_ms),
         "cycle_p50_ms": round(percentile(all_ms, 50), 2),
         "cycle_p99_ms": round(percentile(all_ms, 99), 2),
         "cycle_max_ms": round(max(all_ms), 2),
+        "cycle_cpu_p50_ms": round(percentile(cpu_ms, 50), 2),
+        "cycle_cpu_p99_ms": round(percentile(cpu_ms, 99), 2),
+        "cycle_gc_share": timer.gc_share(),
         **by_level,
     }
 
@@ -328,6 +370,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--placement", choices=("binpack", "spread"), default="binpack")
     add("--seed", type=int, default=1)
     add("--skip-drain", action="store_true", help="only the 1000-job latency cycles")
+    add(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() the benchmark's own data before measuring, as a server may after start",
+    )
     add("--json", action="store_true", help="print one JSON object")
     add("--profile", action="store_true", help="print the hottest functions to stderr")
     return parser.parse_args(argv)
@@ -341,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     with profiling(args.profile, timer):
         if not args.skip_drain:
             result.update(drain(args, timer))
-        timer.seconds = []
+        timer.reset()
         result.update(latency(args, timer))
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if args.json:

@@ -6,14 +6,19 @@ reduces the capacity later jobs see. Nothing here ever mutates the snapshot.
 
 Policies only read this model; the cycle changes it only through
 ``CycleState.reserve``, which logs the node it changed so that cached
-verdicts (``equivalence.py``) re-evaluate just that node.
+verdicts (``equivalence.py``, ``indexed.py``) re-evaluate just that node.
+
+A node's ``NodeState`` is copied from its ``NodeView`` on first access, so a
+cycle that touches few nodes (the capacity index reads the views) does not
+pay for copying every GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 
 from gpudock.core.inventory import gpu_model_matches
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement
@@ -39,14 +44,14 @@ class GpuState:
     @classmethod
     def from_view(cls, view: GpuView) -> GpuState:
         return cls(
-            uuid=view.uuid,
-            index=view.index,
-            name=view.name,
-            memory_total=view.memory_total,
-            used_memory=view.used_memory,
-            exclusive=view.exclusive,
-            shared_jobs=view.shared_jobs,
-            healthy=view.healthy,
+            view.uuid,
+            view.index,
+            view.name,
+            view.memory_total,
+            view.used_memory,
+            view.exclusive,
+            view.shared_jobs,
+            view.healthy,
         )
 
     @property
@@ -83,31 +88,52 @@ class NodeState:
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
-        gpus = tuple(GpuState.from_view(g) for g in sorted(view.gpus, key=lambda g: g.index))
-        node = cls(
-            name=view.name,
-            available=view.available,
-            unavailable_reason=view.unavailable_reason,
-            labels=view.labels,
-            gpus=gpus,
-        )
+        gpus = tuple(
+            [
+                GpuState(
+                    g.uuid,
+                    g.index,
+                    g.name,
+                    g.memory_total,
+                    g.used_memory,
+                    g.exclusive,
+                    g.shared_jobs,
+                    g.healthy,
+                )
+                for g in sorted(view.gpus, key=_by_index)
+            ]
+        )  # GpuState.from_view, inlined: a cycle copies every node it places on
+        node = cls(view.name, view.available, view.unavailable_reason, view.labels, gpus)
         node.refresh()
         return node
 
     def refresh(self) -> None:
-        """Recompute the cached counters from ``gpus`` (O(GPUs on this node))."""
-        self.idle_gpus = sum(1 for g in self.gpus if g.healthy and g.idle)
-        self.free_memory = sum(g.free_memory for g in self.gpus if g.shareable)
+        """Recompute the cached counters from ``gpus`` (O(GPUs on this node)).
+
+        Counts ``healthy and idle`` GPUs and sums ``free_memory`` over
+        ``shareable`` ones, in one pass.
+        """
+        idle = free = 0
+        for g in self.gpus:
+            if g.healthy and not g.exclusive:  # shareable
+                free += g.memory_total - g.used_memory
+                if g.shared_jobs == 0 and g.used_memory == 0:  # and idle
+                    idle += 1
+        self.idle_gpus, self.free_memory = idle, free
+
+
+_by_index = attrgetter("index")
 
 
 @lru_cache(maxsize=4096)
-def _model_matches(wanted: str, gpu_name: str) -> bool:
+def model_name_matches(wanted: str, gpu_name: str) -> bool:
+    """``gpu_model_matches``, memoized: a GPU of product ``gpu_name`` is of model ``wanted``."""
     return gpu_model_matches(wanted, gpu_name)
 
 
 def matches_model(job: JobRequest, gpu: GpuState) -> bool:
     """True when the job has no model constraint or ``gpu`` is of that model."""
-    return job.gpu_model is None or _model_matches(job.gpu_model, gpu.name)
+    return job.gpu_model is None or model_name_matches(job.gpu_model, gpu.name)
 
 
 def model_gpus(job: JobRequest, node: NodeState) -> list[GpuState]:
@@ -124,12 +150,15 @@ def usable_now(job: JobRequest, gpu: GpuState) -> bool:
     not held exclusively and has at least the share free. The model is
     checked too.
     """
-    if not gpu.healthy or not matches_model(job, gpu):
+    if not gpu.healthy or gpu.exclusive:
         return False
-    if job.shared:
-        assert job.gpu_memory is not None
-        return not gpu.exclusive and gpu.free_memory >= job.gpu_memory
-    return gpu.idle
+    model = job.gpu_model
+    if model is not None and not model_name_matches(model, gpu.name):
+        return False
+    share = job.gpu_memory
+    if share is not None and job.gpus > 0:  # job.shared, inlined: this runs per GPU
+        return gpu.memory_total - gpu.used_memory >= share
+    return gpu.shared_jobs == 0 and gpu.used_memory == 0  # gpu.idle
 
 
 def capacity_left(job: JobRequest, node: NodeState) -> float:
@@ -144,20 +173,51 @@ def capacity_left(job: JobRequest, node: NodeState) -> float:
     return float(node.idle_gpus - job.gpus)
 
 
+class NodeStates(Mapping[str, NodeState]):
+    """Every node's ``NodeState`` by name, each copied from its view on first access.
+
+    Iterates in snapshot order. ``gpus_of`` reads a node's GPUs without
+    copying them when it has not been accessed yet.
+    """
+
+    def __init__(self, views: Mapping[str, NodeView]) -> None:
+        self._views = views
+        self._states: dict[str, NodeState] = {}
+
+    def __getitem__(self, name: str) -> NodeState:
+        state = self._states.get(name)
+        if state is None:
+            state = self._states[name] = NodeState.from_view(self._views[name])
+        return state
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def gpus_of(self, name: str) -> Sequence[GpuView | GpuState]:
+        """The node's GPUs as they are now (its ``NodeState``'s once copied), in any order."""
+        state = self._states.get(name)
+        return self._views[name].gpus if state is None else state.gpus
+
+
 class CycleState:
     """Per-cycle capacity of every node, by name.
 
     Only ``reserve`` changes capacity; ``changes`` logs the name of every node
     it changed, in order, so readers can catch up on what changed since.
+    ``views`` are the snapshot's nodes (never changed), by name.
     """
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
-        self.nodes: dict[str, NodeState] = {}
-        self.changes: list[str] = []
+        self.views: dict[str, NodeView] = {}
         for view in nodes:
-            if view.name in self.nodes:
+            if view.name in self.views:
                 raise ValueError(f"node {view.name!r} appears twice in the snapshot")
-            self.nodes[view.name] = NodeState.from_view(view)
+            self.views[view.name] = view
+        self.nodes = NodeStates(self.views)
+        self.changes: list[str] = []
 
     def reserve(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> Placement:
         """Take ``gpu_indices`` on ``node_name`` for ``job`` and return the Placement.
@@ -167,28 +227,40 @@ class CycleState:
         exactly ``job.gpus``.
         """
         node = self.nodes[node_name]
-        by_index = {g.index: g for g in node.gpus}
-        chosen = [by_index[i] for i in gpu_indices if i in by_index]
+        chosen = _gpus_at(node.gpus, gpu_indices)
         if len(set(gpu_indices)) != job.gpus or len(chosen) != job.gpus:
             raise ReservationError(
                 f"job {job.id} needs {job.gpus} distinct GPUs on {node_name}, "
                 f"got indices {list(gpu_indices)}"
             )
-        if not all(usable_now(job, g) for g in chosen):
-            raise ReservationError(f"job {job.id} does not fit GPUs {list(gpu_indices)}")
         for gpu in chosen:
-            if job.shared:
-                assert job.gpu_memory is not None
-                gpu.used_memory += job.gpu_memory
+            if not usable_now(job, gpu):
+                raise ReservationError(f"job {job.id} does not fit GPUs {list(gpu_indices)}")
+        share = job.gpu_memory if job.shared else None
+        for gpu in chosen:
+            if share is not None:
+                gpu.used_memory += share
                 gpu.shared_jobs += 1
             else:
                 gpu.exclusive = True
                 gpu.used_memory = gpu.memory_total
         node.refresh()
         self.changes.append(node_name)
-        return Placement(
-            job_id=job.id,
-            node=node_name,
-            gpu_uuids=tuple(g.uuid for g in chosen),
-            memory_per_gpu=job.gpu_memory if job.shared else None,
-        )
+        return Placement(job.id, node_name, tuple(g.uuid for g in chosen), share)
+
+
+def _gpus_at(gpus: tuple[GpuState, ...], indices: Sequence[int]) -> list[GpuState]:
+    """The GPU with each of these indices (the last one, were an index repeated), in order.
+
+    Unknown indices are left out. ``gpus`` is sorted by index, so GPU ``i``
+    is usually at position ``i``.
+    """
+    chosen = []
+    last = len(gpus) - 1
+    for i in indices:
+        if 0 <= i <= last and gpus[i].index == i and (i == last or gpus[i + 1].index != i):
+            chosen.append(gpus[i])
+        else:
+            found = [g for g in gpus if g.index == i]
+            chosen.extend(found[-1:])
+    return chosen

@@ -6,11 +6,15 @@ that the applier commits conditionally. The same snapshot always yields the
 same Plan. It reads as numbered steps (Kueue style)::
 
     1. order_jobs        pending jobs by the order policy (priority, then FIFO)
-    2. CycleState        copy node capacity into a mutable per-cycle model
+    2. CycleState        a mutable per-cycle copy of node capacity (each node
+                         copied from the snapshot on first use)
     3. place_job         for each job, in order:
-       a. filter + score   every node's verdict for the job's request
-                           (EquivalenceCache: shared by equal requests, and
-                           re-evaluated only on the nodes reserved on since)
+       a. filter + score   every node's verdict for the job's request:
+                           IndexedCache (built-in profile: a capacity index
+                           per GPU-model class, O(buckets) per job), else
+                           EquivalenceCache (any profile: the policies run per
+                           node, shared by equal requests, re-evaluated only
+                           on the nodes reserved on since)
        b. select           the feasible node with the best score, ties to the
                            lowest name
        c. pick             the GPU picker chooses GPUs on that node
@@ -32,8 +36,9 @@ from collections.abc import Sequence
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, ReservationError
-from gpudock.scheduler.equivalence import EquivalenceCache
+from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
+from gpudock.scheduler.indexed import IndexedCache, indexable
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Snapshot
 
@@ -49,11 +54,19 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     return run_cycle(snapshot, build_profile(config))
 
 
-def run_cycle(snapshot: Snapshot, profile: Profile) -> Plan:
-    """``schedule`` with an explicit ``Profile`` (tests and the simulator use it)."""
+def run_cycle(snapshot: Snapshot, profile: Profile, *, index: bool = True) -> Plan:
+    """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
+
+    ``index=False`` forces the generic path even for an ``indexable`` profile
+    (tests compare both).
+    """
     jobs = order_jobs(snapshot.pending, profile.order)  # 1
     state = CycleState(snapshot.nodes)  # 2
-    cache = EquivalenceCache(state, profile)
+    cache: VerdictCache
+    if index and indexable(profile):
+        cache = IndexedCache(state, profile)
+    else:
+        cache = EquivalenceCache(state, profile)
     plan = Plan()
     blocked: list[JobRequest] = []
     for job in jobs:  # 3
@@ -74,7 +87,7 @@ def order_jobs(pending: Sequence[JobRequest], order: OrderPolicy) -> list[JobReq
 
 
 def place_job(
-    job: JobRequest, state: CycleState, cache: EquivalenceCache, profile: Profile
+    job: JobRequest, state: CycleState, cache: VerdictCache, profile: Profile
 ) -> Placement | PendingReason | None:
     """Step 3: place ``job`` and reserve its GPUs in ``state``.
 
@@ -95,7 +108,7 @@ def place_job(
         return _internal_error(job, name, str(exc))
 
 
-def explain_blocked(blocked: Sequence[JobRequest], cache: EquivalenceCache, plan: Plan) -> None:
+def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
     """Step 4: record why each blocked job waits, in ``plan.pending``.
 
     Runs after every reservation of the cycle, so reasons describe the

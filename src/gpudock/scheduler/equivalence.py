@@ -18,6 +18,7 @@ cache"; the purity contract is what makes this one safe.)
 from __future__ import annotations
 
 import heapq
+from typing import Protocol
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, NodeState
@@ -30,6 +31,35 @@ from gpudock.scheduler.framework import (
     placement_key,
 )
 from gpudock.scheduler.snapshot import JobRequest
+
+
+class Verdicts(Protocol):
+    """Every node's verdict for one placement key (``KeyVerdicts``, ``IndexedVerdicts``)."""
+
+    def best(self) -> str | None:
+        """The best feasible node (ties to the lowest name); None when no node passes."""
+        ...
+
+    def reasons(self) -> list[PendingReason]:
+        """Why no node can take a job with this key: at least one reason."""
+        ...
+
+
+class VerdictCache(Protocol):
+    """Verdicts by placement key, kept current with the ``CycleState`` (step 3a-b, step 4)."""
+
+    def verdicts(self, job: JobRequest) -> Verdicts:
+        """Current verdicts for ``job``'s key (caught up with every reservation so far)."""
+        ...
+
+
+def no_nodes_reason() -> PendingReason:
+    return PendingReason("health", "no nodes are registered", "runs once a node joins")
+
+
+def fallback_reason(total_nodes: int) -> PendingReason:
+    """When no filter explains its rejections."""
+    return PendingReason("devices", f"no node can take it now ({total_nodes} checked)")
 
 
 class KeyVerdicts:
@@ -98,7 +128,7 @@ class KeyVerdicts:
     def _explain(self) -> list[PendingReason]:
         total = len(self._state.nodes)
         if total == 0:
-            return [PendingReason("health", "no nodes are registered", "runs once a node joins")]
+            return [no_nodes_reason()]
         filters = self._profile.filters
         by_filter: list[list[Rejection]] = [[] for _ in filters]
         for name in sorted(self._rejected):
@@ -116,7 +146,7 @@ class KeyVerdicts:
             reason = policy.explain(self._job, rejections, total)
             if reason is not None:
                 reasons.append(reason)
-        return reasons or [PendingReason("devices", f"no node can take it now ({total} checked)")]
+        return reasons or [fallback_reason(total)]
 
 
 class EquivalenceCache:

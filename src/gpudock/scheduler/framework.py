@@ -19,6 +19,11 @@ I/O and reads no clock. The cycle relies on that to evaluate each node once
 per distinct request and then re-evaluate only the node a reservation
 changed (``equivalence.py``). A policy that needs another job field must add
 it to ``placement_key``.
+
+The built-in filters and scorers are also mirrored by the capacity index
+(``indexed.py``), which answers for them when the profile is exactly the
+built-in one. Changing what one of them checks means changing the index too;
+``tests/unit/scheduler/test_indexed.py`` catches a mismatch.
 """
 
 from __future__ import annotations

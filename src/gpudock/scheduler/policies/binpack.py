@@ -1,4 +1,7 @@
-"""Score policy: pack jobs onto the fullest nodes, keeping whole nodes free for big jobs."""
+"""Score policy: pack jobs onto the fullest nodes, keeping whole nodes free for big jobs.
+
+Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+"""
 
 from __future__ import annotations
 

@@ -6,12 +6,14 @@ exclusively and have at least ``gpu_memory`` free. Only unhealthy GPUs are
 excluded. A node that could not fit the job even if everything on it ended
 (too few GPUs of the model, or GPUs too small) is ``UNRESOLVABLE``; one that
 is merely busy is ``UNSCHEDULABLE``.
+
+Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpudock.core.job import PendingReason
 from gpudock.core.units import format_size
@@ -97,65 +99,87 @@ class GpuCapacity:
         ``needs 20GiB on 1 GPU; the most free on one GPU is 8GiB (node gpu-0)``,
         ``needs 16 GPUs; the largest node has 8 (gpu-0)`` (none ever fits).
         """
-        busy = [r for r in rejections if r.status.code is StatusCode.UNSCHEDULABLE]
-        ever = not busy
-        considered = rejections if ever else busy
-        fits = [(_fit(job, r.node, ever), r.node.name) for r in considered]
-        single = len(considered) == 1
-        if job.shared:
-            message, counterfactual = _explain_shared(job, fits, single, ever)
-        else:
-            message, counterfactual = _explain_whole(job, fits, single, ever)
-        return PendingReason(self.layer, message, counterfactual)
+        return capacity_reason(job, closest(job, rejections))
 
 
-def _best(fits: list[tuple[_Fit, str]], by_memory: bool) -> tuple[_Fit, str]:
-    """The closest node: most fitting GPUs (or most memory), ties to the lowest name."""
-    if by_memory:
-        return min(fits, key=lambda f: (-f[0].memory, f[1]))
-    return min(fits, key=lambda f: (-f[0].count, f[1]))
+@dataclass(frozen=True, slots=True)
+class Closest:
+    """What ``GpuCapacity.explain`` says about the nodes it rejected for one job.
+
+    ``ever``: no rejected node is merely busy, so nodes are compared by what
+    they could hold if idle. ``single``: exactly one node is compared.
+    ``count``/``node``: the most fitting GPUs on one node (now, or ever), ties
+    to the lowest name. ``memory``/``memory_node``: for shared jobs whose
+    ``count`` is 0, the most free memory on one shareable GPU (or the largest
+    GPU when ``ever``), ties to the lowest name.
+    """
+
+    ever: bool
+    single: bool
+    count: int
+    node: str
+    memory: int = 0
+    memory_node: str = ""
 
 
-def _explain_whole(
-    job: JobRequest, fits: list[tuple[_Fit, str]], single: bool, ever: bool
-) -> tuple[str, str]:
-    fit, name = _best(fits, by_memory=False)
+def closest(job: JobRequest, rejections: Sequence[Rejection]) -> Closest:
+    """Summarise ``rejections`` (non-empty) for ``capacity_reason``."""
+    busy = [r for r in rejections if r.status.code is StatusCode.UNSCHEDULABLE]
+    ever = not busy
+    considered = rejections if ever else busy
+    fits = [(_fit(job, r.node, ever), r.node.name) for r in considered]
+    by_count, name = min(fits, key=lambda f: (-f[0].count, f[1]))
+    result = Closest(ever, len(considered) == 1, by_count.count, name)
+    if job.shared and by_count.count == 0:
+        by_memory, memory_node = min(fits, key=lambda f: (-f[0].memory, f[1]))
+        return replace(result, memory=by_memory.memory, memory_node=memory_node)
+    return result
+
+
+def capacity_reason(job: JobRequest, closest: Closest) -> PendingReason:
+    """The pending reason ``GpuCapacity`` gives for ``job``, worded from ``closest``."""
+    if job.shared:
+        message, counterfactual = _explain_shared(job, closest)
+    else:
+        message, counterfactual = _explain_whole(job, closest)
+    return PendingReason(GpuCapacity.layer, message, counterfactual)
+
+
+def _explain_whole(job: JobRequest, fit: Closest) -> tuple[str, str]:
+    count, name = fit.count, fit.node
     need = f"needs {_model_gpus(job)}"
-    if ever:
+    if fit.ever:
         counterfactual = f"needs a node with at least {_model_gpus(job)}"
-        if single:
-            has = f"only {fit.count}" if fit.count else "none"
+        if fit.single:
+            has = f"only {count}" if count else "none"
             return f"{need}; node {name} has {has}", counterfactual
-        if fit.count == 0:
+        if count == 0:
             return f"{need}; no node has any", counterfactual
-        return f"{need}; the largest node has {fit.count} ({name})", counterfactual
-    missing = job.gpus - fit.count
+        return f"{need}; the largest node has {count} ({name})", counterfactual
+    missing = job.gpus - count
     counterfactual = f"runs when {missing} more {_noun(missing)} free up on {name}"
-    if single:
-        return f"{need}; node {name} has {fit.count} free", counterfactual
-    return f"{need}; the most free on one node is {fit.count} ({name})", counterfactual
+    if fit.single:
+        return f"{need}; node {name} has {count} free", counterfactual
+    return f"{need}; the most free on one node is {count} ({name})", counterfactual
 
 
-def _explain_shared(
-    job: JobRequest, fits: list[tuple[_Fit, str]], single: bool, ever: bool
-) -> tuple[str, str]:
+def _explain_shared(job: JobRequest, fit: Closest) -> tuple[str, str]:
     assert job.gpu_memory is not None
     size = format_size(job.gpu_memory)
     need = f"needs {size} on {_model_gpus(job)}"
-    free = "" if ever else " free"
-    by_count = _best(fits, by_memory=False)
-    if by_count[0].count > 0:  # some GPUs fit, but too few on any one node
-        fit, name = by_count
-        if single:
-            message = f"{need}; node {name} has {fit.count} {_noun(fit.count)} with {size}{free}"
+    free = "" if fit.ever else " free"
+    count, name = fit.count, fit.node
+    if count > 0:  # some GPUs fit, but too few on any one node
+        if fit.single:
+            message = f"{need}; node {name} has {count} {_noun(count)} with {size}{free}"
         else:
-            message = f"{need}; the most GPUs with {size}{free} on one node is {fit.count} ({name})"
+            message = f"{need}; the most GPUs with {size}{free} on one node is {count} ({name})"
     else:
-        fit, name = _best(fits, by_memory=True)
-        what = "the largest GPU has" if ever else "the most free on one GPU is"
+        name = fit.memory_node
+        what = "the largest GPU has" if fit.ever else "the most free on one GPU is"
         message = f"{need}; {what} {format_size(fit.memory)} (node {name})"
-    if ever:
+    if fit.ever:
         return message, f"needs a node with {_model_gpus(job)} of at least {size}"
-    missing = job.gpus - fit.count
+    missing = job.gpus - count
     verb = "has" if missing == 1 else "have"
     return message, f"runs when {missing} more {_noun(missing)} on {name} {verb} {size} free"

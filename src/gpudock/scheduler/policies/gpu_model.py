@@ -1,8 +1,11 @@
-"""Filter policy: a node without a GPU of the requested model can never take the job."""
+"""Filter policy: a node without a GPU of the requested model can never take the job.
+
+Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import matches_model
@@ -39,9 +42,14 @@ class GpuModel:
         """
         if len(rejections) < total_nodes:
             return None
-        have = sorted({g.name for r in rejections for g in r.node.gpus})
-        return PendingReason(
-            self.layer,
-            f"no GPU of model {job.gpu_model} on any node (have: {', '.join(have) or 'no GPUs'})",
-            f"runs only once a node with {job.gpu_model} GPUs joins",
-        )
+        return model_reason(job, {g.name for r in rejections for g in r.node.gpus})
+
+
+def model_reason(job: JobRequest, have: Iterable[str]) -> PendingReason:
+    """The pending reason when no node has a GPU of ``job.gpu_model``; ``have``: every GPU name."""
+    names = ", ".join(sorted(set(have))) or "no GPUs"
+    return PendingReason(
+        GpuModel.layer,
+        f"no GPU of model {job.gpu_model} on any node (have: {names})",
+        f"runs only once a node with {job.gpu_model} GPUs joins",
+    )

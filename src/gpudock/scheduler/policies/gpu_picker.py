@@ -34,9 +34,16 @@ class BestFitPicker:
     def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
         if job.gpus == 0:
             return []
-        usable = [g for g in node.gpus if usable_now(job, g)]  # sorted by index
+        if not job.shared:  # the lowest indices: stop once there are enough
+            picked: list[int] = []
+            for g in node.gpus:  # sorted by index
+                if usable_now(job, g):
+                    picked.append(g.index)
+                    if len(picked) == job.gpus:
+                        return picked
+            return None
+        usable = [g for g in node.gpus if usable_now(job, g)]
         if len(usable) < job.gpus:
             return None
-        if job.shared:
-            usable.sort(key=_best_fit_key)
+        usable.sort(key=_best_fit_key)
         return [g.index for g in usable[: job.gpus]]

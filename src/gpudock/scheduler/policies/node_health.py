@@ -1,4 +1,7 @@
-"""Filter policy: an unavailable node takes no new jobs ("not now", layer ``health``)."""
+"""Filter policy: an unavailable node takes no new jobs ("not now", layer ``health``).
+
+Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+"""
 
 from __future__ import annotations
 
@@ -33,15 +36,19 @@ class NodeHealth:
         self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
     ) -> PendingReason | None:
         """``node gpu-0 unavailable: <reason>``, or ``3 nodes unavailable: a (r), …``."""
-        down = [(r.node.name, r.node.unavailable_reason) for r in rejections]
-        if len(down) == 1:
-            name, reason = down[0]
-            message = f"node {name} unavailable" + (f": {reason}" if reason else "")
-            return PendingReason(self.layer, message, f"may run when {name} is available again")
-        listed = ", ".join(_why(name, reason) for name, reason in down[:_LISTED])
-        more = f", and {len(down) - _LISTED} more" if len(down) > _LISTED else ""
-        return PendingReason(
-            self.layer,
-            f"{len(down)} nodes unavailable: {listed}{more}",
-            "may run when one of them is available again",
-        )
+        return health_reason([(r.node.name, r.node.unavailable_reason) for r in rejections])
+
+
+def health_reason(down: Sequence[tuple[str, str | None]]) -> PendingReason:
+    """The pending reason for unavailable nodes ``(name, reason)``, sorted by name (non-empty)."""
+    if len(down) == 1:
+        name, reason = down[0]
+        message = f"node {name} unavailable" + (f": {reason}" if reason else "")
+        return PendingReason(NodeHealth.layer, message, f"may run when {name} is available again")
+    listed = ", ".join(_why(name, reason) for name, reason in down[:_LISTED])
+    more = f", and {len(down) - _LISTED} more" if len(down) > _LISTED else ""
+    return PendingReason(
+        NodeHealth.layer,
+        f"{len(down)} nodes unavailable: {listed}{more}",
+        "may run when one of them is available again",
+    )

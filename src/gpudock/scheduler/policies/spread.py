@@ -1,4 +1,7 @@
-"""Score policy: spread jobs over the emptiest nodes, to limit interference."""
+"""Score policy: spread jobs over the emptiest nodes, to limit interference.
+
+Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,287 @@
+"""Steps 3a-b and 4 for the built-in profile, answered from the capacity index.
+
+When a profile runs exactly the built-in filters (``gpu_model`` →
+``node_health`` → ``gpu_capacity``) and one ``binpack`` or ``spread`` scorer
+of weight 1 (the default profile, ``indexable``), the feasible nodes of a job
+and their order follow from a few counters per node and model class
+(``index.py``). ``IndexedCache`` then answers each job in O(buckets) instead
+of running the policies on every node, and words pending reasons with the
+policies' own wording functions from the same counters.
+
+Any other profile (custom filters, several scorers, other weights) takes the
+generic path (``equivalence.py``). Both must give the same Plan; the property
+tests compare them on random clusters. What the fast path relies on:
+
+* the node with the best score is the one with the fewest (binpack) or most
+  (spread) idle GPUs, or free shareable memory for shared jobs, left after
+  placement; the job's own size shifts every node's score equally;
+* within a cycle capacity only shrinks and availability never changes, so a
+  job key with no feasible node stays blocked until the cycle ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.capacity import CycleState, model_name_matches
+from gpudock.scheduler.equivalence import fallback_reason, no_nodes_reason
+from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
+from gpudock.scheduler.index import (
+    ANY_MODEL,
+    ClassIndex,
+    ModelClass,
+    NodeFit,
+    class_fit,
+    node_fit,
+    refit,
+)
+from gpudock.scheduler.policies.binpack import Binpack
+from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
+from gpudock.scheduler.policies.gpu_model import GpuModel, model_reason
+from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
+from gpudock.scheduler.policies.spread import Spread
+from gpudock.scheduler.snapshot import JobRequest
+
+_FILTERS = (GpuModel, NodeHealth, GpuCapacity)
+
+
+def indexable(profile: Profile) -> bool:
+    """True when ``profile`` is one the capacity index answers exactly (see the module doc)."""
+    if tuple(type(f) for f in profile.filters) != _FILTERS or len(profile.scorers) != 1:
+        return False
+    scorer, weight = profile.scorers[0]
+    return type(scorer) in (Binpack, Spread) and weight == 1.0
+
+
+@dataclass(slots=True)
+class ModelClassIndex:
+    """One model class: its index of available members, and its unavailable members by name."""
+
+    members: ModelClass
+    index: ClassIndex
+    down: list[tuple[str, str | None]]
+    _groups: tuple[int, list[Group]] | None = None  # (index version, groups)
+
+    def groups(self) -> list[Group]:
+        """``shared_groups`` of the available members, recomputed only after a change."""
+        if self._groups is None or self._groups[0] != self.index.version:
+            self._groups = (self.index.version, shared_groups(self.index.fits))
+        return self._groups[1]
+
+
+class IndexedCache:
+    """``EquivalenceCache`` for an ``indexable`` profile: verdicts by placement key.
+
+    Like ``EquivalenceCache`` it catches up with ``CycleState.changes``
+    before answering, re-summarising only the nodes reserved on. Verdicts
+    point at the ``Catalog``, never back at this cache, so a finished cycle
+    is freed by reference counting alone (no garbage-collector work).
+    """
+
+    def __init__(self, state: CycleState, profile: Profile) -> None:
+        assert indexable(profile), "IndexedCache needs the built-in filters and one scorer"
+        sign = -1 if type(profile.scorers[0][0]) is Spread else 1
+        self._catalog = Catalog(state, sign)
+        self._by_key: dict[PlacementKey, IndexedVerdicts] = {}
+
+    def verdicts(self, job: JobRequest) -> IndexedVerdicts:
+        """Current verdicts for ``job``'s key (caught up with every reservation so far).
+
+        A key already blocked stays blocked, so it is answered before catching up.
+        """
+        key = placement_key(job)
+        verdicts = self._by_key.get(key)
+        if verdicts is not None and verdicts.blocked:
+            return verdicts
+        catalog = self._catalog
+        catalog.catch_up()
+        if verdicts is None:
+            verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
+            self._by_key[key] = verdicts
+        return verdicts
+
+
+class Catalog:
+    """One ``ClassIndex`` per model class in use this cycle, and every node's ``ANY_MODEL`` fit."""
+
+    def __init__(self, state: CycleState, sign: int) -> None:
+        self._state = state
+        self._sign = sign
+        self._base = {name: node_fit(v.gpus, ANY_MODEL) for name, v in state.views.items()}
+        self.gpu_names = frozenset(g.name for v in state.views.values() for g in v.gpus)
+        self._models: dict[str, frozenset[str]] = {}
+        self._classes: dict[ModelClass, ModelClassIndex] = {}
+        self.seen = len(state.changes)  # entries of ``state.changes`` already applied
+
+    @property
+    def node_count(self) -> int:
+        return len(self._state.views)
+
+    def model_class(self, job: JobRequest) -> ModelClassIndex:
+        """The index of the model class ``job`` asks for, built on first use."""
+        members = self._members(job)
+        return self._classes.get(members) or self._add_class(members)
+
+    def catch_up(self) -> None:
+        """Re-summarise the nodes reserved on since the last call, in every class index."""
+        changes = self._state.changes
+        if self.seen == len(changes):
+            return
+        for name in set(changes[self.seen :]):
+            node = self._state.nodes[name]
+            gpus = node.gpus
+            base = refit(self._base[name], gpus, node.idle_gpus, node.free_memory)
+            self._base[name] = base
+            for klass in self._classes.values():
+                if name in klass.index.fits:
+                    klass.index.update(name, class_fit(base, gpus, klass.members))
+        self.seen = len(changes)
+
+    def _members(self, job: JobRequest) -> ModelClass:
+        """The GPU names ``job``'s model constraint matches; ``ANY_MODEL`` when none applies."""
+        model = job.gpu_model
+        if model is None or job.gpus == 0:
+            return ANY_MODEL
+        members = self._models.get(model)
+        if members is None:
+            names = (n for n in self.gpu_names if model_name_matches(model, n))
+            members = self._models[model] = frozenset(names)
+        return members
+
+    def _add_class(self, members: ModelClass) -> ModelClassIndex:
+        fits: dict[str, NodeFit] = {}
+        down: list[tuple[str, str | None]] = []
+        gpus_of = self._state.nodes.gpus_of
+        for name, view in self._state.views.items():
+            fit = class_fit(self._base[name], gpus_of(name), members)
+            if members is not ANY_MODEL and fit.total == 0:
+                continue  # no GPU of the model: gpu_model rejects it
+            if view.available:
+                fits[name] = fit
+            else:
+                down.append((name, view.unavailable_reason))
+        index = ClassIndex(fits, self._sign)
+        klass = self._classes[members] = ModelClassIndex(members, index, sorted(down))
+        return klass
+
+
+class IndexedVerdicts:
+    """``KeyVerdicts`` for one placement key, answered from its model class's index."""
+
+    def __init__(self, job: JobRequest, catalog: Catalog, klass: ModelClassIndex) -> None:
+        self._job = job  # any job with this key
+        self._catalog = catalog
+        self._class = klass
+        self.blocked = False
+        self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
+
+    def best(self) -> str | None:
+        """The best feasible node, or None; once None, None for the rest of the cycle."""
+        if self.blocked:
+            return None
+        job, index = self._job, self._class.index
+        if job.shared:
+            assert job.gpu_memory is not None
+            name = index.best_shared(job.gpus, job.gpu_memory)
+        else:
+            name = index.best_whole(job.gpus)
+        self.blocked = name is None  # capacity only shrinks within a cycle
+        return name
+
+    def reasons(self) -> list[PendingReason]:
+        """The generic path's reasons for a blocked key, in filter order.
+
+        Memoized until the next reservation (only step 4 asks, after the last).
+        """
+        self._catalog.catch_up()
+        if self._reasons is None or self._reasons[0] != self._catalog.seen:
+            self._reasons = (self._catalog.seen, self._explain())
+        return self._reasons[1]
+
+    def _explain(self) -> list[PendingReason]:
+        job, klass, total = self._job, self._class, self._catalog.node_count
+        if total == 0:
+            return [no_nodes_reason()]
+        fits = klass.index.fits
+        if klass.members is not ANY_MODEL and not fits and not klass.down:
+            return [model_reason(job, self._catalog.gpu_names)]  # every node lacks the model
+        reasons: list[PendingReason] = []
+        if klass.down:
+            reasons.append(health_reason(klass.down))
+        if job.gpus > 0 and fits:  # every available member fails gpu_capacity
+            if job.shared:
+                assert job.gpu_memory is not None
+                closest = closest_shared(klass.groups(), job.gpus, job.gpu_memory)
+            else:
+                closest = closest_whole(klass.index, job.gpus)
+            reasons.append(capacity_reason(job, closest))
+        return reasons or [fallback_reason(total)]
+
+
+def closest_whole(index: ClassIndex, gpus: int) -> Closest:
+    """``gpu_capacity.closest`` for a blocked whole-GPU job, from the whole-GPU buckets.
+
+    Busy nodes (``UNSCHEDULABLE``) are those with at least ``gpus`` GPUs of
+    the class; when there are none, all are compared by their GPU count.
+    """
+    buckets = index.whole()
+    busy = [(idle, names) for (total, idle, _), names in buckets.items() if total >= gpus]
+    if busy:
+        count = max(idle for idle, _ in busy)
+        node = min(names[0] for idle, names in busy if idle == count)
+        return Closest(False, sum(len(names) for _, names in busy) == 1, count, node)
+    count = max(total for total, _, _ in buckets)
+    node = min(names[0] for (total, _, _), names in buckets.items() if total == count)
+    return Closest(True, sum(len(names) for names in buckets.values()) == 1, count, node)
+
+
+Group = tuple[tuple[int, ...], tuple[int, ...], str, int]
+"""Available members with equal ``(frees, sizes)``: those, the lowest name, how many."""
+
+
+def shared_groups(fits: dict[str, NodeFit]) -> list[Group]:
+    """Group nodes that every shared job sees alike (``GpuCapacity`` reads only these)."""
+    first: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
+    count: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    for name, fit in fits.items():
+        key = (fit.frees, fit.sizes)
+        names = first.get(key)
+        if names is None:
+            first[key], count[key] = [name], 1
+        else:
+            count[key] += 1
+            if name < names[0]:
+                names[0] = name
+    return [(frees, sizes, first[frees, sizes][0], n) for (frees, sizes), n in count.items()]
+
+
+def closest_shared(groups: list[Group], gpus: int, share: int) -> Closest:
+    """``gpu_capacity.closest`` for a blocked shared job, over groups of alike nodes."""
+    busy = [g for g in groups if len(g[1]) >= gpus and g[1][gpus - 1] >= share]
+    ever = not busy
+    by_count: tuple[int, str] | None = None
+    by_memory: tuple[int, str] | None = None
+    for frees, sizes, name, _ in groups if ever else busy:
+        held = sizes if ever else frees
+        count = _at_least(held, share)
+        if by_count is None or (-count, name) < by_count:
+            by_count = (-count, name)
+        memory = held[0] if held else 0
+        if by_memory is None or (-memory, name) < by_memory:
+            by_memory = (-memory, name)
+    assert by_count is not None and by_memory is not None
+    single = sum(g[3] for g in (groups if ever else busy)) == 1
+    if by_count[0] == 0:
+        return Closest(ever, single, 0, by_count[1], -by_memory[0], by_memory[1])
+    return Closest(ever, single, -by_count[0], by_count[1])
+
+
+def _at_least(descending: tuple[int, ...], value: int) -> int:
+    """How many leading items of ``descending`` are at least ``value``."""
+    count = 0
+    for item in descending:
+        if item < value:
+            break
+        count += 1
+    return count

@@ -1,0 +1,139 @@
+"""The capacity index (fast path) gives exactly the generic path's Plan.
+
+``run_cycle(..., index=False)`` forces the generic path (every policy on
+every node, ``equivalence.py``); the default uses ``indexed.py`` whenever the
+profile is the built-in one. Clusters here are built to hit the index's edge
+cases: many identical nodes (ties to the lowest name), nodes mixing GPU
+models, nodes without GPUs, inconsistent GPU memory counts, unavailable
+nodes, and job streams that repeat the same request many times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudock.config import SchedulerConfig
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.indexed import indexable
+from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Snapshot
+
+from .builders import GiB, gpu_uuid, make_job, make_node, make_snapshot
+from .test_framework import CountingFilter
+
+MODELS = {"A100-40GB": 40 * GiB, "A100-80GB": 80 * GiB, "H100": 80 * GiB, "T4": 16 * GiB}
+WANTED = [None, None, None, "A100", "a100-80gb", "H100", "T4", "V100"]
+SHARES = [4 * GiB, 10 * GiB, 16 * GiB, 20 * GiB, 40 * GiB, 80 * GiB, 100 * GiB]
+
+GpuSpec = tuple[str, str, int, bool]  # model, state, used GiB, healthy
+
+
+@st.composite
+def gpu_specs(draw: st.DrawFn, models: list[str]) -> GpuSpec:
+    states = ["idle", "idle", "exclusive", "shared", "shared", "overfull", "negative"]
+    state = draw(st.sampled_from(states))
+    total = MODELS[models[0]] // GiB
+    return (
+        draw(st.sampled_from(models)),
+        state,
+        draw(st.integers(1, total)),
+        draw(st.sampled_from([True, True, True, True, False])),
+    )
+
+
+def build_gpu(node: str, index: int, spec: GpuSpec) -> GpuView:
+    model, state, used_gib, healthy = spec
+    total = MODELS[model]
+    used, exclusive, shares = 0, False, 0
+    if state == "exclusive":
+        used, exclusive = total, True
+    elif state == "shared":
+        used, shares = min(used_gib * GiB, total), 1 + used_gib % 3
+    elif state == "overfull":  # inconsistent input: more held than the GPU has
+        used, shares = total + GiB, 2
+    elif state == "negative":  # inconsistent input: more free than the GPU has
+        used, shares = -used_gib * GiB, 1
+    return GpuView(gpu_uuid(node, index), index, model, total, used, exclusive, shares, healthy)
+
+
+@st.composite
+def node_templates(draw: st.DrawFn) -> tuple[list[GpuSpec], bool]:
+    """GPUs of one or two models (a mixed node), or none; and whether the node is available."""
+    models = draw(st.sampled_from([[m] for m in MODELS] + [["A100-80GB", "H100"], ["T4", "H100"]]))
+    specs = draw(st.lists(gpu_specs(models), min_size=0, max_size=8))
+    return specs, draw(st.sampled_from([True, True, True, True, False]))
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> Snapshot:
+    templates = draw(st.lists(node_templates(), min_size=1, max_size=4))
+    count = draw(st.integers(0, 16))
+    names = draw(st.permutations([f"n{i:02d}" for i in range(count)]))
+    nodes = []
+    for name in names:  # several nodes per template: equal capacities, ties by name
+        specs, available = draw(st.sampled_from(templates))
+        gpus = tuple(build_gpu(name, i, spec) for i, spec in enumerate(specs))
+        reason = None if available else draw(st.sampled_from([None, "heartbeat lost"]))
+        nodes.append(NodeView(name, gpus, available, reason))
+    keys = draw(st.lists(request_keys(), min_size=1, max_size=6))
+    jobs = [
+        JobRequest(i, *draw(st.sampled_from(keys)), priority=draw(st.integers(0, 2)))
+        for i in range(1, draw(st.integers(0, 40)) + 1)
+    ]
+    return Snapshot(0.0, tuple(nodes), tuple(jobs))
+
+
+@st.composite
+def request_keys(draw: st.DrawFn) -> tuple[int, float, int | None, str | None]:
+    """``(gpus, submitted_at, gpu_memory, gpu_model)``: few distinct ones, so jobs repeat them."""
+    return (
+        draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3, 4, 8, 9])),
+        float(draw(st.integers(0, 3))),
+        draw(st.sampled_from([None, None, *SHARES])),
+        draw(st.sampled_from(WANTED)),
+    )
+
+
+configs = st.sampled_from(
+    [SchedulerConfig(placement="binpack"), SchedulerConfig(placement="spread")]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(snapshots(), configs)
+def test_the_index_gives_the_generic_plan(snapshot: Snapshot, config: SchedulerConfig) -> None:
+    profile = build_profile(config)
+    assert indexable(profile)
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+def test_only_the_built_in_profile_is_indexed() -> None:
+    profile = build_profile(SchedulerConfig())
+    assert indexable(profile)
+    assert not indexable(replace(profile, filters=(CountingFilter(), *profile.filters)))
+    assert not indexable(replace(profile, filters=profile.filters[::-1]))
+    assert not indexable(replace(profile, scorers=((profile.scorers[0][0], 2.0),)))
+    assert not indexable(replace(profile, scorers=profile.scorers * 2))
+
+
+def test_a_blocked_request_fails_fast_and_keeps_its_reason() -> None:
+    nodes = [make_node(f"n{i}").gpus(8).exclusive(*range(5)) for i in range(3)]
+    jobs = [make_job(i).gpus(8).submitted(i) for i in range(50)]
+    plan = run_cycle(make_snapshot(nodes, jobs), build_profile(SchedulerConfig()))
+    assert not plan.placements
+    assert {r.message for reasons in plan.pending.values() for r in reasons} == {
+        "needs 8 GPUs; the most free on one node is 3 (n0)"
+    }
+
+
+def test_many_identical_nodes_fill_by_name_under_binpack_and_spread() -> None:
+    nodes = [make_node(f"n{i:03d}").gpus(4) for i in range(200)]
+    jobs = [make_job(i).gpus(2).submitted(i) for i in range(6)]
+    snapshot = make_snapshot(nodes, jobs)
+    binpack = run_cycle(snapshot, build_profile(SchedulerConfig(placement="binpack")))
+    spread = run_cycle(snapshot, build_profile(SchedulerConfig(placement="spread")))
+    assert [p.node for p in binpack.placements] == ["n000", "n000", "n001", "n001", "n002", "n002"]
+    assert [p.node for p in spread.placements] == ["n000", "n001", "n002", "n003", "n004", "n005"]
