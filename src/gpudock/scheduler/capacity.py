@@ -236,6 +236,22 @@ class CycleState:
         for gpu in chosen:
             if not usable_now(job, gpu):
                 raise ReservationError(f"job {job.id} does not fit GPUs {list(gpu_indices)}")
+        share = self._take(job, node, chosen)
+        return Placement(job.id, node_name, tuple(g.uuid for g in chosen), share)
+
+    def hold(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> None:
+        """Keep GPUs for ``job`` without placing it (a preemptor waiting for its victims).
+
+        Like ``reserve`` but for fewer GPUs than the job needs; GPUs it
+        cannot use now are skipped. No Placement: the job stays pending, and
+        later jobs of the cycle cannot take what it holds.
+        """
+        node = self.nodes[node_name]
+        chosen = [g for g in _gpus_at(node.gpus, gpu_indices) if usable_now(job, g)]
+        if chosen:
+            self._take(job, node, chosen)
+
+    def _take(self, job: JobRequest, node: NodeState, chosen: Sequence[GpuState]) -> int | None:
         share = job.gpu_memory if job.shared else None
         for gpu in chosen:
             if share is not None:
@@ -245,8 +261,8 @@ class CycleState:
                 gpu.exclusive = True
                 gpu.used_memory = gpu.memory_total
         node.refresh()
-        self.changes.append(node_name)
-        return Placement(job.id, node_name, tuple(g.uuid for g in chosen), share)
+        self.changes.append(node.name)
+        return share
 
 
 def _gpus_at(gpus: tuple[GpuState, ...], indices: Sequence[int]) -> list[GpuState]:

@@ -35,12 +35,13 @@ from collections.abc import Sequence
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState, ReservationError
+from gpudock.scheduler.capacity import CycleState, ReservationError, usable_now
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
+from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import build_profile
-from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Snapshot
+from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, RunningJob, Snapshot
 
 
 def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
@@ -69,7 +70,11 @@ def run_cycle(snapshot: Snapshot, profile: Profile, *, index: bool = True) -> Pl
         cache = EquivalenceCache(state, profile)
     plan = Plan()
     blocked: list[JobRequest] = []
+    nominated = nominations(snapshot)
     for job in jobs:  # 3
+        if job.nodes > 1:
+            plan.pending[job.id] = [_gang_reason(job)]
+            continue
         outcome = place_job(job, state, cache, profile)
         if isinstance(outcome, Placement):
             plan.placements.append(outcome)
@@ -77,7 +82,10 @@ def run_cycle(snapshot: Snapshot, profile: Profile, *, index: bool = True) -> Pl
             plan.pending[job.id] = [outcome]
         else:
             blocked.append(job)
+            if job.id in nominated:
+                hold_for_preemptor(job, nominated[job.id], state)
     explain_blocked(blocked, cache, plan)  # 4
+    preempt_for_blocked(blocked, state, snapshot, plan)  # 5
     return plan
 
 
@@ -118,6 +126,58 @@ def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Pl
     """
     for job in blocked:
         plan.pending[job.id] = list(cache.verdicts(job).reasons())
+
+
+def preempt_for_blocked(
+    blocked: Sequence[JobRequest], state: CycleState, snapshot: Snapshot, plan: Plan
+) -> None:
+    """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
+
+    Their ``priority`` reason goes first; the capacity reasons stay after it.
+    """
+    if not blocked or not snapshot.running:
+        return
+    preemptions, reasons = plan_preemptions(blocked, state, snapshot.running, snapshot.now)
+    plan.preemptions.extend(preemptions)
+    for job_id, reason in reasons.items():
+        plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
+
+
+def nominations(snapshot: Snapshot) -> dict[int, list[RunningJob]]:
+    """Preemptors whose victims are still stopping, with those victims."""
+    out: dict[int, list[RunningJob]] = {}
+    for job in snapshot.running:
+        if job.preempted_for is not None:
+            out.setdefault(job.preempted_for, []).append(job)
+    return out
+
+
+def hold_for_preemptor(job: JobRequest, victims: Sequence[RunningJob], state: CycleState) -> None:
+    """Step 3e: keep free GPUs on the victims' node for a waiting preemptor.
+
+    Without this, a lower-priority job (often a requeued victim) would take a
+    GPU freed by the first victim to stop, and the preemptor would preempt
+    again, forever. It holds at most what it needs beyond the victims' GPUs.
+    """
+    node_name = victims[0].node
+    node = state.nodes.get(node_name)
+    if node is None:
+        return
+    still_held = len({u for v in victims if v.node == node_name for u in v.gpu_uuids})
+    want = job.gpus - still_held
+    if want <= 0:
+        return
+    free = [g.index for g in node.gpus if usable_now(job, g)][:want]
+    state.hold(job, node_name, free)
+
+
+def _gang_reason(job: JobRequest) -> PendingReason:
+    """Multi-node gangs are never split; this engine does not place them yet."""
+    return PendingReason(
+        "gang",
+        f"needs {job.nodes} nodes with {job.gpus} GPUs each, all at once; "
+        "this scheduler does not place multi-node gangs yet",
+    )
 
 
 def _internal_error(job: JobRequest, node: str, detail: str) -> PendingReason:

@@ -32,9 +32,14 @@ def never_fits(job: JobRequest, nodes: Sequence[NodeView]) -> str | None:
         needs 100GiB per GPU but the largest GPU has 80GiB
         needs 4 GPUs with 20GiB but the largest node has 2 such GPUs
 
-    A job runs on one node, so counts are per node. CPU-only jobs
+        needs 2 nodes (a gang) but the cluster has 1 node
+
+    Counts are per node (a gang needs ``gpus`` on each of ``nodes`` nodes). CPU-only jobs
     (``gpus == 0``) always fit. Pure; O(total GPUs).
     """
+    if job.nodes > 1 and job.nodes > len(nodes):
+        count = f"{len(nodes)} node" + ("" if len(nodes) == 1 else "s")
+        return f"needs {job.nodes} nodes (a gang) but the cluster has {count}"
     if job.gpus == 0:
         return None
     model = job.gpu_model

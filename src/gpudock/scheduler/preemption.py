@@ -22,8 +22,9 @@ import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpudock.scheduler.capacity import GpuState, NodeState, usable_now
-from gpudock.scheduler.snapshot import JobRequest, RunningJob
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
+from gpudock.scheduler.snapshot import JobRequest, Preemption, RunningJob
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +122,91 @@ def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]
                 gpu.used_memory = max(0, gpu.used_memory - victim.memory_per_gpu)
                 gpu.shared_jobs = max(0, gpu.shared_jobs - 1)
     return [g for g in gpus.values() if usable_now(job, g)]
+
+
+def plan_preemptions(
+    blocked: Sequence[JobRequest],
+    state: CycleState,
+    running: Sequence[RunningJob],
+    now: float,
+) -> tuple[list[Preemption], dict[int, PendingReason]]:
+    """Step 5 of the cycle: preemptions for blocked jobs, highest order first.
+
+    A blocked job may preempt when its priority class allows it and running,
+    preemptible jobs of its own queue with a lower priority hold GPUs it
+    could use. A job whose earlier victims are still stopping waits for them
+    instead of choosing more. Each victim is chosen at most once per cycle.
+    Returns the preemptions and, per affected job, a ``priority`` reason.
+    """
+    holders: dict[str, list[RunningJob]] = {}
+    for held in running:
+        holders.setdefault(held.node, []).append(held)
+    floor = _lowest_preemptible_priority(running, now)
+    taken: set[int] = set()
+    preemptions: list[Preemption] = []
+    reasons: dict[int, PendingReason] = {}
+    for job in blocked:
+        stopping = [r for r in running if r.preempted_for == job.id]
+        if stopping:
+            reasons[job.id] = _waiting(stopping)
+            continue
+        if not job.can_preempt or job.priority <= floor.get(job.queue, job.priority):
+            continue
+
+        def eligible(victim: RunningJob, job: JobRequest = job) -> bool:
+            return (
+                victim.queue == job.queue
+                and victim.priority < job.priority
+                and victim.id not in taken
+            )
+
+        nodes = [n for n in state.nodes.values() if could_fit_if_freed(job, n)]
+        choice = choose_victims(job, nodes, holders, eligible, now)
+        if choice is None:
+            continue
+        taken.update(choice.ids)
+        why = f"job {job.id} (priority {job.priority})"
+        preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+        reasons[job.id] = PendingReason(
+            "priority",
+            f"preempting {_jobs(choice.victims)} on node {choice.node}",
+            "starts on their GPUs once they have stopped",
+        )
+    return preemptions, reasons
+
+
+def could_fit_if_freed(job: JobRequest, node: NodeState) -> bool:
+    """The node is available and has enough healthy GPUs of the model, free or not."""
+    if not node.available or job.gpus == 0:
+        return False
+    share = job.gpu_memory if job.shared else None
+    count = sum(
+        1
+        for g in node.gpus
+        if g.healthy and matches_model(job, g) and (share is None or g.memory_total >= share)
+    )
+    return count >= job.gpus
+
+
+def _lowest_preemptible_priority(running: Sequence[RunningJob], now: float) -> dict[str, int]:
+    """Per queue, the lowest priority of a job that could be preempted now."""
+    floor: dict[str, int] = {}
+    for job in running:
+        if preemptible_now(job, now):
+            floor[job.queue] = min(floor.get(job.queue, job.priority), job.priority)
+    return floor
+
+
+def _waiting(stopping: Sequence[RunningJob]) -> PendingReason:
+    return PendingReason(
+        "priority",
+        f"waiting for preempted {_jobs(stopping)} to stop",
+        "starts on their GPUs once they have stopped",
+    )
+
+
+def _jobs(victims: Sequence[RunningJob]) -> str:
+    ids = ", ".join(str(v.id) for v in sorted(victims, key=lambda v: v.id))
+    priorities = sorted({v.priority for v in victims})
+    label = "job" if len(victims) == 1 else "jobs"
+    return f"{label} {ids} (priority {', '.join(map(str, priorities))})"

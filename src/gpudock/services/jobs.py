@@ -143,7 +143,7 @@ class JobService:
                 )
 
     def _check_feasible(self, spec: JobSpec) -> None:
-        if spec.gpus == 0:
+        if spec.gpus == 0 and spec.nodes == 1:
             return
         with self.ctx.db.read() as session:
             nodes = load_nodes(session)
@@ -153,6 +153,7 @@ class JobService:
             submitted_at=0.0,
             gpu_memory=spec.gpu_memory,
             gpu_model=spec.gpu_model,
+            nodes=spec.nodes,
         )
         why = never_fits(request, nodes)
         if why is not None:

@@ -19,7 +19,15 @@ from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
 from gpudock.core.units import parse_size
 from gpudock.scheduler.cycle import schedule
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement, Plan, Snapshot
+from gpudock.scheduler.snapshot import (
+    GpuView,
+    JobRequest,
+    NodeView,
+    Placement,
+    Plan,
+    RunningJob,
+    Snapshot,
+)
 
 GiB = 2**30
 Size = str | int
@@ -62,6 +70,15 @@ class JobBuilder:
 
     def submitted(self, at: float) -> JobBuilder:
         self._job = replace(self._job, submitted_at=at)
+        return self
+
+    def cannot_preempt(self) -> JobBuilder:
+        self._job = replace(self._job, can_preempt=False)
+        return self
+
+    def nodes(self, n: int) -> JobBuilder:
+        """A gang: ``gpus`` on each of ``n`` nodes."""
+        self._job = replace(self._job, nodes=n)
         return self
 
     def build(self) -> JobRequest:
@@ -134,17 +151,89 @@ def make_node(name: str) -> NodeBuilder:
     return NodeBuilder(name)
 
 
+class RunningBuilder:
+    """A running job holding GPUs; ``make_snapshot`` marks those GPUs as held."""
+
+    def __init__(self, job_id: int) -> None:
+        self._fields: dict[str, object] = {"id": job_id, "queue": "default", "priority": 0}
+        self._indices: tuple[int, ...] = ()
+
+    def on(self, node: str, *indices: int) -> RunningBuilder:
+        self._fields["node"], self._indices = node, indices
+        return self
+
+    def share(self, size: Size) -> RunningBuilder:
+        self._fields["memory_per_gpu"] = parse_size(size)
+        return self
+
+    def priority(self, priority: int) -> RunningBuilder:
+        self._fields["priority"] = priority
+        return self
+
+    def queue(self, queue: str) -> RunningBuilder:
+        self._fields["queue"] = queue
+        return self
+
+    def started(self, at: float) -> RunningBuilder:
+        self._fields["started_at"] = at
+        return self
+
+    def min_runtime(self, seconds: float) -> RunningBuilder:
+        self._fields["min_runtime"] = seconds
+        return self
+
+    def not_preemptible(self) -> RunningBuilder:
+        self._fields["preemptible"] = False
+        return self
+
+    def stopping_for(self, job_id: int) -> RunningBuilder:
+        self._fields.update(stopping=True, preempted_for=job_id)
+        return self
+
+    def build(self) -> RunningJob:
+        node = str(self._fields["node"])
+        fields = {"memory_per_gpu": None, "started_at": 0.0, **self._fields}
+        uuids = tuple(gpu_uuid(node, i) for i in self._indices)
+        return RunningJob(gpu_uuids=uuids, **fields)  # type: ignore[arg-type]
+
+
+def make_running(job_id: int) -> RunningBuilder:
+    return RunningBuilder(job_id)
+
+
 def make_snapshot(
     nodes: Iterable[NodeView | NodeBuilder],
     jobs: Iterable[JobRequest | JobBuilder],
     now: float = 0,
+    running: Iterable[RunningJob | RunningBuilder] = (),
 ) -> Snapshot:
-    """Builders are built for you."""
+    """Builders are built for you; GPUs of ``running`` jobs are marked held on their nodes."""
+    held = tuple(r.build() if isinstance(r, RunningBuilder) else r for r in running)
+    views = [n.build() if isinstance(n, NodeBuilder) else n for n in nodes]
     return Snapshot(
         now=now,
-        nodes=tuple(n.build() if isinstance(n, NodeBuilder) else n for n in nodes),
+        nodes=tuple(_hold(view, held) for view in views),
         pending=tuple(j.build() if isinstance(j, JobBuilder) else j for j in jobs),
+        running=held,
     )
+
+
+def _hold(view: NodeView, running: Sequence[RunningJob]) -> NodeView:
+    gpus = {g.uuid: g for g in view.gpus}
+    for job in running:
+        for uuid in job.gpu_uuids:
+            gpu = gpus.get(uuid)
+            if gpu is None:
+                continue
+            if job.memory_per_gpu is None:
+                gpus[uuid] = replace(gpu, exclusive=True, used_memory=gpu.memory_total)
+            else:
+                gpus[uuid] = replace(
+                    gpu,
+                    used_memory=gpu.used_memory + job.memory_per_gpu,
+                    shared_jobs=gpu.shared_jobs + 1,
+                )
+    return replace(view, gpus=tuple(gpus[g.uuid] for g in view.gpus))
 
 
 def run(

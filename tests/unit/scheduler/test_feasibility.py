@@ -78,3 +78,10 @@ def test_cpu_only_jobs_always_fit() -> None:
 def test_busy_unavailable_and_unhealthy_nodes_still_count() -> None:
     nodes = [make_node("n0").gpus(4).exclusive(0, 1).unhealthy(2).unavailable("down").build()]
     assert never_fits(make_job(1).gpus(4).build(), nodes) is None
+
+
+def test_a_gang_needs_that_many_nodes() -> None:
+    nodes = [make_node("n0").gpus(8).build()]
+    assert never_fits(make_job(1).gpus(8).nodes(2).build(), nodes) == (
+        "needs 2 nodes (a gang) but the cluster has 1 node"
+    )
