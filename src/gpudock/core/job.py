@@ -139,12 +139,6 @@ class JobSpec(BaseModel):
     nodes: int = Field(
         default=1, ge=1, le=1024, description="nodes for a gang job; `gpus` is then per node"
     )
-    node_selector: dict[str, str] = Field(
-        default_factory=dict, description="node labels the job requires"
-    )
-    tolerations: list[str] = Field(
-        default_factory=list, description="node taints tolerated: 'key' or 'key=value'"
-    )
 
     @model_validator(mode="before")
     @classmethod
@@ -241,15 +235,6 @@ class JobSpec(BaseModel):
         if seconds <= 0:
             raise ValueError("duration must be greater than zero")
         return seconds
-
-    @field_validator("tolerations")
-    @classmethod
-    def _tolerations(cls, value: list[str]) -> list[str]:
-        for item in value:
-            key = item.partition("=")[0]
-            if not _LABEL_KEY_RE.match(key):
-                raise ValueError(f"toleration {item!r} must be 'key' or 'key=value'")
-        return value
 
     @field_validator("gpu_model")
     @classmethod

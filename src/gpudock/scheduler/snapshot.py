@@ -54,8 +54,6 @@ class JobRequest:
     cpus: float | None = None
     max_runtime: float | None = None  # seconds; bounds backfill and ETAs
     can_preempt: bool = True  # its priority class may preempt others
-    node_selector: tuple[tuple[str, str], ...] = ()
-    tolerations: tuple[str, ...] = ()
 
     @property
     def shared(self) -> bool:

@@ -45,11 +45,6 @@ def insert_job(
         preemptible=spec.preemptible,
         can_preempt=can_preempt,
         failures=0,
-        constraints=(
-            {"node_selector": dict(spec.node_selector), "tolerations": list(spec.tolerations)}
-            if spec.node_selector or spec.tolerations
-            else None
-        ),
         state=JobState.PENDING.value,
         attempt=0,
         version=0,

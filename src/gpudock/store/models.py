@@ -58,8 +58,6 @@ class JobRow(Base):
     preemptible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     can_preempt: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # {"node_selector": {...}, "tolerations": [...]}, or None when both are empty.
-    constraints: Mapped[dict[str, object] | None] = mapped_column(JSON)
 
     state: Mapped[str] = mapped_column(String(16), index=True)
     reason: Mapped[str | None] = mapped_column(Text)

@@ -65,7 +65,6 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.cpus,
             JobRow.max_runtime,
             JobRow.can_preempt,
-            JobRow.constraints,
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -74,7 +73,6 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
         stmt = stmt.limit(limit)
     out = []
     for r in session.execute(stmt):
-        constraints = r.constraints or {}
         out.append(
             JobRequest(
                 id=r.id,
@@ -89,8 +87,6 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
                 cpus=r.cpus,
                 max_runtime=r.max_runtime,
                 can_preempt=r.can_preempt,
-                node_selector=tuple(sorted(constraints.get("node_selector", {}).items())),
-                tolerations=tuple(constraints.get("tolerations", ())),
             )
         )
     return tuple(out)

@@ -1,4 +1,4 @@
-"""scheduling fields: gang nodes, cpus, runtimes, preemption, failures, constraints
+"""scheduling fields: gang nodes, cpus, runtimes, preemption, failures, preemptor
 
 Revision ID: 0002
 Revises: 0001
@@ -28,7 +28,6 @@ def upgrade() -> None:
             sa.Column("can_preempt", sa.Boolean(), nullable=False, server_default=sa.true())
         )
         batch_op.add_column(sa.Column("failures", sa.Integer(), nullable=False, server_default="0"))
-        batch_op.add_column(sa.Column("constraints", sa.JSON(), nullable=True))
         batch_op.add_column(sa.Column("preempted_for", sa.Integer(), nullable=True))
 
 
@@ -36,7 +35,6 @@ def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         for column in (
             "preempted_for",
-            "constraints",
             "failures",
             "can_preempt",
             "preemptible",

@@ -1,0 +1,198 @@
+"""Queue configuration: the ``queues:`` section of the server config.
+
+Example (sizes accept ``320GiB``, durations ``7d``)::
+
+    queues:
+      cohorts: [research]
+      fair_share:
+        half_life: 7d              # historical usage halves every 7 days
+        history_weight: 1.0        # effective usage = current + 1.0 x decayed average
+        resource_weights: {gpus: 1, gpu_memory: 1, cpus: 0}
+      queues:
+        - name: vision
+          cohort: research
+          weight: 2
+          guarantee: {gpus: 16, gpu_memory: 1280GiB}
+          limit: {gpus: 24}
+        - name: nlp
+          cohort: research
+          guarantee: {gpus: 8}
+          borrow: false            # never above its guarantee
+          lend: true               # its unused guarantee may be borrowed
+
+An unset guarantee is 0 and an unset limit is unlimited. Queue ``default``
+exists even when not declared (``QueueSet`` adds it). Structural mistakes
+(duplicate names, unknown cohorts, guarantee above limit) fail validation
+here; comparing guarantees with the cluster's capacity needs the cluster, so
+that is ``capacity_warnings`` in ``quota.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gpudock.core.units import parse_duration, parse_size
+from gpudock.queue.resources import RESOURCES, Resource, amount, exact
+
+DEFAULT_QUEUE = "default"
+_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ValueError(
+            f"{kind} name must be 1-63 characters of letters, digits, '_', '.', '-', "
+            f"starting with a letter or digit; got {value!r}"
+        )
+    return value
+
+
+class QuotaConfig(BaseModel):
+    """An amount per resource; an unset resource is "not said" (see ``QueueConfig``).
+
+    ``gpus`` counts GPU-equivalents (a 20GiB share of an 80GiB GPU is 0.25),
+    ``gpu_memory`` bytes (accepts ``320GiB``), ``cpus`` cores.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: float | None = Field(default=None, ge=0, description="GPU-equivalents")
+    gpu_memory: int | None = Field(default=None, description="bytes (accepts '320GiB')")
+    cpus: float | None = Field(default=None, ge=0, description="CPU cores")
+
+    @field_validator("gpu_memory", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return None if value is None else parse_size(value)
+
+    def get(self, resource: Resource) -> float | int | None:
+        value: float | int | None = getattr(self, resource)
+        return value
+
+    def named(self) -> tuple[Resource, ...]:
+        """The resources this quota sets, in ``RESOURCES`` order."""
+        return tuple(r for r in RESOURCES if self.get(r) is not None)
+
+
+class QueueConfig(BaseModel):
+    """One queue: its cohort, fair-share weight, guarantee, limit and lending rules.
+
+    ``guarantee`` is capacity the queue can always get back (unset = 0);
+    ``limit`` caps its usage, borrowed or not (unset = unlimited).
+    ``borrow``: may it use more than its guarantee (from its cohort's lent
+    capacity and the cluster's unguaranteed capacity)? ``lend``: may queues of
+    its cohort borrow its unused guarantee?
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    cohort: str | None = None
+    weight: float = Field(default=1.0, gt=0, description="fair-share weight")
+    guarantee: QuotaConfig = Field(default_factory=QuotaConfig)
+    limit: QuotaConfig = Field(default_factory=QuotaConfig)
+    borrow: bool = True
+    lend: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _check_name("queue", value)
+
+    @field_validator("cohort")
+    @classmethod
+    def _cohort(cls, value: str | None) -> str | None:
+        return None if value is None else _check_name("cohort", value)
+
+    @model_validator(mode="after")
+    def _guarantee_within_limit(self) -> QueueConfig:
+        for resource in RESOURCES:
+            guarantee, limit = self.guarantee.get(resource), self.limit.get(resource)
+            if guarantee is not None and limit is not None and guarantee > limit:
+                raise ValueError(
+                    f"queue {self.name!r}: guarantee of {amount(resource, exact(guarantee))} "
+                    f"exceeds its limit of {amount(resource, exact(limit))}"
+                )
+        return self
+
+
+class ResourceWeights(BaseModel):
+    """How much each resource counts in dominant shares (0 ignores it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: float = Field(default=1.0, ge=0)
+    gpu_memory: float = Field(default=1.0, ge=0)
+    cpus: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> ResourceWeights:
+        if not any(self.get(r) > 0 for r in RESOURCES):
+            raise ValueError("at least one resource weight must be greater than zero")
+        return self
+
+    def get(self, resource: Resource) -> float:
+        value: float = getattr(self, resource)
+        return value
+
+
+class FairShareConfig(BaseModel):
+    """Fair-share ordering: weighted DRF over current plus decayed historical usage.
+
+    ``half_life`` (accepts ``7d``): historical usage halves every half-life.
+    ``history_weight``: effective usage = current + history_weight x decayed
+    average usage (0: current usage only, as Kueue).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    half_life: float = Field(default=7 * 86400.0, gt=0, description="seconds (accepts '7d')")
+    history_weight: float = Field(default=1.0, ge=0)
+    resource_weights: ResourceWeights = Field(default_factory=ResourceWeights)
+
+    @field_validator("half_life", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+
+class QueuesConfig(BaseModel):
+    """Cohorts, queues and fair-share settings; names are unique, cohorts declared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cohorts: list[str] = Field(default_factory=list)
+    queues: list[QueueConfig] = Field(default_factory=list)
+    fair_share: FairShareConfig = Field(default_factory=FairShareConfig)
+
+    @field_validator("cohorts")
+    @classmethod
+    def _cohort_names(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in value:
+            _check_name("cohort", name)
+            if name in seen:
+                raise ValueError(f"cohort {name!r} is declared more than once")
+            seen.add(name)
+        return value
+
+    @model_validator(mode="after")
+    def _queues_consistent(self) -> QueuesConfig:
+        first: dict[str, int] = {}
+        for index, queue in enumerate(self.queues):
+            if queue.name in first:
+                raise ValueError(
+                    f"queue {queue.name!r} is declared more than once "
+                    f"(queues[{first[queue.name]}] and queues[{index}])"
+                )
+            first[queue.name] = index
+            if queue.cohort is not None and queue.cohort not in self.cohorts:
+                declared = ", ".join(self.cohorts) or "none; list it under queues.cohorts"
+                raise ValueError(
+                    f"queue {queue.name!r} refers to unknown cohort {queue.cohort!r} "
+                    f"(declared cohorts: {declared})"
+                )
+        return self
