@@ -9,6 +9,12 @@ Example::
       allowed_mounts: [/datasets, /scratch]
     scheduler:
       placement: binpack
+      queues:
+        cohorts: [research]
+        queues:
+          - {name: vision, cohort: research, weight: 2, guarantee: {gpus: 16}, limit: {gpus: 32}}
+          - {name: nlp, cohort: research, guarantee: {gpus: 8}, borrow: false}
+        fair_share: {half_life: 7d}
     reconcile_interval: 10s
 """
 
@@ -22,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpudock.core.errors import InvalidInput
 from gpudock.core.units import parse_duration, parse_size
+from gpudock.queue.config import QueuesConfig
 
 
 class ExecutorConfig(BaseModel):
@@ -90,6 +97,10 @@ class SchedulerConfig(BaseModel):
 
     placement: Literal["binpack", "spread"] = "binpack"
     priority_classes: list[PriorityClass] = Field(default_factory=list)
+    queues: QueuesConfig = Field(
+        default_factory=QueuesConfig,
+        description="declared queues, cohorts and fair share; none declared: no quotas",
+    )
 
     @field_validator("priority_classes")
     @classmethod

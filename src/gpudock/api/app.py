@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from gpudock import __version__
 from gpudock.api.errors import install_error_handlers
-from gpudock.api.routers import health, inventory, jobs, tokens
+from gpudock.api.routers import health, inventory, jobs, queues, tokens
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 
@@ -35,6 +35,6 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     )
     app.state.ctx = ctx
     install_error_handlers(app)
-    for router in (jobs.router, inventory.router, tokens.router, health.router):
+    for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)
     return app

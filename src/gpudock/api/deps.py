@@ -10,6 +10,7 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.services.auth import AuthService
 from gpudock.services.inventory import InventoryService
 from gpudock.services.jobs import JobService
+from gpudock.services.queues import QueueService
 from gpudock.store.tokens import Principal
 
 
@@ -24,6 +25,10 @@ def get_jobs(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> JobService:
 
 def get_inventory(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> InventoryService:
     return InventoryService(ctx)
+
+
+def get_queues(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> QueueService:
+    return QueueService(ctx)
 
 
 def get_auth(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> AuthService:
@@ -41,4 +46,5 @@ CurrentUser = Annotated[Principal, Depends(get_principal)]
 Jobs = Annotated[JobService, Depends(get_jobs)]
 Inventory = Annotated[InventoryService, Depends(get_inventory)]
 Auth = Annotated[AuthService, Depends(get_auth)]
+Queues = Annotated[QueueService, Depends(get_queues)]
 Ctx = Annotated[RuntimeContext, Depends(get_ctx)]

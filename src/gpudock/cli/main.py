@@ -262,6 +262,19 @@ def nodes(output: Output = "table") -> None:
         out.print(render.nodes_table(items))
 
 
+@app.command()
+def queues(output: Output = "table") -> None:
+    """Queues: usage against guarantee and limit, borrowing, fair share."""
+    check_output(output)
+    report = call("GET", "/v1/queues")
+    if output == "json":
+        out.print_json(data=report)
+    else:
+        out.print(render.queues_table(report))
+        for warning in report.get("warnings", []):
+            err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+
+
 @token_app.command("create")
 def token_create(
     user: Annotated[str, typer.Option(help="user the token acts as")],

@@ -185,3 +185,45 @@ def explain(console: Console, job: dict[str, Any]) -> None:
         console.print(escape(f"  [{reason['layer']}] {reason['message']}"), highlight=False)
         if reason.get("counterfactual"):
             console.print(escape(f"      → {reason['counterfactual']}"), highlight=False)
+
+
+def _gpus(vector: dict[str, Any] | None) -> str:
+    if not vector or vector.get("gpus") is None:
+        return "-"
+    value = float(vector["gpus"])
+    return f"{value:g}"
+
+
+def queues_table(report: dict[str, Any]) -> Table:
+    """``gpudock queues``: one row per queue, GPU-equivalents (shares count fractions)."""
+    table = Table(box=None, header_style="bold")
+    columns = (
+        "QUEUE",
+        "COHORT",
+        "WEIGHT",
+        "RUNNING",
+        "PENDING",
+        "GPUS USED",
+        "GUARANTEE",
+        "LIMIT",
+        "BORROWED",
+        "FAIR SHARE",
+        "SHARE",
+    )
+    for col in columns:
+        table.add_column(col, no_wrap=True)
+    for q in report["queues"]:
+        table.add_row(
+            q["name"],
+            q["cohort"] or "-",
+            f"{q['weight']:g}",
+            str(q["running_jobs"]),
+            str(q["pending_jobs"]),
+            _gpus(q["usage"]),
+            _gpus(q["guarantee"]),
+            _gpus(q["limit"]) if q["limit"].get("gpus") is not None else "∞",
+            _gpus(q["borrowed"]),
+            _gpus(q["fair_share"]),
+            f"{q['effective_share']:.2f}",
+        )
+    return table

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.queue import UsageHistory
 from gpudock.store.db import Database
 
 log = logging.getLogger("gpudock.runtime")
@@ -33,6 +34,7 @@ class RuntimeContext:
     instance_id: str
     log_dir: Path
     gpus_emulated: bool = False
+    queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
     clock: Clock = field(default=time.time)
     wake_scheduler: threading.Event = field(default_factory=threading.Event)
     wake_reconciler: threading.Event = field(default_factory=threading.Event)

@@ -18,18 +18,24 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from dataclasses import replace
 
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
+from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.reconciler import reconcile
+from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.snapshot import Snapshot
+from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
 from gpudock.store.snapshot import load_snapshot
 
 log = logging.getLogger("gpudock.controller")
 
 MAX_PENDING_PER_CYCLE = 5000
+HISTORY_KEY = "fair_share_history"
 
 
 class Controller:
@@ -38,6 +44,8 @@ class Controller:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._events: EventStream | None = None
+        self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
+        self._history_saved = 0.0
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -66,6 +74,7 @@ class Controller:
         ctx = self.ctx
         with ctx.db.read() as session:
             snapshot = load_snapshot(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
+        snapshot = self._with_history(snapshot)
         if not snapshot.pending:
             return ApplyResult()
         plan = schedule(snapshot, ctx.config.scheduler)
@@ -78,6 +87,26 @@ class Controller:
         if result.preempted:
             ctx.wake_reconciler.set()  # stop the victims now
         return result
+
+    def _with_history(self, snapshot: Snapshot) -> Snapshot:
+        """Advance the queues' decayed usage to ``snapshot.now``; persist it each minute."""
+        queues = self.ctx.config.scheduler.queues
+        if not queues.queues:
+            return snapshot
+        if self._history is None:
+            with self.ctx.db.read() as session:
+                saved = meta_store.get_json(session, HISTORY_KEY)
+            half_life = queues.fair_share.half_life
+            self._history = (
+                UsageHistory.from_dict(saved) if saved else UsageHistory(half_life=half_life)
+            )
+        self._history = self._history.advance(snapshot.now, queue_usage(snapshot))
+        self.ctx.queue_history = self._history
+        if snapshot.now - self._history_saved >= 60:
+            with self.ctx.db.write() as session:
+                meta_store.put_json(session, HISTORY_KEY, self._history.to_dict())
+            self._history_saved = snapshot.now
+        return replace(snapshot, queue_history=self._history)
 
     def _schedule_loop(self) -> None:
         interval = self.ctx.config.schedule_interval

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
+from gpudock.scheduler.admission import Admission, QueuePolicy
 from gpudock.scheduler.capacity import CycleState, ReservationError, usable_now
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
@@ -52,14 +53,22 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     never over-commit a GPU, given the snapshot. No I/O, no clock, never
     mutates the snapshot; deterministic, whatever the order of its tuples.
     """
-    return run_cycle(snapshot, build_profile(config))
+    policy = QueuePolicy.from_config(config.queues, snapshot.queue_history)
+    return run_cycle(snapshot, build_profile(config), queues=policy)
 
 
-def run_cycle(snapshot: Snapshot, profile: Profile, *, index: bool = True) -> Plan:
+def run_cycle(
+    snapshot: Snapshot,
+    profile: Profile,
+    *,
+    index: bool = True,
+    queues: QueuePolicy | None = None,
+) -> Plan:
     """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
 
     ``index=False`` forces the generic path even for an ``indexable`` profile
-    (tests compare both).
+    (tests compare both). ``queues`` adds fair-share order and quota
+    admission (``admission.py``).
     """
     jobs = order_jobs(snapshot.pending, profile.order)  # 1
     state = CycleState(snapshot.nodes)  # 2
@@ -71,13 +80,20 @@ def run_cycle(snapshot: Snapshot, profile: Profile, *, index: bool = True) -> Pl
     plan = Plan()
     blocked: list[JobRequest] = []
     nominated = nominations(snapshot)
-    for job in jobs:  # 3
+    admission = Admission(queues, snapshot) if queues is not None else None
+    for job in admission.order(jobs) if admission else jobs:  # 3
         if job.nodes > 1:
             plan.pending[job.id] = [_gang_reason(job)]
+            continue
+        refusal = admission.refuse(job) if admission else None
+        if refusal is not None:
+            plan.pending[job.id] = [refusal]
             continue
         outcome = place_job(job, state, cache, profile)
         if isinstance(outcome, Placement):
             plan.placements.append(outcome)
+            if admission:
+                admission.charge(job, outcome)
         elif isinstance(outcome, PendingReason):
             plan.pending[job.id] = [outcome]
         else:

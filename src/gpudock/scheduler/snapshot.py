@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudock.core.job import PendingReason
+from gpudock.queue.history import UsageHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ class Snapshot:
     nodes: tuple[NodeView, ...]
     pending: tuple[JobRequest, ...]
     running: tuple[RunningJob, ...] = ()
+    queue_history: UsageHistory | None = None  # decayed per-queue usage, for fair share
 
 
 @dataclass(frozen=True, slots=True)

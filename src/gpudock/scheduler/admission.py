@@ -1,0 +1,128 @@
+"""Queue admission inside the cycle: fair-share order and quota checks (``gpudock.queue``).
+
+Active only when the config declares queues; otherwise the cycle runs jobs
+in plain priority order with no quota, exactly as before. With queues::
+
+    1a. usage     each queue's usage from its running jobs (exact GPU-equivalents:
+                  a 20GiB share of an 80GiB GPU counts 1/4 GPU and 20GiB)
+    1b. order     FairShareOrder: next job from the queue with the lowest
+                  weighted dominant share (history included), ties by name;
+                  within a queue, the order policy's order
+    3.  admit     QuotaLedger.check: within the guarantee, or borrowing what
+                  the cohort lends and staying under the limit; else a
+                  ``quota`` pending reason
+    3d. charge    a placed job's exact usage is charged to its queue, so later
+                  jobs of the cycle see it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from gpudock.core.inventory import gpu_model_matches
+from gpudock.core.job import PendingReason
+from gpudock.queue import (
+    FairShare,
+    FairShareOrder,
+    QueuesConfig,
+    QueueSet,
+    QuotaLedger,
+    Resources,
+    UsageHistory,
+    capacity_of,
+    job_usage,
+    pending_usage,
+)
+from gpudock.scheduler.snapshot import JobRequest, Placement, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """The declared queues and fair-share settings, plus decayed usage history."""
+
+    config: QueuesConfig
+    queues: QueueSet
+    history: UsageHistory | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: QueuesConfig, history: UsageHistory | None = None
+    ) -> QueuePolicy | None:
+        """None when no queue is declared (no admission step at all)."""
+        if not config.queues:
+            return None
+        return cls.build(config, history)
+
+    @classmethod
+    def build(cls, config: QueuesConfig, history: UsageHistory | None = None) -> QueuePolicy:
+        """The policy even with no declared queue (the implicit ``default`` only)."""
+        return cls(config, QueueSet.from_config(config), history)
+
+
+def queue_usage(snapshot: Snapshot) -> dict[str, Resources]:
+    """What each queue's running jobs hold now (``job_usage`` of each job)."""
+    totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    usage: dict[str, Resources] = {}
+    for job in snapshot.running:
+        held = job_usage(job.memory_per_gpu, [totals.get(u, 0) for u in job.gpu_uuids], job.cpus)
+        usage[job.queue] = usage.get(job.queue, Resources()) + held
+    return usage
+
+
+def usable_capacity(snapshot: Snapshot) -> Resources:
+    """Healthy GPUs on available nodes, as ``gpudock.queue`` counts capacity."""
+    return capacity_of(
+        g.memory_total for n in snapshot.nodes if n.available for g in n.gpus if g.healthy
+    )
+
+
+class Admission:
+    """Steps 1 and 3 for one cycle; mutable (the ledger), never touches the snapshot."""
+
+    def __init__(self, policy: QueuePolicy, snapshot: Snapshot) -> None:
+        self._totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+        self._gpus = [
+            (g.name, g.memory_total)
+            for n in snapshot.nodes
+            if n.available
+            for g in n.gpus
+            if g.healthy
+        ]
+        capacity = usable_capacity(snapshot)
+        self.ledger = QuotaLedger(policy.queues, capacity, queue_usage(snapshot))
+        self.fair = FairShare.build(
+            policy.queues, policy.config.fair_share, capacity, policy.history
+        )
+        self._sizes: dict[str | None, list[int]] = {}
+
+    def order(self, jobs: Sequence[JobRequest]) -> Iterator[JobRequest]:
+        """Step 1b: fair-share order across queues, keeping ``jobs``' order within each."""
+        heads: dict[str, list[JobRequest]] = {}
+        for job in jobs:
+            heads.setdefault(job.queue, []).append(job)
+        return iter(FairShareOrder(heads, self.fair, self.ledger.usage))
+
+    def estimate(self, job: JobRequest) -> Resources:
+        """What admission charges ``job`` before it is placed (an upper bound)."""
+        share = job.gpu_memory if job.shared else None
+        return pending_usage(job.gpus, share, self._eligible(job.gpu_model), job.cpus)
+
+    def refuse(self, job: JobRequest) -> PendingReason | None:
+        """Step 3: None if the queue may take ``job`` now, else the quota reason."""
+        verdict = self.ledger.check(job.queue, self.estimate(job))
+        return None if verdict.admitted else verdict.reason
+
+    def charge(self, job: JobRequest, placement: Placement) -> None:
+        """Step 3d: the placed job's exact usage now counts against its queue."""
+        totals = [self._totals.get(u, 0) for u in placement.gpu_uuids]
+        self.ledger.charge(job.queue, job_usage(placement.memory_per_gpu, totals, job.cpus))
+
+    def _eligible(self, model: str | None) -> Iterable[int]:
+        if model not in self._sizes:
+            self._sizes[model] = [
+                total
+                for name, total in self._gpus
+                if model is None or gpu_model_matches(model, name)
+            ]
+        return self._sizes[model]

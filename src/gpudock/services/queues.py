@@ -1,0 +1,44 @@
+"""Queue use cases: usage against quota and fair share, for ``GET /v1/queues``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudock.queue import QueueLoad, Resources, build_report
+from gpudock.runtime.context import RuntimeContext
+from gpudock.scheduler.admission import Admission, QueuePolicy, queue_usage, usable_capacity
+from gpudock.store.snapshot import load_snapshot
+
+
+class QueueService:
+    def __init__(self, ctx: RuntimeContext) -> None:
+        self.ctx = ctx
+
+    def report(self) -> dict[str, Any]:
+        """Every declared queue (and any other queue with jobs): usage, guarantee,
+        limit, borrowed, lendable, fair-share entitlement and dominant share."""
+        with self.ctx.db.read() as session:
+            snapshot = load_snapshot(session, self.ctx.clock())
+        config = self.ctx.config.scheduler.queues
+        policy = QueuePolicy.build(config, self.ctx.queue_history)
+        admission = Admission(policy, snapshot)
+        usage = queue_usage(snapshot)
+        running: dict[str, int] = {}
+        for job in snapshot.running:
+            running[job.queue] = running.get(job.queue, 0) + 1
+        pending: dict[str, list[Resources]] = {}
+        for request in snapshot.pending:
+            pending.setdefault(request.queue, []).append(admission.estimate(request))
+        loads = {
+            name: QueueLoad(
+                usage=usage.get(name, Resources()),
+                running_jobs=running.get(name, 0),
+                pending_jobs=len(pending.get(name, [])),
+                pending_demand=sum(pending.get(name, []), Resources()),
+            )
+            for name in set(usage) | set(running) | set(pending)
+        }
+        report = build_report(
+            policy.queues, config.fair_share, usable_capacity(snapshot), loads, policy.history
+        )
+        return report.to_dict()

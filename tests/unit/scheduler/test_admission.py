@@ -1,0 +1,91 @@
+"""Queues in the cycle: fair-share order across queues, quota admission, exact usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudock.config import SchedulerConfig
+from gpudock.queue import QueuesConfig
+from tests.unit.scheduler.builders import (
+    make_job,
+    make_node,
+    make_running,
+    make_snapshot,
+    run,
+)
+
+
+def config(*queues: dict[str, Any], cohorts: tuple[str, ...] = ()) -> SchedulerConfig:
+    return SchedulerConfig(
+        queues=QueuesConfig.model_validate({"cohorts": list(cohorts), "queues": list(queues)})
+    )
+
+
+def placed_by_queue(plan: Any, jobs: dict[int, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in plan.placements:
+        counts[jobs[p.job_id]] = counts.get(jobs[p.job_id], 0) + 1
+    return counts
+
+
+def test_equal_weights_split_the_cluster_whatever_the_submit_order() -> None:
+    # queue a submitted everything first; fair share still gives b half
+    jobs = [make_job(i).queue("a").submitted(i) for i in range(1, 7)]
+    jobs += [make_job(i).queue("b").submitted(i) for i in range(7, 13)]
+    cfg = config({"name": "a"}, {"name": "b"})
+    plan = run(make_snapshot([make_node("n0").gpus(4)], jobs), cfg)
+    queue_of = {j.build().id: j.build().queue for j in jobs}
+    assert placed_by_queue(plan, queue_of) == {"a": 2, "b": 2}
+
+
+def test_weights_divide_the_cluster() -> None:
+    jobs = [make_job(i).queue("a").submitted(i) for i in range(1, 10)]
+    jobs += [make_job(i).queue("b").submitted(i) for i in range(10, 19)]
+    cfg = config({"name": "a", "weight": 2}, {"name": "b"})
+    plan = run(make_snapshot([make_node("n0").gpus(6)], jobs), cfg)
+    queue_of = {j.build().id: j.build().queue for j in jobs}
+    assert placed_by_queue(plan, queue_of) == {"a": 4, "b": 2}
+
+
+def test_running_jobs_count_against_their_queue() -> None:
+    running = [make_running(50).on("n0", 0, 1).queue("a")]
+    jobs = [make_job(1).queue("a"), make_job(2).queue("b")]
+    cfg = config({"name": "a"}, {"name": "b"})
+    plan = run(make_snapshot([make_node("n0").gpus(3)], jobs, running=running), cfg)
+    assert [p.job_id for p in plan.placements] == [2]
+
+
+def test_a_queue_at_its_quota_without_borrowing_waits_with_a_quota_reason() -> None:
+    running = [make_running(50).on("n0", 0, 1).queue("nlp")]
+    cfg = config({"name": "nlp", "guarantee": {"gpus": 2}, "borrow": False})
+    plan = run(
+        make_snapshot([make_node("n0").gpus(8)], [make_job(1).queue("nlp")], running=running), cfg
+    )
+    (reason,) = plan.pending[1]
+    assert reason.layer == "quota"
+    assert reason.message == "queue nlp at quota 2/2 GPUs; borrowing disabled"
+
+
+def test_a_queue_never_exceeds_its_limit() -> None:
+    jobs = [make_job(i).queue("vision").gpus(2) for i in range(1, 4)]
+    cfg = config({"name": "vision", "limit": {"gpus": 4}})
+    plan = run(make_snapshot([make_node("n0").gpus(8)], jobs), cfg)
+    assert len(plan.placements) == 2
+    (reason,) = plan.pending[3]
+    assert reason.layer == "quota" and "would exceed its limit" in reason.message
+
+
+def test_shared_jobs_count_their_fraction_of_a_gpu() -> None:
+    # four 20GiB shares of an 80GiB GPU are one GPU of a 1-GPU guarantee
+    jobs = [make_job(i).queue("q").gpu_memory("20GiB") for i in range(1, 6)]
+    cfg = config({"name": "q", "guarantee": {"gpus": 1}, "borrow": False})
+    plan = run(make_snapshot([make_node("n0").gpus(2)], jobs), cfg)
+    assert len(plan.placements) == 4
+    assert plan.pending[5][0].layer == "quota"
+
+
+def test_no_declared_queues_means_no_admission_step() -> None:
+    jobs = [make_job(i).queue("anything") for i in range(1, 4)]
+    plan = run(make_snapshot([make_node("n0").gpus(2)], jobs))
+    assert [p.job_id for p in plan.placements] == [1, 2]
+    assert plan.pending[3][0].layer == "devices"
