@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ def started_at(client: Any, name: str) -> float | None:
         return None
     stamp = state["StartedAt"]  # e.g. 2026-11-30T04:35:09.123456789Z
     whole, _, frac = stamp.rstrip("Z").partition(".")
-    base = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    base = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     return base.timestamp() + float("0." + (frac or "0"))
 
 
@@ -99,11 +99,15 @@ def gpudock_sample(api: httpx.Client, client: Any, image: str) -> float:
     """
     start = time.time()
     job = api.post("/v1/jobs", json={"image": image, "command": CMD, "gpus": 1}).json()
-    name = f"gpudock-job-{job['id']}-a0"
-    while (stamp := started_at(client, name)) is None:
-        if api.get(f"/v1/jobs/{job['id']}").json()["state"] in ("FAILED", "CANCELLED", "LOST"):
-            raise SystemExit(f"job {job['id']} ended during the benchmark")
-        time.sleep(0.02)
+    stamp = None
+    while stamp is None:
+        current = api.get(f"/v1/jobs/{job['id']}").json()
+        if current["state"] in ("FAILED", "CANCELLED", "LOST"):
+            raise SystemExit(f"job {job['id']} ended during the benchmark: {current['reason']}")
+        if current["container"]:
+            stamp = started_at(client, current["container"])
+        if stamp is None:
+            time.sleep(0.02)
     elapsed = stamp - start
     api.post(f"/v1/jobs/{job['id']}/cancel")
     while api.get("/v1/gpus").json()[0]["exclusive_job"] is not None:

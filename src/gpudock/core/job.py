@@ -316,6 +316,7 @@ class Job:
     finished_at: float | None = None
     exit_code: int | None = None
     node: str | None = None
+    container_name: str | None = None  # set when the attempt starts (STARTING)
     container_id: str | None = None
     cancel_requested: bool = False
     stop_requested: str | None = None  # "cancel" or "max_runtime" once asked
@@ -324,11 +325,8 @@ class Job:
     gpu_uuids: tuple[str, ...] = ()
     gpu_memory_per_gpu: int | None = None
 
-    @property
-    def container_name(self) -> str:
-        """Deterministic per attempt, so a restarted server can never start it twice."""
-        return container_name(self.id, self.attempt)
 
-
-def container_name(job_id: int, attempt: int) -> str:
-    return f"gpudock-job-{job_id}-a{attempt}"
+def container_name(instance: str, job_id: int, attempt: int) -> str:
+    """Deterministic per installation, job and attempt: a restarted server can never
+    start an attempt twice, and two installations sharing one Docker never collide."""
+    return f"gpudock-{instance}-{job_id}-a{attempt}"

@@ -43,7 +43,7 @@ class LaunchRequest:
 
     job_id: int
     attempt: int
-    name: str  # deterministic: gpudock.core.job.container_name(job_id, attempt)
+    name: str  # deterministic: gpudock.core.job.container_name(instance, job_id, attempt)
     image: str
     command: list[str] | None
     env: dict[str, str]

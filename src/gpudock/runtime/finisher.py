@@ -133,6 +133,8 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
 def stop(ctx: RuntimeContext, job: Job) -> None:
     """Stop the job's container (SIGTERM, then SIGKILL after the grace) and finish it."""
     grace = ctx.config.executor.stop_grace
+    if job.container_name is None:
+        return  # not started: the reconciler ends it without a container
     try:
         ctx.executor.stop(job.container_name, grace)
         status = ctx.executor.inspect(job.container_name)

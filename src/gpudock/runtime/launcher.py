@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from gpudock.core.inventory import NodeStatus
-from gpudock.core.job import Job, JobState, parse_mount
+from gpudock.core.job import Job, JobState, container_name, parse_mount
 from gpudock.executors.base import ExecutorUnavailable, LaunchError, LaunchRequest
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
@@ -29,11 +29,17 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
         if job.stop_requested:
             return  # the reconciler cancels it without starting anything
         if job.state is JobState.ALLOCATED:
+            name = container_name(ctx.instance_id, job.id, job.attempt)
             if not job_store.transition(
-                session, job_id, JobState.ALLOCATED, JobState.STARTING, ctx.clock()
+                session,
+                job_id,
+                JobState.ALLOCATED,
+                JobState.STARTING,
+                ctx.clock(),
+                container_name=name,
             ):
                 return  # cancelled or requeued meanwhile
-            job.state = JobState.STARTING
+            job.state, job.container_name = JobState.STARTING, name
     try:
         status = ctx.executor.launch(build_request(ctx, job))
     except ExecutorUnavailable as exc:
@@ -74,7 +80,7 @@ def build_request(ctx: RuntimeContext, job: Job) -> LaunchRequest:
     return LaunchRequest(
         job_id=job.id,
         attempt=job.attempt,
-        name=job.container_name,
+        name=job.container_name or container_name(ctx.instance_id, job.id, job.attempt),
         image=spec.image,
         command=spec.command,
         env=dict(spec.env),

@@ -43,8 +43,9 @@ def reconcile(ctx: RuntimeContext) -> None:
         return
     by_name = {c.name: c for c in containers}
     for job in active:
-        _reconcile_job(ctx, job, by_name.get(job.container_name))
-    wanted = {j.container_name for j in active}
+        found = by_name.get(job.container_name) if job.container_name else None
+        _reconcile_job(ctx, job, found)
+    wanted = {j.container_name for j in active if j.container_name}
     strays = [c for c in containers if c.name not in wanted]
     if strays:
         for container in _orphans(ctx, strays):

@@ -106,7 +106,8 @@ class JobService:
         if archived:
             yield f"--- attempt {job.attempt} ---\n".encode()
         try:
-            yield from self.ctx.executor.logs(job.container_name, follow=follow)
+            if job.container_name:
+                yield from self.ctx.executor.logs(job.container_name, follow=follow)
         except ExecutorUnavailable as exc:
             yield f"[gpudock] cannot read live logs: Docker unreachable: {exc}\n".encode()
 

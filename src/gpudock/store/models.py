@@ -76,6 +76,7 @@ class JobRow(Base):
     node: Mapped[str | None] = mapped_column(String(128))
     gpu_uuids: Mapped[list[str] | None] = mapped_column(JSON)
     container_id: Mapped[str | None] = mapped_column(String(80))
+    container_name: Mapped[str | None] = mapped_column(String(128))
     log_path: Mapped[str | None] = mapped_column(Text)
 
 

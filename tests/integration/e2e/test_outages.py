@@ -71,7 +71,7 @@ def test_containers_without_a_job_are_reported_and_stopped(
         ["sleep", "300"],
         detach=True,
         init=True,
-        name=f"gpudock-job-4242-a0-{instance}",
+        name=f"gpudock-{instance}-4242-a0",
         labels={"gpudock.job": "4242", "gpudock.attempt": "0", "gpudock.instance": instance},
     )
     wait_for(

@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 import pytest
-
 from tests.kit.docker import TEST_IMAGE, hook_log_entries
 from tests.kit.server import FAST_CONFIG, job_state, submit, wait_for, wait_state
 
@@ -47,12 +46,10 @@ def test_higher_priority_preempts_the_youngest_lower_priority_jobs(
     freed = sorted(g for v in victims for g in held[v["id"]])
     assert sorted(running["gpus"]) == freed, "the preemptor runs on the victims' GPUs"
     assert [job_state(api, j)["state"] for j in low[:2]] == ["RUNNING", "RUNNING"]
-    starts = [
-        e for e in hook_log_entries(since) if e["env"].get("GPUDOCK_INSTANCE") == instance
-    ]
+    starts = [e for e in hook_log_entries(since) if e["env"].get("GPUDOCK_INSTANCE") == instance]
     assert [e["gpudock_job_id"] for e in starts] == [str(urgent)]
     for victim in victims:
-        name = f"gpudock-job-{victim['id']}-a0"
+        name = f"gpudock-{instance}-{victim['id']}-a0"
         assert not docker.api.containers(all=True, filters={"name": name})
     # the victims wait for GPUs; they never preempt back (their class may not preempt)
     reasons = wait_for(lambda: job_state(api, victims[0]["id"])["pending_reasons"], 20, "reason")

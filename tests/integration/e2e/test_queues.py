@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.server import FAST_CONFIG, job_state, submit, wait_for, wait_state
 

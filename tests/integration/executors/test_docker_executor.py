@@ -54,7 +54,7 @@ def make_request(
     return LaunchRequest(
         job_id=job_id,
         attempt=attempt,
-        name=container_name(job_id, attempt),
+        name=container_name("exectest", job_id, attempt),
         image=fields.pop("image", TEST_IMAGE),
         command=command if command is not None else ["sleep", "300"],
         env=fields.pop("env", {}),

@@ -18,13 +18,14 @@ def job(failures: int = 0, retries: int = 0, stop: str | None = None, **spec: ob
         failures=failures,
         stop_requested=stop,
         stop_requested_by={"cancel": "bob", "preempt": "job 9"}.get(stop or ""),
+        container_name="gpudock-test-7-a0",
     )
 
 
 def exited(code: int, oom: bool = False) -> ContainerStatus:
     return ContainerStatus(
         id="c",
-        name="gpudock-job-7-a0",
+        name="gpudock-test-7-a0",
         job_id=7,
         attempt=0,
         state=ContainerState.EXITED,
@@ -58,7 +59,7 @@ def test_failures_are_retried_while_retries_remain() -> None:
 def test_a_vanished_container_is_lost_or_retried() -> None:
     result = outcome(job(), None)
     assert result.state is JobState.LOST
-    assert "disappeared while the job was running" in result.reason
+    assert result.reason == "container gpudock-test-7-a0 disappeared while the job was running"
     assert outcome(job(retries=1), None).state is JobState.PENDING
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudock.config import SchedulerConfig
-from gpudock.queue import QueuesConfig
 from tests.unit.scheduler.builders import (
     make_job,
     make_node,
@@ -13,6 +11,9 @@ from tests.unit.scheduler.builders import (
     make_snapshot,
     run,
 )
+
+from gpudock.config import SchedulerConfig
+from gpudock.queue import QueuesConfig
 
 
 def config(*queues: dict[str, Any], cohorts: tuple[str, ...] = ()) -> SchedulerConfig:

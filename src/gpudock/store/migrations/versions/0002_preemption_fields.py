@@ -1,4 +1,4 @@
-"""scheduling fields: gang nodes, cpus, runtimes, preemption, failures, preemptor
+"""scheduling fields: gang nodes, cpus, runtimes, preemption, failures, preemptor, container name
 
 Revision ID: 0002
 Revises: 0001
@@ -29,11 +29,13 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("failures", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("preempted_for", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("container_name", sa.String(length=128), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         for column in (
+            "container_name",
             "preempted_for",
             "failures",
             "can_preempt",
