@@ -17,7 +17,7 @@ in plain priority order with no quota, exactly as before. With queues::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gpudock.core.inventory import gpu_model_matches
@@ -31,10 +31,11 @@ from gpudock.queue import (
     Resources,
     UsageHistory,
     capacity_of,
+    entitlements,
     job_usage,
     pending_usage,
 )
-from gpudock.scheduler.snapshot import JobRequest, Placement, Snapshot
+from gpudock.scheduler.snapshot import JobRequest, Placement, RunningJob, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,13 @@ class Admission:
             policy.queues, policy.config.fair_share, capacity, policy.history
         )
         self._sizes: dict[str | None, list[int]] = {}
+        self._entitled: dict[str, Resources] | None = None
+        self._pending = snapshot.pending
+        self._promised: dict[str, Resources] = {}  # reclaims under way, per queue
+        waiting = {r.preempted_for for r in snapshot.running if r.preempted_for is not None}
+        for job in snapshot.pending:
+            if job.id in waiting:
+                self.granted(job)
 
     def order(self, jobs: Sequence[JobRequest]) -> Iterator[JobRequest]:
         """Step 1b: fair-share order across queues, keeping ``jobs``' order within each."""
@@ -117,6 +125,45 @@ class Admission:
         """Step 3d: the placed job's exact usage now counts against its queue."""
         totals = [self._totals.get(u, 0) for u in placement.gpu_uuids]
         self.ledger.charge(job.queue, job_usage(placement.memory_per_gpu, totals, job.cpus))
+
+    def granted(self, job: JobRequest) -> None:
+        """``job`` reclaims capacity (victims chosen): count it against its fair share."""
+        self._promised[job.queue] = self._promised.get(job.queue, Resources()) + self.estimate(job)
+
+    def reclaim_rule(self, job: JobRequest) -> Callable[[RunningJob], bool] | None:
+        """Who ``job`` may reclaim from, or None if its queue is at its fair share.
+
+        A queue may take capacity back from queues that borrow (use more than
+        their guarantee) while it stays within its fair share (weighted
+        water-filling of capacity over every queue's demand), not only within
+        its guarantee. Victims come from other, borrowing queues only.
+        Reclaims already under way (``granted``) count as usage.
+        """
+        tracked = self.ledger.queues.tracked
+        if not tracked:
+            return None
+        fair = self._fair_shares().get(job.queue, Resources())
+        promised = self._promised.get(job.queue, Resources())
+        after = self.ledger.usage(job.queue) + promised + self.estimate(job)
+        if any(after.get(r) > fair.get(r) for r in tracked):
+            return None
+        borrowing = {
+            name
+            for name, used in self.ledger.usages().items()
+            if name != job.queue
+            and any(self.ledger.queues.get(name).borrowed(used).get(r) > 0 for r in tracked)
+        }
+        if not borrowing:
+            return None
+        return lambda victim: victim.queue in borrowing
+
+    def _fair_shares(self) -> dict[str, Resources]:
+        if self._entitled is None:
+            demand = dict(self.ledger.usages())
+            for job in self._pending:
+                demand[job.queue] = demand.get(job.queue, Resources()) + self.estimate(job)
+            self._entitled = entitlements(self.ledger.queues, self.ledger.capacity, demand)
+        return self._entitled
 
     def _eligible(self, model: str | None) -> Iterable[int]:
         if model not in self._sizes:

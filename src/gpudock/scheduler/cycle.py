@@ -79,6 +79,7 @@ def run_cycle(
         cache = EquivalenceCache(state, profile)
     plan = Plan()
     blocked: list[JobRequest] = []
+    quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
     nominated = nominations(snapshot)
     admission = Admission(queues, snapshot) if queues is not None else None
     for job in admission.order(jobs) if admission else jobs:  # 3
@@ -88,6 +89,7 @@ def run_cycle(
         refusal = admission.refuse(job) if admission else None
         if refusal is not None:
             plan.pending[job.id] = [refusal]
+            quota_blocked.append(job)
             continue
         outcome = place_job(job, state, cache, profile)
         if isinstance(outcome, Placement):
@@ -101,7 +103,7 @@ def run_cycle(
             if job.id in nominated:
                 hold_for_preemptor(job, nominated[job.id], state)
     explain_blocked(blocked, cache, plan)  # 4
-    preempt_for_blocked(blocked, state, snapshot, plan)  # 5
+    preempt_for_blocked(blocked, state, snapshot, plan, admission, quota_blocked)  # 5
     return plan
 
 
@@ -145,15 +147,22 @@ def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Pl
 
 
 def preempt_for_blocked(
-    blocked: Sequence[JobRequest], state: CycleState, snapshot: Snapshot, plan: Plan
+    blocked: Sequence[JobRequest],
+    state: CycleState,
+    snapshot: Snapshot,
+    plan: Plan,
+    admission: Admission | None = None,
+    quota_blocked: Sequence[JobRequest] = (),
 ) -> None:
     """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
 
     Their ``priority`` reason goes first; the capacity reasons stay after it.
     """
-    if not blocked or not snapshot.running:
+    if not (blocked or quota_blocked) or not snapshot.running:
         return
-    preemptions, reasons = plan_preemptions(blocked, state, snapshot.running, snapshot.now)
+    preemptions, reasons = plan_preemptions(
+        blocked, state, snapshot.running, snapshot.now, admission, quota_blocked
+    )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
@@ -124,19 +125,40 @@ def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]
     return [g for g in gpus.values() if usable_now(job, g)]
 
 
+class Reclaimer(Protocol):
+    """Queue-level reclaim rights (``admission.Admission`` implements it)."""
+
+    def reclaim_rule(self, job: JobRequest) -> Callable[[RunningJob], bool] | None:
+        """Which running jobs ``job`` may reclaim from now, or None."""
+        ...
+
+    def granted(self, job: JobRequest) -> None:
+        """Victims were chosen for ``job``: its queue's share now counts it."""
+        ...
+
+
 def plan_preemptions(
     blocked: Sequence[JobRequest],
     state: CycleState,
     running: Sequence[RunningJob],
     now: float,
+    reclaim: Reclaimer | None = None,
+    quota_blocked: Sequence[JobRequest] = (),
 ) -> tuple[list[Preemption], dict[int, PendingReason]]:
     """Step 5 of the cycle: preemptions for blocked jobs, highest order first.
 
-    A blocked job may preempt when its priority class allows it and running,
-    preemptible jobs of its own queue with a lower priority hold GPUs it
-    could use. A job whose earlier victims are still stopping waits for them
-    instead of choosing more. Each victim is chosen at most once per cycle.
-    Returns the preemptions and, per affected job, a ``priority`` reason.
+    Two kinds, tried in this order:
+
+    * **priority**: the job's class may preempt, and running, preemptible
+      jobs of its own queue with a lower priority hold GPUs it could use;
+    * **reclaim**: ``reclaim.reclaim_rule(job)`` (queues only) names the borrowers its
+      queue may take capacity back from while under its fair share.
+
+    A job whose earlier victims are still stopping waits for them instead of
+    choosing more. Each victim is chosen at most once per cycle.
+    ``quota_blocked`` jobs (refused because borrowers used up what could be
+    lent) may only reclaim. Returns the preemptions and, per affected job, a
+    ``priority`` or ``fairness`` reason.
     """
     holders: dict[str, list[RunningJob]] = {}
     for held in running:
@@ -150,29 +172,76 @@ def plan_preemptions(
         if stopping:
             reasons[job.id] = _waiting(stopping)
             continue
-        if not job.can_preempt or job.priority <= floor.get(job.queue, job.priority):
-            continue
+        nodes: list[NodeState] | None = None
+        if job.can_preempt and job.priority > floor.get(job.queue, job.priority):
+            nodes = [n for n in state.nodes.values() if could_fit_if_freed(job, n)]
 
-        def eligible(victim: RunningJob, job: JobRequest = job) -> bool:
-            return (
-                victim.queue == job.queue
-                and victim.priority < job.priority
-                and victim.id not in taken
-            )
+            def same_queue(victim: RunningJob, job: JobRequest = job) -> bool:
+                return victim.queue == job.queue and victim.priority < job.priority
 
-        nodes = [n for n in state.nodes.values() if could_fit_if_freed(job, n)]
-        choice = choose_victims(job, nodes, holders, eligible, now)
-        if choice is None:
-            continue
-        taken.update(choice.ids)
-        why = f"job {job.id} (priority {job.priority})"
-        preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
-        reasons[job.id] = PendingReason(
-            "priority",
-            f"preempting {_jobs(choice.victims)} on node {choice.node}",
-            "starts on their GPUs once they have stopped",
-        )
+            choice = _choose(job, nodes, holders, same_queue, taken, now)
+            if choice is not None:
+                why = f"job {job.id} (priority {job.priority})"
+                preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+                reasons[job.id] = PendingReason(
+                    "priority",
+                    f"preempting {_jobs(choice.victims)} on node {choice.node}",
+                    "starts on their GPUs once they have stopped",
+                )
+                continue
+        if reclaim is not None:
+            _reclaim(job, state, holders, reclaim, taken, now, preemptions, reasons, nodes)
+    for job in quota_blocked:
+        if reclaim is not None and not any(r.preempted_for == job.id for r in running):
+            _reclaim(job, state, holders, reclaim, taken, now, preemptions, reasons, None)
     return preemptions, reasons
+
+
+def _reclaim(
+    job: JobRequest,
+    state: CycleState,
+    holders: Mapping[str, Sequence[RunningJob]],
+    reclaim: Reclaimer,
+    taken: set[int],
+    now: float,
+    preemptions: list[Preemption],
+    reasons: dict[int, PendingReason],
+    nodes: list[NodeState] | None,
+) -> None:
+    """The reclaim kind for one job: victims from borrowing queues, if its rule allows."""
+    rule = reclaim.reclaim_rule(job)
+    if rule is None:
+        return
+    if nodes is None:
+        nodes = [n for n in state.nodes.values() if could_fit_if_freed(job, n)]
+    choice = _choose(job, nodes, holders, rule, taken, now)
+    if choice is None:
+        return
+    reclaim.granted(job)
+    why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
+    preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+    lenders = ", ".join(sorted({v.queue for v in choice.victims}))
+    reasons[job.id] = PendingReason(
+        "fairness",
+        f"queue {job.queue} is under its fair share: reclaiming "
+        f"{_jobs(choice.victims)} from borrowing queue {lenders} on node {choice.node}",
+        "starts on their GPUs once they have stopped",
+    )
+
+
+def _choose(
+    job: JobRequest,
+    nodes: Sequence[NodeState],
+    holders: Mapping[str, Sequence[RunningJob]],
+    rule: Callable[[RunningJob], bool],
+    taken: set[int],
+    now: float,
+) -> VictimSet | None:
+    """``choose_victims`` with ``rule``, never reusing a victim of this cycle."""
+    choice = choose_victims(job, nodes, holders, lambda v: v.id not in taken and rule(v), now)
+    if choice is not None:
+        taken.update(choice.ids)
+    return choice
 
 
 def could_fit_if_freed(job: JobRequest, node: NodeState) -> bool:

@@ -90,3 +90,59 @@ def test_no_declared_queues_means_no_admission_step() -> None:
     plan = run(make_snapshot([make_node("n0").gpus(2)], jobs))
     assert [p.job_id for p in plan.placements] == [1, 2]
     assert plan.pending[3][0].layer == "devices"
+
+
+TWO_QUEUES = (
+    {"name": "vision", "guarantee": {"gpus": 2}},
+    {"name": "nlp", "guarantee": {"gpus": 2}},
+)
+
+
+def test_a_queue_under_its_fair_share_reclaims_from_a_borrower() -> None:
+    running = [make_running(10 + i).on("n0", i).queue("nlp").started(i) for i in range(4)]
+    job = make_job(1).queue("vision")
+    plan = run(
+        make_snapshot([make_node("n0").gpus(4)], [job], now=100, running=running),
+        config(*TWO_QUEUES),
+    )
+    assert [(p.victim_id, p.preemptor_id) for p in plan.preemptions] == [(13, 1)]
+    reason = plan.pending[1][0]
+    assert reason.layer == "fairness"
+    assert reason.message == (
+        "queue vision is under its fair share: reclaiming job 13 (priority 0) "
+        "from borrowing queue nlp on node n0"
+    )
+
+
+def test_no_reclaim_from_a_queue_within_its_guarantee() -> None:
+    running = [
+        make_running(10).on("n0", 0).queue("nlp"),
+        make_running(11).on("n0", 1).queue("nlp"),
+        make_running(12).on("n0", 2).queue("vision"),
+        make_running(13).on("n0", 3).queue("vision"),
+    ]
+    plan = run(
+        make_snapshot([make_node("n0").gpus(4)], [make_job(1).queue("vision")], running=running),
+        config(*TWO_QUEUES),
+    )
+    assert plan.preemptions == []
+
+
+def test_reclaim_stops_at_the_fair_share_not_only_the_guarantee() -> None:
+    # vision already holds its 2-GPU guarantee; weights 3:1 make its fair share 3 of 4
+    queues = (
+        {"name": "vision", "weight": 3, "guarantee": {"gpus": 2}},
+        {"name": "nlp", "guarantee": {"gpus": 1}},
+    )
+    running = [
+        make_running(10).on("n0", 0).queue("vision"),
+        make_running(11).on("n0", 1).queue("vision"),
+        make_running(12).on("n0", 2).queue("nlp").started(5),
+        make_running(13).on("n0", 3).queue("nlp").started(6),
+    ]
+    jobs = [make_job(1).queue("vision"), make_job(2).queue("vision")]
+    plan = run(
+        make_snapshot([make_node("n0").gpus(4)], jobs, now=100, running=running), config(*queues)
+    )
+    assert [(p.victim_id, p.preemptor_id) for p in plan.preemptions] == [(13, 1)]
+    assert plan.pending[2][0].layer != "fairness"  # a fourth GPU would exceed the fair share
