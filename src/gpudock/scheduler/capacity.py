@@ -251,6 +251,20 @@ class CycleState:
         if chosen:
             self._take(job, node, chosen)
 
+    def release(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> None:
+        """Undo a ``hold`` of exactly these GPUs for ``job``."""
+        node = self.nodes[node_name]
+        share = job.gpu_memory if job.shared else None
+        for gpu in _gpus_at(node.gpus, gpu_indices):
+            if share is not None:
+                gpu.used_memory -= share
+                gpu.shared_jobs -= 1
+            else:
+                gpu.exclusive = False
+                gpu.used_memory = 0
+        node.refresh()
+        self.changes.append(node.name)
+
     def _take(self, job: JobRequest, node: NodeState, chosen: Sequence[GpuState]) -> int | None:
         share = job.gpu_memory if job.shared else None
         for gpu in chosen:

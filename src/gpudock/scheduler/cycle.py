@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.admission import Admission, QueuePolicy
-from gpudock.scheduler.capacity import CycleState, ReservationError, usable_now
+from gpudock.scheduler.backfill import Reservation
+from gpudock.scheduler.capacity import CycleState, ReservationError, matches_model, usable_now
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
@@ -82,6 +83,8 @@ def run_cycle(
     quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
     nominated = nominations(snapshot)
     admission = Admission(queues, snapshot) if queues is not None else None
+    holders = running_by_node(snapshot)
+    reservation: Reservation | None = None
     for job in admission.order(jobs) if admission else jobs:  # 3
         if job.nodes > 1:
             plan.pending[job.id] = [_gang_reason(job)]
@@ -92,6 +95,8 @@ def run_cycle(
             quota_blocked.append(job)
             continue
         outcome = place_job(job, state, cache, profile)
+        if outcome is None and reservation and reservation.short_enough(job, snapshot.now):
+            outcome = backfill(job, reservation, state, profile)
         if isinstance(outcome, Placement):
             plan.placements.append(outcome)
             if admission:
@@ -102,7 +107,13 @@ def run_cycle(
             blocked.append(job)
             if job.id in nominated:
                 hold_for_preemptor(job, nominated[job.id], state)
+            elif reservation is None and job.gpus > 0:
+                reservation = Reservation.make(job, state, holders, snapshot.now)
+                if reservation is not None:
+                    reservation.hold(state)
     explain_blocked(blocked, cache, plan)  # 4
+    if reservation is not None:
+        explain_reservation(reservation, blocked, state, plan, snapshot.now)
     preempt_for_blocked(blocked, state, snapshot, plan, admission, quota_blocked)  # 5
     return plan
 
@@ -166,6 +177,62 @@ def preempt_for_blocked(
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
+
+
+def running_by_node(snapshot: Snapshot) -> dict[str, list[RunningJob]]:
+    holders: dict[str, list[RunningJob]] = {}
+    for job in snapshot.running:
+        holders.setdefault(job.node, []).append(job)
+    return holders
+
+
+def backfill(
+    job: JobRequest, reservation: Reservation, state: CycleState, profile: Profile
+) -> Placement | None:
+    """Step 3f: a job that ends before the reservation starts may use its GPUs.
+
+    The job was blocked everywhere, so only the reservation's node can take it
+    once the held GPUs are released; it is checked there directly with the
+    profile's filters and picker (not the verdict cache, which assumes
+    capacity only shrinks). The net change is a shrink: the hold is restored
+    on whatever the job did not take.
+    """
+    node = state.nodes[reservation.node]
+    reservation.release(state)
+    try:
+        if all(f.filter(job, node).ok for f in profile.filters):
+            gpus = profile.picker.pick(job, node)
+            if gpus is not None:
+                return state.reserve(job, reservation.node, gpus)
+        return None
+    except ReservationError:
+        return None
+    finally:
+        reservation.hold(state)
+
+
+def explain_reservation(
+    reservation: Reservation,
+    blocked: Sequence[JobRequest],
+    state: CycleState,
+    plan: Plan,
+    now: float,
+) -> None:
+    """Step 4b: the reserved job's ETA; later jobs held back only by the reservation."""
+    first = reservation.job.id
+    plan.pending[first] = [*plan.pending.get(first, []), reservation.reason(now)]
+    node = state.nodes[reservation.node]
+    held = [g for g in node.gpus if g.index in reservation.held]
+    for job in blocked:
+        if job.id == first or job.shared or not held:
+            continue
+        free = sum(1 for g in node.gpus if usable_now(job, g))
+        usable_held = sum(1 for g in held if matches_model(job, g) and g.healthy)
+        if free < job.gpus <= free + usable_held:
+            plan.pending[job.id] = [
+                reservation.blocked_reason(job, now),
+                *plan.pending.get(job.id, []),
+            ]
 
 
 def nominations(snapshot: Snapshot) -> dict[int, list[RunningJob]]:

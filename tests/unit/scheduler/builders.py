@@ -72,6 +72,10 @@ class JobBuilder:
         self._job = replace(self._job, submitted_at=at)
         return self
 
+    def max_runtime(self, seconds: float) -> JobBuilder:
+        self._job = replace(self._job, max_runtime=seconds)
+        return self
+
     def cannot_preempt(self) -> JobBuilder:
         self._job = replace(self._job, can_preempt=False)
         return self
@@ -176,6 +180,10 @@ class RunningBuilder:
 
     def started(self, at: float) -> RunningBuilder:
         self._fields["started_at"] = at
+        return self
+
+    def max_runtime(self, seconds: float) -> RunningBuilder:
+        self._fields["max_runtime"] = seconds
         return self
 
     def min_runtime(self, seconds: float) -> RunningBuilder:

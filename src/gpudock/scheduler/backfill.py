@@ -1,0 +1,137 @@
+"""EASY backfill: the first blocked job gets a reservation; later jobs may not delay it.
+
+Step 3e of the cycle. When the first job of the cycle's order is blocked for
+lack of capacity, ``Reservation.make`` finds where and when it could start:
+
+1. on each node that could ever hold it, walk the running jobs' expected
+   ends (``started_at + max_runtime``; stopping jobs end now) in time order
+   until the job fits: that is the node's shadow time;
+2. take the node with the earliest shadow time (ties to the name), or, when
+   no running job there has a ``max_runtime``, the first node where it fits
+   once everything ends, with an unknown start;
+3. reserve the GPUs it would take there, preferring ones busy now, so that
+   GPUs that are free now stay free for others where possible.
+
+The reserved GPUs that are free now are *held* in the cycle's capacity
+model, so later jobs cannot take them. A later job whose ``max_runtime``
+ends before the shadow time may still use them (it cannot delay the
+reservation); jobs without ``max_runtime`` backfill only onto GPUs the
+blocked job cannot use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpudock.core.job import PendingReason
+from gpudock.core.units import format_duration
+from gpudock.scheduler.capacity import CycleState, usable_now
+from gpudock.scheduler.preemption import could_fit_if_freed, usable_after
+from gpudock.scheduler.snapshot import JobRequest, RunningJob
+
+
+@dataclass(slots=True)
+class Reservation:
+    job: JobRequest
+    node: str
+    start: float  # math.inf when unknown (running jobs without max_runtime)
+    gpus: tuple[int, ...]  # GPU indices it will take on ``node``
+    waiting_for: tuple[int, ...]  # running jobs whose end it waits for
+    held: tuple[int, ...] = ()  # indices held now in the capacity model
+
+    @classmethod
+    def make(
+        cls,
+        job: JobRequest,
+        state: CycleState,
+        holders: Mapping[str, Sequence[RunningJob]],
+        now: float,
+    ) -> Reservation | None:
+        """Steps 1-3; None when no node could ever hold the job."""
+        best: Reservation | None = None
+        for node in state.nodes.values():
+            if not could_fit_if_freed(job, node):
+                continue
+            found = _shadow(job, state, node.name, holders.get(node.name, ()), now)
+            if found is not None and (
+                best is None or (found.start, found.node) < (best.start, best.node)
+            ):
+                best = found
+        return best
+
+    def hold(self, state: CycleState) -> None:
+        """Keep the reserved GPUs that are free now away from later jobs."""
+        node = state.nodes[self.node]
+        free = [g.index for g in node.gpus if g.index in self.gpus and usable_now(self.job, g)]
+        state.hold(self.job, self.node, free)
+        self.held = tuple(free)
+
+    def release(self, state: CycleState) -> None:
+        """Give the held GPUs back (to try a job that ends before ``start``)."""
+        if self.held:
+            state.release(self.job, self.node, self.held)
+            self.held = ()
+
+    def short_enough(self, job: JobRequest, now: float) -> bool:
+        """True if ``job`` surely ends (``max_runtime``) before the reservation starts."""
+        return job.max_runtime is not None and now + job.max_runtime <= self.start
+
+    def reason(self, now: float) -> PendingReason:
+        """Why the reserved job waits, with its ETA when known."""
+        waits = ", ".join(str(i) for i in self.waiting_for)
+        label = "job" if len(self.waiting_for) == 1 else "jobs"
+        if math.isinf(self.start):
+            eta = "start time unknown: the running jobs it waits for have no max_runtime"
+        else:
+            eta = f"expected to start in {format_duration(max(0.0, self.start - now))}"
+            if waits:
+                eta += f", when {label} {waits} reach{'es' if label == 'job' else ''} max_runtime"
+        return PendingReason(
+            "devices",
+            f"next in line: GPUs {list(self.gpus)} on node {self.node} are reserved for it",
+            eta,
+        )
+
+    def blocked_reason(self, job: JobRequest, now: float) -> PendingReason:
+        """For a later job that would fit but for this reservation."""
+        if math.isinf(self.start):
+            hint = "the reserved job's start is unknown, so no backfill onto its GPUs"
+        else:
+            hint = (
+                f"with max_runtime at most {format_duration(max(0.0, self.start - now))} "
+                "it could backfill now"
+            )
+        return PendingReason(
+            "priority",
+            f"GPUs on node {self.node} are reserved for higher-priority job {self.job.id}",
+            hint,
+        )
+
+
+def _shadow(
+    job: JobRequest, state: CycleState, name: str, running: Sequence[RunningJob], now: float
+) -> Reservation | None:
+    node = state.nodes[name]
+    ends = sorted((_end(r, now), r.id, r) for r in running)
+    released: list[RunningJob] = []
+    steps: list[tuple[float, RunningJob | None]] = [(now, None)]
+    steps += [(end, r) for end, _, r in ends]
+    for end, victim in steps:
+        if victim is not None:
+            released.append(victim)
+        usable = usable_after(job, node, released)
+        if len(usable) >= job.gpus:
+            gpus = sorted(usable, key=lambda g: (usable_now(job, g), g.index))[: job.gpus]
+            indices = tuple(sorted(g.index for g in gpus))
+            return Reservation(job, name, end, indices, tuple(sorted(r.id for r in released)))
+    return None
+
+
+def _end(job: RunningJob, now: float) -> float:
+    if job.stopping:
+        return now
+    if job.max_runtime is None or job.started_at is None:
+        return math.inf
+    return max(now, job.started_at + job.max_runtime)

@@ -1,0 +1,77 @@
+"""EASY backfill: the first blocked job's reservation, its ETA, and who may use its GPUs."""
+
+from __future__ import annotations
+
+from tests.unit.scheduler.builders import (
+    gpu_indices,
+    make_job,
+    make_node,
+    make_running,
+    make_snapshot,
+    placement_of,
+    run,
+)
+
+NOW = 1000.0
+
+
+def cluster(*running: object) -> dict[str, object]:
+    return {"nodes": [make_node("n0").gpus(4)], "running": running, "now": NOW}
+
+
+def test_the_blocked_job_gets_an_eta_and_a_short_job_backfills_in_its_shadow() -> None:
+    running = [
+        make_running(10).on("n0", 0, 1).started(0).max_runtime(3600),  # ends at 3600
+        make_running(11).on("n0", 2),  # no max_runtime
+    ]
+    big = make_job(1).gpus(3).priority(10)
+    short = make_job(2).max_runtime(600).submitted(1)  # ends at 1600 < 3600
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big, short], now=NOW, running=running))
+    placed = placement_of(plan, 2)
+    assert placed is not None and gpu_indices(placed) == [3]
+    eta = plan.pending[1][-1]
+    assert eta.message == "next in line: GPUs [0, 1, 3] on node n0 are reserved for it"
+    assert eta.counterfactual == "expected to start in 43m20s, when job 10 reaches max_runtime"
+
+
+def test_a_job_without_max_runtime_may_not_take_reserved_gpus() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(1).gpus(4).priority(10)
+    unbounded = make_job(2).submitted(1)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big, unbounded], now=NOW, running=running))
+    assert placement_of(plan, 2) is None
+    reason = plan.pending[2][0]
+    assert reason.layer == "priority"
+    assert reason.message == "GPUs on node n0 are reserved for higher-priority job 1"
+    assert reason.counterfactual == "with max_runtime at most 43m20s it could backfill now"
+
+
+def test_a_long_job_may_not_take_reserved_gpus_either() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(1).gpus(4).priority(10)
+    long = make_job(2).max_runtime(7200).submitted(1)  # would end after 3600
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big, long], now=NOW, running=running))
+    assert placement_of(plan, 2) is None
+
+
+def test_gpus_the_blocked_job_cannot_use_stay_free_for_others() -> None:
+    # the 3-GPU job only needs busy GPUs 0-2 plus one free one; GPU 3 is reserved, 4-7 are not
+    running = [make_running(10).on("n0", 0, 1, 2).started(0).max_runtime(3600)]
+    nodes = [make_node("n0").gpus(8)]
+    big = make_job(1).gpus(8).priority(10)
+    other = make_job(2).gpus(1).submitted(1)
+    plan = run(make_snapshot(nodes, [big, other], now=NOW, running=running))
+    # the reservation needs every GPU: nothing is left to backfill without max_runtime
+    assert placement_of(plan, 2) is None
+    small_big = make_job(1).gpus(4).priority(10)
+    plan = run(make_snapshot(nodes, [small_big, other], now=NOW, running=running))
+    assert placement_of(plan, 1) is not None  # 5 free GPUs: it simply runs
+
+
+def test_unknown_start_when_running_jobs_have_no_max_runtime() -> None:
+    running = [make_running(10).on("n0", 0, 1)]
+    big = make_job(1).gpus(4).priority(10)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert plan.pending[1][-1].counterfactual == (
+        "start time unknown: the running jobs it waits for have no max_runtime"
+    )
