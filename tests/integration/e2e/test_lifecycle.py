@@ -124,7 +124,11 @@ def test_cancel_stops_a_running_container_and_frees_its_gpus(
     assert response.status_code == 200
     done = wait_state(api, job_id, DONE, timeout=30)
     assert done["state"] == "CANCELLED" and done["reason"] == "cancelled by admin"
-    assert not docker.api.containers(all=True, filters={"name": running["container"]})
+    wait_for(
+        lambda: not docker.api.containers(all=True, filters={"name": running["container"]}),
+        15,
+        "the cancelled container to be removed",
+    )
     assert api.post(f"/v1/jobs/{job_id}/cancel").status_code == 409
     gpus = {g["uuid"]: g for g in api.get("/v1/gpus").json()}
     assert all(gpus[u]["exclusive_job"] is None for u in running["gpus"])
@@ -167,7 +171,12 @@ def test_logs_outlive_the_container(server: ServerProcess, docker: Any) -> None:
     wait_state(api, job_id, DONE)
     instance = api.get("/healthz").json()["instance"]
     labels = [f"gpudock.job={job_id}", f"gpudock.instance={instance}"]
-    assert not docker.api.containers(all=True, filters={"label": labels})
+    # the container is removed right after the final state commits
+    wait_for(
+        lambda: not docker.api.containers(all=True, filters={"label": labels}),
+        15,
+        "the finished container to be removed",
+    )
     assert api.get(f"/v1/jobs/{job_id}/logs").text == f"hello from {job_id}\n"
 
 

@@ -50,7 +50,11 @@ def test_higher_priority_preempts_the_youngest_lower_priority_jobs(
     assert [e["gpudock_job_id"] for e in starts] == [str(urgent)]
     for victim in victims:
         name = f"gpudock-{instance}-{victim['id']}-a0"
-        assert not docker.api.containers(all=True, filters={"name": name})
+        wait_for(
+            lambda name=name: not docker.api.containers(all=True, filters={"name": name}),
+            15,
+            f"{name} to be removed",
+        )
     # the victims wait for GPUs; they never preempt back (their class may not preempt)
     reasons = wait_for(lambda: job_state(api, victims[0]["id"])["pending_reasons"], 20, "reason")
     assert reasons[0]["layer"] in ("devices", "priority")
