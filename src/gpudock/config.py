@@ -92,11 +92,35 @@ class PriorityClass(BaseModel):
     description: str = ""
 
 
+class ScorerWeight(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    weight: float = Field(default=1.0, gt=0)
+
+
+class PoliciesConfig(BaseModel):
+    """Which registered policies run (``gpudock.scheduler.registry``); unset = default.
+
+    Names are checked against the registry when the server starts.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    order: str | None = None
+    filters: list[str] | None = Field(default=None, description="run in this order")
+    scorers: list[ScorerWeight] | None = Field(
+        default=None, description="summed with their weights; default: `placement` with 1"
+    )
+    picker: str | None = None
+
+
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     placement: Literal["binpack", "spread"] = "binpack"
     priority_classes: list[PriorityClass] = Field(default_factory=list)
+    policies: PoliciesConfig = Field(default_factory=PoliciesConfig)
     queues: QueuesConfig = Field(
         default_factory=QueuesConfig,
         description="declared queues, cohorts and fair share; none declared: no quotas",

@@ -23,6 +23,7 @@ from gpudock.executors.docker import DockerExecutor
 from gpudock.gpus import discover
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
+from gpudock.scheduler.registry import build_profile
 from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
@@ -48,7 +49,11 @@ def build_server(
     emulate_gpus: str | None = None,
     executor: Executor | None = None,
 ) -> Server:
-    """Open and migrate the store, register this node's GPUs, wire the runtime."""
+    """Open and migrate the store, register this node's GPUs, wire the runtime.
+
+    Raises ``ValueError`` for a scheduler config naming unknown policies.
+    """
+    build_profile(config.scheduler)  # fail at start, not at the first cycle
     home.mkdir(parents=True, exist_ok=True)
     db = Database.open(db_url or default_url(home))
     node_name = config.node_name or socket.gethostname()

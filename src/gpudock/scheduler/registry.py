@@ -71,12 +71,21 @@ class ProfileSpec:
 
 
 def profile_spec(config: SchedulerConfig) -> ProfileSpec:
-    """The default profile, with the score policy chosen by ``config.placement``."""
+    """The profile ``config.policies`` names; the default for every part left unset.
+
+    The default: priority then FIFO order; filters gpu_model, node_health,
+    gpu_capacity; the ``config.placement`` scorer with weight 1; best-fit GPUs.
+    """
+    chosen = config.policies
     return ProfileSpec(
-        order=PriorityFifo.name,
-        filters=(GpuModel.name, NodeHealth.name, GpuCapacity.name),
-        scorers=((config.placement, 1.0),),
-        picker=BestFitPicker.name,
+        order=chosen.order or PriorityFifo.name,
+        filters=tuple(chosen.filters)
+        if chosen.filters is not None
+        else (GpuModel.name, NodeHealth.name, GpuCapacity.name),
+        scorers=tuple((s.name, s.weight) for s in chosen.scorers)
+        if chosen.scorers is not None
+        else ((config.placement, 1.0),),
+        picker=chosen.picker or BestFitPicker.name,
     )
 
 
@@ -95,9 +104,14 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
     Raises ``ValueError`` naming the known policies for an unknown name.
     """
     spec = spec or profile_spec(config)
+    filters = tuple(_make(FILTER_POLICIES, "filter", n) for n in spec.filters)
+    if GpuCapacity.name not in spec.filters:
+        raise ValueError(
+            f"the {GpuCapacity.name} filter is required: without it GPUs would be over-committed"
+        )
     return Profile(
         order=_make(ORDER_POLICIES, "order", spec.order),
-        filters=tuple(_make(FILTER_POLICIES, "filter", n) for n in spec.filters),
+        filters=filters,
         scorers=tuple((_make(SCORE_POLICIES, "score", n), w) for n, w in spec.scorers),
         picker=_make(GPU_PICKERS, "GPU picker", spec.picker),
     )

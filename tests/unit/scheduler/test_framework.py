@@ -115,3 +115,36 @@ def test_the_snapshot_is_never_mutated_and_plans_repeat() -> None:
 def test_duplicate_node_names_are_rejected() -> None:
     with pytest.raises(ValueError, match="twice"):
         CycleState([make_node("n0").build(), make_node("n0").build()])
+
+
+def test_the_config_picks_policies_and_weights() -> None:
+    from gpudock.config import SchedulerConfig
+    from gpudock.scheduler.registry import build_profile
+
+    config = SchedulerConfig.model_validate(
+        {
+            "policies": {
+                "filters": ["node_health", "gpu_model", "gpu_capacity"],
+                "scorers": [{"name": "spread", "weight": 2}, {"name": "binpack", "weight": 0.5}],
+            }
+        }
+    )
+    profile = build_profile(config)
+    assert [f.name for f in profile.filters] == ["node_health", "gpu_model", "gpu_capacity"]
+    assert [(s.name, w) for s, w in profile.scorers] == [("spread", 2.0), ("binpack", 0.5)]
+
+
+def test_unknown_or_unsafe_policy_names_are_refused() -> None:
+    import pytest
+
+    from gpudock.config import SchedulerConfig
+    from gpudock.scheduler.registry import build_profile
+
+    bad = SchedulerConfig.model_validate({"policies": {"scorers": [{"name": "tetris"}]}})
+    with pytest.raises(
+        ValueError, match="unknown score policy 'tetris' \\(known: binpack, spread\\)"
+    ):
+        build_profile(bad)
+    unsafe = SchedulerConfig.model_validate({"policies": {"filters": ["gpu_model"]}})
+    with pytest.raises(ValueError, match="gpu_capacity filter is required"):
+        build_profile(unsafe)
