@@ -1,0 +1,121 @@
+"""Properties of the cycle with queues, over random clusters, quotas and job streams.
+
+Whatever the cluster, the queues and the jobs: a queue never ends a cycle
+above its limit, a queue that may not borrow never above its guarantee, the
+GPUs are never over-committed, preemption victims are real running jobs of
+lower priority or of borrowing queues, and the Plan is deterministic.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudock.config import SchedulerConfig
+from gpudock.queue import QueuesConfig, Resources, job_usage
+from gpudock.scheduler.admission import queue_usage
+from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.snapshot import JobRequest, Plan, Snapshot
+
+from .builders import make_node, make_running, make_snapshot
+
+QUEUES = ("a", "b", "c")
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> tuple[Snapshot, SchedulerConfig]:
+    queues = []
+    for name in QUEUES:
+        guarantee = draw(st.integers(0, 4))
+        limit = draw(st.integers(guarantee, 8) | st.none())
+        queue: dict[str, object] = {
+            "name": name,
+            "weight": draw(st.sampled_from([1, 2, 3])),
+            "guarantee": {"gpus": guarantee},
+            "borrow": draw(st.booleans()),
+        }
+        if limit is not None:
+            queue["limit"] = {"gpus": limit}
+        queues.append(queue)
+    config = SchedulerConfig(queues=QueuesConfig.model_validate({"queues": queues}))
+    node_count = draw(st.integers(1, 3))
+    nodes = [make_node(f"n{i}").gpus(draw(st.integers(1, 4))) for i in range(node_count)]
+    running = []
+    next_id = 1000
+    for i, node in enumerate(nodes):
+        size = len(node.build().gpus)
+        for index in range(size):
+            if draw(st.booleans()):
+                running.append(
+                    make_running(next_id)
+                    .on(f"n{i}", index)
+                    .queue(draw(st.sampled_from(QUEUES)))
+                    .priority(draw(st.integers(0, 2)))
+                    .started(float(next_id))
+                )
+                next_id += 1
+    jobs = [
+        JobRequest(
+            id=j,
+            gpus=draw(st.integers(1, 3)),
+            submitted_at=float(j),
+            priority=draw(st.integers(0, 3)),
+            queue=draw(st.sampled_from(QUEUES)),
+            gpu_memory=draw(st.sampled_from([None, None, 20 * 2**30])),
+        )
+        for j in range(1, draw(st.integers(1, 12)) + 1)
+    ]
+    return make_snapshot(nodes, jobs, now=5000.0, running=running), config
+
+
+def usage_after(snapshot: Snapshot, plan: Plan) -> dict[str, Resources]:
+    totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    queue_of = {j.id: j.queue for j in snapshot.pending}
+    usage = queue_usage(snapshot)
+    for p in plan.placements:
+        held = job_usage(p.memory_per_gpu, [totals[u] for u in p.gpu_uuids])
+        usage[queue_of[p.job_id]] = usage.get(queue_of[p.job_id], Resources()) + held
+    return usage
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenario())
+def test_admitted_work_respects_limits_and_guarantees(
+    case: tuple[Snapshot, SchedulerConfig],
+) -> None:
+    snapshot, config = case
+    plan = schedule(snapshot, config)
+    before = queue_usage(snapshot)
+    after = usage_after(snapshot, plan)
+    for queue in config.queues.queues:
+        used = Fraction(after.get(queue.name, Resources()).gpus)
+        had = Fraction(before.get(queue.name, Resources()).gpus)
+        grew = used > had
+        if grew and queue.limit.gpus is not None:
+            assert used <= queue.limit.gpus, (queue.name, used)
+        if grew and not queue.borrow:
+            assert used <= (queue.guarantee.gpus or 0), (queue.name, used)
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenario())
+def test_gpus_are_never_over_committed_and_victims_are_legitimate(
+    case: tuple[Snapshot, SchedulerConfig],
+) -> None:
+    snapshot, config = case
+    plan = schedule(snapshot, config)
+    held = {u for r in snapshot.running if r.memory_per_gpu is None for u in r.gpu_uuids}
+    exclusive = [u for p in plan.placements if p.memory_per_gpu is None for u in p.gpu_uuids]
+    assert len(exclusive) == len(set(exclusive)) and not set(exclusive) & held
+    running = {r.id: r for r in snapshot.running}
+    pending = {j.id: j for j in snapshot.pending}
+    victims = [p.victim_id for p in plan.preemptions]
+    assert len(victims) == len(set(victims))
+    for preemption in plan.preemptions:
+        victim, preemptor = running[preemption.victim_id], pending[preemption.preemptor_id]
+        assert preemption.preemptor_id not in {p.job_id for p in plan.placements}
+        same_queue_lower = victim.queue == preemptor.queue and victim.priority < preemptor.priority
+        assert same_queue_lower or victim.queue != preemptor.queue
+    assert schedule(snapshot, config) == plan  # deterministic
