@@ -85,6 +85,7 @@ def run_cycle(
     admission = Admission(queues, snapshot) if queues is not None else None
     holders = running_by_node(snapshot)
     reservation: Reservation | None = None
+    reservation_tries = 0
     for job in admission.order(jobs) if admission else jobs:  # 3
         if job.nodes > 1:
             plan.pending[job.id] = [_gang_reason(job)]
@@ -107,7 +108,8 @@ def run_cycle(
             blocked.append(job)
             if job.id in nominated:
                 hold_for_preemptor(job, nominated[job.id], state)
-            elif reservation is None and job.gpus > 0:
+            elif reservation is None and job.gpus > 0 and reservation_tries < 3:
+                reservation_tries += 1  # EASY: the first blocked job that can be reserved
                 reservation = Reservation.make(job, state, holders, snapshot.now)
                 if reservation is not None:
                     reservation.hold(state)

@@ -110,19 +110,28 @@ def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) 
 
 
 def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> list[GpuState]:
-    """The node's GPUs ``job`` could use after ``victims`` stop (copies; node untouched)."""
-    gpus = {g.uuid: copy.copy(g) for g in node.gpus}
+    """The node's GPUs ``job`` could use after ``victims`` stop (node untouched).
+
+    GPUs no victim holds are tested as they are; the others on copies.
+    """
+    released: dict[str, list[RunningJob]] = {}
     for victim in victims:
         for uuid in victim.gpu_uuids:
-            gpu = gpus.get(uuid)
-            if gpu is None:
-                continue
-            if victim.memory_per_gpu is None:
-                gpu.exclusive, gpu.used_memory = False, 0
-            else:
-                gpu.used_memory = max(0, gpu.used_memory - victim.memory_per_gpu)
-                gpu.shared_jobs = max(0, gpu.shared_jobs - 1)
-    return [g for g in gpus.values() if usable_now(job, g)]
+            released.setdefault(uuid, []).append(victim)
+    usable = []
+    for gpu in node.gpus:
+        holders = released.get(gpu.uuid)
+        if holders:
+            gpu = copy.copy(gpu)
+            for victim in holders:
+                if victim.memory_per_gpu is None:
+                    gpu.exclusive, gpu.used_memory = False, 0
+                else:
+                    gpu.used_memory = max(0, gpu.used_memory - victim.memory_per_gpu)
+                    gpu.shared_jobs = max(0, gpu.shared_jobs - 1)
+        if usable_now(job, gpu):
+            usable.append(gpu)
+    return usable
 
 
 class Reclaimer(Protocol):
