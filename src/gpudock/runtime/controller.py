@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
@@ -143,8 +144,8 @@ class Controller:
             self._stop.wait(timeout=0.5)
 
     @staticmethod
-    def _safe(fn: object, ctx: RuntimeContext) -> None:
+    def _safe(fn: Callable[[RuntimeContext], object], ctx: RuntimeContext) -> None:
         try:
-            fn(ctx)  # type: ignore[operator]
+            fn(ctx)
         except Exception:
             log.exception("background step failed; retrying next cycle")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from gpudock.core.inventory import NodeStatus
 from gpudock.core.job import Job, JobState, container_name, parse_mount
 from gpudock.executors.base import ExecutorUnavailable, LaunchError, LaunchRequest
+from gpudock.runtime import node_health
 from gpudock.runtime.context import RuntimeContext
-from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 
 log = logging.getLogger("gpudock.launcher")
@@ -43,7 +42,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
     try:
         status = ctx.executor.launch(build_request(ctx, job))
     except ExecutorUnavailable as exc:
-        _mark_unavailable(ctx, str(exc))
+        node_health.mark_engine_down(ctx, exc)
         log.warning("job %s: Docker unreachable; launch resumes when it returns", job_id)
         return
     except LaunchError as exc:
@@ -93,14 +92,3 @@ def build_request(ctx: RuntimeContext, job: Job) -> LaunchRequest:
         mounts=tuple(parse_mount(m) for m in spec.mounts),
         labels=labels,
     )
-
-
-def _mark_unavailable(ctx: RuntimeContext, why: str) -> None:
-    with ctx.db.write() as session:
-        inv_store.set_node_status(
-            session,
-            ctx.node_name,
-            NodeStatus.UNAVAILABLE,
-            f"Docker daemon unreachable: {why}",
-            ctx.clock(),
-        )

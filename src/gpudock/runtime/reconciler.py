@@ -19,7 +19,7 @@ import logging
 from gpudock.core.inventory import NodeStatus
 from gpudock.core.job import Job, JobState
 from gpudock.executors.base import ContainerState, ContainerStatus, ExecutorUnavailable
-from gpudock.runtime import finisher, launcher
+from gpudock.runtime import finisher, launcher, node_health
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
@@ -74,16 +74,7 @@ def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
         ctx.executor.ping()
         containers = ctx.executor.list_containers()
     except ExecutorUnavailable as exc:
-        with ctx.db.write() as session:
-            changed = inv_store.set_node_status(
-                session,
-                ctx.node_name,
-                NodeStatus.UNAVAILABLE,
-                f"Docker daemon unreachable: {exc}",
-                ctx.clock(),
-            )
-        if changed:
-            log.warning("node %s unavailable: Docker daemon unreachable: %s", ctx.node_name, exc)
+        node_health.mark_engine_down(ctx, exc)
         return None
     with ctx.db.write() as session:
         changed = inv_store.set_node_status(

@@ -41,7 +41,7 @@ from gpudock.scheduler.capacity import CycleState, ReservationError, matches_mod
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
-from gpudock.scheduler.preemption import plan_preemptions
+from gpudock.scheduler.preemption import plan_preemptions, running_by_node
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, RunningJob, Snapshot
 
@@ -83,7 +83,7 @@ def run_cycle(
     quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
     nominated = nominations(snapshot)
     admission = Admission(queues, snapshot) if queues is not None else None
-    holders = running_by_node(snapshot)
+    holders = running_by_node(snapshot.running)
     reservation: Reservation | None = None
     reservation_tries = 0
     for job in admission.order(jobs) if admission else jobs:  # 3
@@ -179,13 +179,6 @@ def preempt_for_blocked(
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
-
-
-def running_by_node(snapshot: Snapshot) -> dict[str, list[RunningJob]]:
-    holders: dict[str, list[RunningJob]] = {}
-    for job in snapshot.running:
-        holders.setdefault(job.node, []).append(job)
-    return holders
 
 
 def backfill(

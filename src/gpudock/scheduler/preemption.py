@@ -169,9 +169,7 @@ def plan_preemptions(
     lent) may only reclaim. Returns the preemptions and, per affected job, a
     ``priority`` or ``fairness`` reason.
     """
-    holders: dict[str, list[RunningJob]] = {}
-    for held in running:
-        holders.setdefault(held.node, []).append(held)
+    holders = running_by_node(running)
     floor = _lowest_preemptible_priority(running, now)
     taken: set[int] = set()
     preemptions: list[Preemption] = []
@@ -251,6 +249,14 @@ def _choose(
     if choice is not None:
         taken.update(choice.ids)
     return choice
+
+
+def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]]:
+    """The running jobs holding GPUs on each node."""
+    holders: dict[str, list[RunningJob]] = {}
+    for job in running:
+        holders.setdefault(job.node, []).append(job)
+    return holders
 
 
 def could_fit_if_freed(job: JobRequest, node: NodeState) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpudock.core.inventory import Gpu, GpuHealth, Node, NodeInventory, NodeStatus
@@ -159,12 +159,3 @@ def instance_id(session: Session) -> str:
         session.add(row)
         session.flush()
     return row.value
-
-
-def mark_gpus_health(session: Session, node: str, health: GpuHealth) -> None:
-    session.execute(
-        update(GpuRow)
-        .where(GpuRow.node == node, GpuRow.health != GpuHealth.MISSING.value)
-        .values(health=health.value, version=GpuRow.version + 1)
-        .execution_options(synchronize_session=False)
-    )

@@ -259,17 +259,6 @@ def request_preemption(session: Session, preemption: Preemption) -> bool:
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
-def set_fields(session: Session, job_id: int, expected: JobState, **fields: Any) -> bool:
-    """Update plain fields of a job that is still in ``expected``."""
-    result = session.execute(
-        update(JobRow)
-        .where(JobRow.id == job_id, JobRow.state == expected.value)
-        .values(**fields)
-        .execution_options(synchronize_session=False)
-    )
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
-
-
 def _allocations(session: Session, job_ids: Iterable[int]) -> dict[int, tuple[AllocationRow, ...]]:
     ids = list(job_ids)
     if not ids:
