@@ -112,9 +112,13 @@ class Admission:
         return iter(FairShareOrder(heads, self.fair, self.ledger.usage))
 
     def estimate(self, job: JobRequest) -> Resources:
-        """What admission charges ``job`` before it is placed (an upper bound)."""
+        """What admission charges ``job`` before it is placed (an upper bound).
+
+        A gang counts every node's part.
+        """
         share = job.gpu_memory if job.shared else None
-        return pending_usage(job.gpus, share, self._eligible(job.gpu_model), job.cpus)
+        cpus = None if job.cpus is None else job.cpus * job.nodes
+        return pending_usage(job.gpus * job.nodes, share, self._eligible(job.gpu_model), cpus)
 
     def refuse(self, job: JobRequest) -> PendingReason | None:
         """Step 3: None if the queue may take ``job`` now, else the quota reason."""

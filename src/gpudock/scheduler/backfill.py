@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from gpudock.core.job import PendingReason
 from gpudock.core.units import format_duration
 from gpudock.scheduler.capacity import CycleState, usable_now
-from gpudock.scheduler.preemption import could_fit_if_freed, usable_after
+from gpudock.scheduler.preemption import could_fit_if_freed, fits_after, usable_after
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 
 
@@ -121,8 +121,8 @@ def _shadow(
     for end, victim in steps:
         if victim is not None:
             released.append(victim)
-        usable = usable_after(job, node, released)
-        if len(usable) >= job.gpus:
+        if fits_after(job, node, released):
+            usable = usable_after(job, node, released)
             gpus = sorted(usable, key=lambda g: (usable_now(job, g), g.index))[: job.gpus]
             indices = tuple(sorted(g.index for g in gpus))
             return Reservation(job, name, end, indices, tuple(sorted(r.id for r in released)))

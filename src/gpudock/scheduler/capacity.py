@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 
+from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement
 
@@ -40,6 +41,8 @@ class GpuState:
     exclusive: bool
     shared_jobs: int
     healthy: bool
+    numa: int | None = None
+    nvlink: int | None = None
 
     @classmethod
     def from_view(cls, view: GpuView) -> GpuState:
@@ -52,6 +55,8 @@ class GpuState:
             view.exclusive,
             view.shared_jobs,
             view.healthy,
+            view.numa,
+            view.nvlink,
         )
 
     @property
@@ -76,6 +81,8 @@ class NodeState:
     ``gpus`` is sorted by index. ``idle_gpus`` (healthy idle GPUs) and
     ``free_memory`` (free bytes on healthy GPUs not held exclusively) are
     maintained by ``refresh`` so policies can read them in O(1).
+    ``cpus`` is None when the node does not schedule CPUs; otherwise
+    ``free_cpus`` is what jobs asking for CPUs may still take.
     """
 
     name: str
@@ -85,6 +92,9 @@ class NodeState:
     gpus: tuple[GpuState, ...]
     idle_gpus: int = 0
     free_memory: int = 0
+    taints: tuple[Taint, ...] = ()
+    cpus: float | None = None
+    free_cpus: float = 0.0
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -99,11 +109,23 @@ class NodeState:
                     g.exclusive,
                     g.shared_jobs,
                     g.healthy,
+                    g.numa,
+                    g.nvlink,
                 )
                 for g in sorted(view.gpus, key=_by_index)
             ]
         )  # GpuState.from_view, inlined: a cycle copies every node it places on
-        node = cls(view.name, view.available, view.unavailable_reason, view.labels, gpus)
+        free_cpus = 0.0 if view.cpus is None else view.cpus - view.used_cpus
+        node = cls(
+            view.name,
+            view.available,
+            view.unavailable_reason,
+            view.labels,
+            gpus,
+            taints=view.taints,
+            cpus=view.cpus,
+            free_cpus=free_cpus,
+        )
         node.refresh()
         return node
 
@@ -236,6 +258,13 @@ class CycleState:
         for gpu in chosen:
             if not usable_now(job, gpu):
                 raise ReservationError(f"job {job.id} does not fit GPUs {list(gpu_indices)}")
+        if job.cpus and node.cpus is not None:
+            if job.cpus > node.free_cpus + 1e-9:
+                raise ReservationError(
+                    f"job {job.id} needs {job.cpus:g} CPUs; node {node_name} has "
+                    f"{node.free_cpus:g} free"
+                )
+            node.free_cpus -= job.cpus
         share = self._take(job, node, chosen)
         return Placement(job.id, node_name, tuple(g.uuid for g in chosen), share)
 
@@ -252,7 +281,7 @@ class CycleState:
             self._take(job, node, chosen)
 
     def release(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> None:
-        """Undo a ``hold`` of exactly these GPUs for ``job``."""
+        """Undo a ``hold`` of exactly these GPUs for ``job`` (a hold never takes CPUs)."""
         node = self.nodes[node_name]
         share = job.gpu_memory if job.shared else None
         for gpu in _gpus_at(node.gpus, gpu_indices):

@@ -5,28 +5,38 @@ frozen ``Snapshot``, never the clock or the store, and returns a ``Plan``
 that the applier commits conditionally. The same snapshot always yields the
 same Plan. It reads as numbered steps (Kueue style)::
 
-    1. order_jobs        pending jobs by the order policy (priority, then FIFO)
+    1. order_jobs        pending jobs by the order policy (priority, then FIFO);
+                         with queues, fair-share order across them (admission.py)
     2. CycleState        a mutable per-cycle copy of node capacity (each node
                          copied from the snapshot on first use)
-    3. place_job         for each job, in order:
-       a. filter + score   every node's verdict for the job's request:
+    3. for each job, in order:
+       a. admit            queue quota (admission.py), else a ``quota`` reason
+       b. filter + score   every node's verdict for the job's request:
                            IndexedCache (built-in profile: a capacity index
-                           per GPU-model class, O(buckets) per job), else
-                           EquivalenceCache (any profile: the policies run per
-                           node, shared by equal requests, re-evaluated only
-                           on the nodes reserved on since)
-       b. select           the feasible node with the best score, ties to the
+                           per class of GPU model and node affinity,
+                           O(buckets) per job), else EquivalenceCache (any
+                           profile: the policies run per node, shared by equal
+                           requests, re-evaluated only on the nodes reserved
+                           on since)
+       c. select           the feasible node with the best score, ties to the
                            lowest name
-       c. pick             the GPU picker chooses GPUs on that node
-       d. reserve          take them in the capacity model -> Placement
-    4. explain_blocked   jobs no node could take get PendingReasons, worded
+       d. pick             the GPU picker chooses GPUs on that node
+                           (topology-aware: topology.py)
+       e. reserve          take them in the capacity model -> Placement
+       f. backfill         a blocked job may use GPUs reserved for the first
+                           blocked job if it surely ends before that job
+                           starts (backfill.py, EASY)
+       g. gangs            a multi-node gang takes its part on each of its
+                           best feasible nodes, all at once, or waits
+    4. explain           jobs no node could take get PendingReasons, worded
                          against the capacity left at the end of the cycle
+    5. preempt           blocked jobs that may preempt choose victims
+                         (preemption.py): priority within a queue, reclaim
+                         across queues
 
-Ordering in this first version is greedy: jobs are tried strictly in order,
-but a blocked job does not block the ones after it, so a small job may pass
-a big one that waits for a whole node. A later issue adds EASY-backfill
-reservations, so that lower-ordered jobs may only pass when they do not
-delay the blocked job.
+A blocked job does not block the ones after it, but the first blocked job
+(of up to three tried) gets an EASY reservation that later jobs may not
+delay. Gangs neither preempt nor hold reservations.
 """
 
 from __future__ import annotations
@@ -38,19 +48,27 @@ from gpudock.core.job import PendingReason
 from gpudock.scheduler.admission import Admission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
 from gpudock.scheduler.capacity import CycleState, ReservationError, matches_model, usable_now
-from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
+from gpudock.scheduler.equivalence import EquivalenceCache, KeyVerdicts, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
 from gpudock.scheduler.preemption import plan_preemptions, running_by_node
 from gpudock.scheduler.registry import build_profile
-from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, RunningJob, Snapshot
+from gpudock.scheduler.snapshot import (
+    GangPlacement,
+    JobRequest,
+    Placement,
+    Plan,
+    RunningJob,
+    Snapshot,
+)
 
 
 def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     """Decide placements for ``snapshot.pending`` on ``snapshot.nodes``.
 
-    Every pending job ends up either in ``plan.placements`` (exactly once) or
-    in ``plan.pending`` with at least one reason, never both. Placements
+    Every pending job ends up either placed (in ``plan.placements``, or in
+    ``plan.gangs`` for a multi-node gang, exactly once) or in
+    ``plan.pending`` with at least one reason, never both. Placements
     never over-commit a GPU, given the snapshot. No I/O, no clock, never
     mutates the snapshot; deterministic, whatever the order of its tuples.
     """
@@ -86,14 +104,24 @@ def run_cycle(
     holders = running_by_node(snapshot.running)
     reservation: Reservation | None = None
     reservation_tries = 0
+    gangs_blocked: list[JobRequest] = []
     for job in admission.order(jobs) if admission else jobs:  # 3
-        if job.nodes > 1:
-            plan.pending[job.id] = [_gang_reason(job)]
-            continue
         refusal = admission.refuse(job) if admission else None
         if refusal is not None:
             plan.pending[job.id] = [refusal]
             quota_blocked.append(job)
+            continue
+        if job.nodes > 1:
+            gang = place_gang(job, state, cache, profile)  # 3g
+            if isinstance(gang, GangPlacement):
+                plan.gangs.append(gang)
+                if admission:
+                    for part in gang.parts:
+                        admission.charge(job, part)
+            elif isinstance(gang, PendingReason):
+                plan.pending[job.id] = [gang]
+            else:
+                gangs_blocked.append(job)
             continue
         outcome = place_job(job, state, cache, profile)
         if outcome is None and reservation and reservation.short_enough(job, snapshot.now):
@@ -108,12 +136,18 @@ def run_cycle(
             blocked.append(job)
             if job.id in nominated:
                 hold_for_preemptor(job, nominated[job.id], state)
-            elif reservation is None and job.gpus > 0 and reservation_tries < 3:
+            elif (
+                reservation is None
+                and job.gpus > 0
+                and job.topology is None
+                and reservation_tries < 3
+            ):
                 reservation_tries += 1  # EASY: the first blocked job that can be reserved
                 reservation = Reservation.make(job, state, holders, snapshot.now)
                 if reservation is not None:
                     reservation.hold(state)
     explain_blocked(blocked, cache, plan)  # 4
+    explain_gangs(gangs_blocked, cache, plan)
     if reservation is not None:
         explain_reservation(reservation, blocked, state, plan, snapshot.now)
     preempt_for_blocked(blocked, state, snapshot, plan, admission, quota_blocked)  # 5
@@ -145,6 +179,58 @@ def place_job(
         return state.reserve(job, name, gpus)  # d
     except ReservationError as exc:
         return _internal_error(job, name, str(exc))
+
+
+def place_gang(
+    job: JobRequest, state: CycleState, cache: VerdictCache, profile: Profile
+) -> GangPlacement | PendingReason | None:
+    """Step 3g: a multi-node gang takes ``job.gpus`` on each of ``job.nodes`` nodes, or nothing.
+
+    The nodes are the best ``job.nodes`` feasible ones (the filters and
+    scorers see one part of the gang, a ``job.gpus`` request). The picker
+    chooses on each before anything is reserved, so a refusal leaves
+    ``state`` unchanged; None when too few nodes can take a part now.
+    """
+    verdicts = cache.verdicts(job)
+    assert isinstance(verdicts, KeyVerdicts), "gangs take the generic path"
+    nodes = verdicts.ranked()[: job.nodes]
+    if len(nodes) < job.nodes:
+        return None
+    picks: list[tuple[str, list[int]]] = []
+    for name in nodes:
+        gpus = profile.picker.pick(job, state.nodes[name])
+        if gpus is None:
+            return _internal_error(job, name, f"picker {profile.picker.name} found no GPUs")
+        picks.append((name, gpus))
+    try:
+        parts = tuple(state.reserve(job, name, gpus) for name, gpus in picks)
+    except ReservationError as exc:  # a policy bug; earlier parts stay reserved this cycle
+        return _internal_error(job, ", ".join(nodes), str(exc))
+    return GangPlacement(job.id, parts)
+
+
+def explain_gangs(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
+    """Step 4c: why each blocked gang waits: how many nodes could take a part now.
+
+    ``needs 4 nodes with 8 free GPUs each, all at once; 2 can take a part
+    now (gpu-0, gpu-3)``; when no node can, the per-node reasons follow.
+    """
+    for job in blocked:
+        verdicts = cache.verdicts(job)
+        assert isinstance(verdicts, KeyVerdicts), "gangs take the generic path"
+        ready = verdicts.ranked()
+        what = f"{job.gpus} GPUs" if not job.shared else f"{job.gpus} GPU shares"
+        need = f"needs {job.nodes} nodes with {what} each, all at once"
+        missing = job.nodes - len(ready)
+        hint = f"runs when {missing} more {'node has' if missing == 1 else 'nodes have'} room"
+        if not ready:
+            reason = PendingReason("gang", f"{need}; no node can take a part now", hint)
+            plan.pending[job.id] = [reason, *verdicts.reasons()]
+            continue
+        listed = ", ".join(ready[:5]) + (", ..." if len(ready) > 5 else "")
+        count = f"only {len(ready)} can" if len(ready) > 1 else "only 1 can"
+        message = f"{need}; {count} take a part now ({listed})"
+        plan.pending[job.id] = [PendingReason("gang", message, hint)]
 
 
 def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
@@ -256,15 +342,6 @@ def hold_for_preemptor(job: JobRequest, victims: Sequence[RunningJob], state: Cy
         return
     free = [g.index for g in node.gpus if usable_now(job, g)][:want]
     state.hold(job, node_name, free)
-
-
-def _gang_reason(job: JobRequest) -> PendingReason:
-    """Multi-node gangs are never split; this engine does not place them yet."""
-    return PendingReason(
-        "gang",
-        f"needs {job.nodes} nodes with {job.gpus} GPUs each, all at once; "
-        "this scheduler does not place multi-node gangs yet",
-    )
 
 
 def _internal_error(job: JobRequest, node: str, detail: str) -> PendingReason:

@@ -102,6 +102,11 @@ class KeyVerdicts:
             heapq.heappop(heap)  # stale: the node changed or became infeasible
         return None
 
+    def ranked(self) -> list[str]:
+        """Every feasible node, best first (score, then name): O(nodes log nodes)."""
+        scores = self._scores
+        return sorted(scores, key=lambda name: (-scores[name], name))
+
     def reasons(self) -> list[PendingReason]:
         """Why no node can take a job with this key: at least one reason, memoized.
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, NodeState
 from gpudock.scheduler.snapshot import JobRequest
@@ -106,16 +107,35 @@ class Rejection:
     node: NodeState
 
 
-PlacementKey = tuple[int, int | None, str | None]
+PlacementKey = tuple[
+    int,
+    int | None,
+    str | None,
+    tuple[tuple[str, str], ...],
+    tuple[Toleration, ...],
+    str | None,
+    float | None,
+    int,
+]
 
 
 def placement_key(job: JobRequest) -> PlacementKey:
-    """The only job fields filters and scorers may read: ``(gpus, gpu_memory, gpu_model)``.
+    """The only job fields filters and scorers may read.
 
-    Jobs with equal keys get equal verdicts on every node, so the cycle
-    shares verdicts between them.
+    ``(gpus, gpu_memory, gpu_model, node_selector, tolerations, topology,
+    cpus, nodes)``. Jobs with equal keys get equal verdicts on every node,
+    so the cycle shares verdicts between them.
     """
-    return (job.gpus, job.gpu_memory, job.gpu_model)
+    return (
+        job.gpus,
+        job.gpu_memory,
+        job.gpu_model,
+        job.node_selector,
+        job.tolerations,
+        job.topology,
+        job.cpus,
+        job.nodes,
+    )
 
 
 OrderKey = tuple[float, ...]

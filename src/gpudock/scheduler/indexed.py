@@ -1,12 +1,20 @@
 """Steps 3a-b and 4 for the built-in profile, answered from the capacity index.
 
-When a profile runs exactly the built-in filters (``gpu_model`` →
-``node_health`` → ``gpu_capacity``) and one ``binpack`` or ``spread`` scorer
-of weight 1 (the default profile, ``indexable``), the feasible nodes of a job
-and their order follow from a few counters per node and model class
-(``index.py``). ``IndexedCache`` then answers each job in O(buckets) instead
-of running the policies on every node, and words pending reasons with the
-policies' own wording functions from the same counters.
+When a profile runs exactly the built-in filters (``node_affinity`` →
+``gpu_model`` → ``node_health`` → ``cpu_capacity`` → ``gpu_capacity`` →
+``gpu_topology``) and one ``binpack`` or ``spread`` scorer of weight 1 (the
+default profile, ``indexable``), the feasible nodes of a job and their order
+follow from a few counters per node and *class* (the GPU models and node
+affinity a job asks for: ``index.py``). ``IndexedCache`` then answers each
+job in O(buckets) instead of running the policies on every node, and words
+pending reasons with the policies' own wording functions from the same
+counters.
+
+Three kinds of job go to the generic path (an ``EquivalenceCache`` kept
+inside, over the same ``CycleState``): multi-node gangs, jobs that require a
+GPU topology, and jobs asking for CPUs when some node counts CPUs. The index
+would need per-node detail for them; they are rare, and the generic path
+answers them exactly.
 
 Any other profile (custom filters, several scorers, other weights) takes the
 generic path (``equivalence.py``). Both must give the same Plan; the property
@@ -23,9 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, model_name_matches
-from gpudock.scheduler.equivalence import fallback_reason, no_nodes_reason
+from gpudock.scheduler.equivalence import (
+    EquivalenceCache,
+    KeyVerdicts,
+    fallback_reason,
+    no_nodes_reason,
+)
 from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
 from gpudock.scheduler.index import (
     ANY_MODEL,
@@ -37,13 +51,19 @@ from gpudock.scheduler.index import (
     refit,
 )
 from gpudock.scheduler.policies.binpack import Binpack
+from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
 from gpudock.scheduler.policies.gpu_model import GpuModel, model_reason
+from gpudock.scheduler.policies.gpu_topology import GpuTopology
+from gpudock.scheduler.policies.node_affinity import NodeAffinity, admits, affinity_reason
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
 from gpudock.scheduler.snapshot import JobRequest
 
-_FILTERS = (GpuModel, NodeHealth, GpuCapacity)
+_FILTERS = (NodeAffinity, GpuModel, NodeHealth, CpuCapacity, GpuCapacity, GpuTopology)
+
+Affinity = tuple[tuple[tuple[str, str], ...], tuple[Toleration, ...]]
+ClassKey = tuple[ModelClass, Affinity]
 
 
 def indexable(profile: Profile) -> bool:
@@ -61,6 +81,7 @@ class ModelClassIndex:
     members: ModelClass
     index: ClassIndex
     down: list[tuple[str, str | None]]
+    excluded: int  # nodes the job's node affinity rules out
     _groups: tuple[int, list[Group]] | None = None  # (index version, groups)
 
     def groups(self) -> list[Group]:
@@ -84,12 +105,28 @@ class IndexedCache:
         sign = -1 if type(profile.scorers[0][0]) is Spread else 1
         self._catalog = Catalog(state, sign)
         self._by_key: dict[PlacementKey, IndexedVerdicts] = {}
+        self._state = state
+        self._profile = profile
+        self._generic: EquivalenceCache | None = None
+        self._cpu_nodes = any(v.cpus is not None for v in state.views.values())
 
-    def verdicts(self, job: JobRequest) -> IndexedVerdicts:
+    def generic(self, job: JobRequest) -> bool:
+        """True for the jobs the index leaves to the generic path (see the module doc)."""
+        return (
+            job.nodes > 1
+            or (job.topology is not None and job.gpus >= 2)
+            or (bool(job.cpus) and self._cpu_nodes)
+        )
+
+    def verdicts(self, job: JobRequest) -> IndexedVerdicts | KeyVerdicts:
         """Current verdicts for ``job``'s key (caught up with every reservation so far).
 
         A key already blocked stays blocked, so it is answered before catching up.
         """
+        if self.generic(job):
+            if self._generic is None:
+                self._generic = EquivalenceCache(self._state, self._profile)
+            return self._generic.verdicts(job)
         key = placement_key(job)
         verdicts = self._by_key.get(key)
         if verdicts is not None and verdicts.blocked:
@@ -111,7 +148,8 @@ class Catalog:
         self._base = {name: node_fit(v.gpus, ANY_MODEL) for name, v in state.views.items()}
         self.gpu_names = frozenset(g.name for v in state.views.values() for g in v.gpus)
         self._models: dict[str, frozenset[str]] = {}
-        self._classes: dict[ModelClass, ModelClassIndex] = {}
+        self._classes: dict[ClassKey, ModelClassIndex] = {}
+        self._tainted = any(v.taints for v in state.views.values())
         self.seen = len(state.changes)  # entries of ``state.changes`` already applied
 
     @property
@@ -119,9 +157,14 @@ class Catalog:
         return len(self._state.views)
 
     def model_class(self, job: JobRequest) -> ModelClassIndex:
-        """The index of the model class ``job`` asks for, built on first use."""
+        """The index of the class ``job`` asks for (GPU models, node affinity), built once."""
         members = self._members(job)
-        return self._classes.get(members) or self._add_class(members)
+        affinity: Affinity = (
+            job.node_selector,
+            job.tolerations if self._tainted else (),
+        )
+        key = (members, affinity)
+        return self._classes.get(key) or self._add_class(key, job)
 
     def catch_up(self) -> None:
         """Re-summarise the nodes reserved on since the last call, in every class index."""
@@ -149,11 +192,16 @@ class Catalog:
             members = self._models[model] = frozenset(names)
         return members
 
-    def _add_class(self, members: ModelClass) -> ModelClassIndex:
+    def _add_class(self, key: ClassKey, job: JobRequest) -> ModelClassIndex:
+        members, affinity = key
         fits: dict[str, NodeFit] = {}
         down: list[tuple[str, str | None]] = []
+        excluded = 0
         gpus_of = self._state.nodes.gpus_of
         for name, view in self._state.views.items():
+            if (self._tainted or affinity[0]) and not admits(job, view.labels, view.taints):
+                excluded += 1
+                continue  # node_affinity rejects it
             fit = class_fit(self._base[name], gpus_of(name), members)
             if members is not ANY_MODEL and fit.total == 0:
                 continue  # no GPU of the model: gpu_model rejects it
@@ -162,8 +210,14 @@ class Catalog:
             else:
                 down.append((name, view.unavailable_reason))
         index = ClassIndex(fits, self._sign)
-        klass = self._classes[members] = ModelClassIndex(members, index, sorted(down))
+        klass = ModelClassIndex(members, index, sorted(down), excluded)
+        self._classes[key] = klass
         return klass
+
+    def affinity_reason(self, job: JobRequest) -> PendingReason:
+        """``node_affinity``'s reason when it rules out every node."""
+        views = sorted(self._state.views.values(), key=lambda v: v.name)
+        return affinity_reason(job, [(v.name, v.labels, v.taints) for v in views])
 
 
 class IndexedVerdicts:
@@ -204,8 +258,12 @@ class IndexedVerdicts:
         if total == 0:
             return [no_nodes_reason()]
         fits = klass.index.fits
-        if klass.members is not ANY_MODEL and not fits and not klass.down:
-            return [model_reason(job, self._catalog.gpu_names)]  # every node lacks the model
+        if not fits and not klass.down:
+            if klass.excluded == total:
+                return [self._catalog.affinity_reason(job)]  # node_affinity rules out all
+            if klass.members is not ANY_MODEL and klass.excluded == 0:
+                return [model_reason(job, self._catalog.gpu_names)]  # every node lacks the model
+            return [fallback_reason(total)]
         reasons: list[PendingReason] = []
         if klass.down:
             reasons.append(health_reason(klass.down))
@@ -226,14 +284,17 @@ def closest_whole(index: ClassIndex, gpus: int) -> Closest:
     the class; when there are none, all are compared by their GPU count.
     """
     buckets = index.whole()
+    free = sum(idle * len(names) for (_, idle, _), names in buckets.items())
     busy = [(idle, names) for (total, idle, _), names in buckets.items() if total >= gpus]
     if busy:
         count = max(idle for idle, _ in busy)
         node = min(names[0] for idle, names in busy if idle == count)
-        return Closest(False, sum(len(names) for _, names in busy) == 1, count, node)
+        single = sum(len(names) for _, names in busy) == 1
+        return Closest(False, single, count, node, total=free)
     count = max(total for total, _, _ in buckets)
     node = min(names[0] for (total, _, _), names in buckets.items() if total == count)
-    return Closest(True, sum(len(names) for names in buckets.values()) == 1, count, node)
+    single = sum(len(names) for names in buckets.values()) == 1
+    return Closest(True, single, count, node, total=free)
 
 
 Group = tuple[tuple[int, ...], tuple[int, ...], str, int]
@@ -272,9 +333,10 @@ def closest_shared(groups: list[Group], gpus: int, share: int) -> Closest:
             by_memory = (-memory, name)
     assert by_count is not None and by_memory is not None
     single = sum(g[3] for g in (groups if ever else busy)) == 1
+    total = sum(_at_least(frees, share) * n for frees, _, _, n in groups)
     if by_count[0] == 0:
-        return Closest(ever, single, 0, by_count[1], -by_memory[0], by_memory[1])
-    return Closest(ever, single, -by_count[0], by_count[1])
+        return Closest(ever, single, 0, by_count[1], -by_memory[0], by_memory[1], total)
+    return Closest(ever, single, -by_count[0], by_count[1], total=total)
 
 
 def _at_least(descending: tuple[int, ...], value: int) -> int:

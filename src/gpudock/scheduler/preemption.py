@@ -25,7 +25,9 @@ from typing import Protocol
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
+from gpudock.scheduler.policies.node_affinity import admits
 from gpudock.scheduler.snapshot import JobRequest, Preemption, RunningJob
+from gpudock.scheduler.topology import largest_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +107,19 @@ def _victims_on(
 
 
 def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> bool:
-    """Would ``job`` fit on ``node`` once ``victims`` released what they hold?"""
-    return len(usable_after(job, node, victims)) >= job.gpus
+    """Would ``job`` fit on ``node`` once ``victims`` released what they hold?
+
+    GPUs (in one NVLink domain or NUMA node when the job requires it) and,
+    on nodes that count CPUs, cores.
+    """
+    if job.cpus and node.cpus is not None:
+        freed = sum(v.cpus or 0.0 for v in victims)
+        if node.free_cpus + freed + 1e-9 < job.cpus:
+            return False
+    usable = usable_after(job, node, victims)
+    if job.topology is not None and job.gpus >= 2:
+        return largest_group(usable, job.topology) >= job.gpus
+    return len(usable) >= job.gpus
 
 
 def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> list[GpuState]:
@@ -260,8 +273,13 @@ def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]
 
 
 def could_fit_if_freed(job: JobRequest, node: NodeState) -> bool:
-    """The node is available and has enough healthy GPUs of the model, free or not."""
-    if not node.available or job.gpus == 0:
+    """The node is available, admits the job (labels, taints, CPUs in all) and has
+    enough healthy GPUs of the model, free or not."""
+    if not node.available or job.gpus == 0 or job.nodes > 1:
+        return False
+    if not admits(job, node.labels, node.taints):
+        return False
+    if job.cpus and node.cpus is not None and node.cpus + 1e-9 < job.cpus:
         return False
     share = job.gpu_memory if job.shared else None
     count = sum(

@@ -22,9 +22,12 @@ from gpudock.scheduler.framework import (
     ScorePolicy,
 )
 from gpudock.scheduler.policies.binpack import Binpack
+from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
+from gpudock.scheduler.policies.gpu_topology import GpuTopology
+from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
 from gpudock.scheduler.policies.spread import Spread
@@ -33,10 +36,15 @@ ORDER_POLICIES: Mapping[str, Callable[[], OrderPolicy]] = {
     PriorityFifo.name: PriorityFifo,
 }
 FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
+    NodeAffinity.name: NodeAffinity,
     GpuModel.name: GpuModel,
     NodeHealth.name: NodeHealth,
+    CpuCapacity.name: CpuCapacity,
     GpuCapacity.name: GpuCapacity,
+    GpuTopology.name: GpuTopology,
 }
+DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTER_POLICIES)
+"""The default filter order: "never" (unresolvable) checks first, then capacity, then topology."""
 SCORE_POLICIES: Mapping[str, Callable[[], ScorePolicy]] = {
     Binpack.name: Binpack,
     Spread.name: Spread,
@@ -73,15 +81,15 @@ class ProfileSpec:
 def profile_spec(config: SchedulerConfig) -> ProfileSpec:
     """The profile ``config.policies`` names; the default for every part left unset.
 
-    The default: priority then FIFO order; filters gpu_model, node_health,
-    gpu_capacity; the ``config.placement`` scorer with weight 1; best-fit GPUs.
+    The default: priority then FIFO order; filters ``DEFAULT_FILTERS``
+    (node_affinity, gpu_model, node_health, cpu_capacity, gpu_capacity,
+    gpu_topology); the ``config.placement`` scorer with weight 1; the
+    topology-aware best-fit GPU picker.
     """
     chosen = config.policies
     return ProfileSpec(
         order=chosen.order or PriorityFifo.name,
-        filters=tuple(chosen.filters)
-        if chosen.filters is not None
-        else (GpuModel.name, NodeHealth.name, GpuCapacity.name),
+        filters=tuple(chosen.filters) if chosen.filters is not None else DEFAULT_FILTERS,
         scorers=tuple((s.name, s.weight) for s in chosen.scorers)
         if chosen.scorers is not None
         else ((config.placement, 1.0),),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudock.core.affinity import Taint, Toleration, Topology
 from gpudock.core.job import PendingReason
 from gpudock.queue.history import UsageHistory
 
@@ -20,6 +21,8 @@ class GpuView:
     exclusive: bool = False  # held whole by one exclusive job
     shared_jobs: int = 0  # number of shared jobs holding a share
     healthy: bool = True
+    numa: int | None = None  # NUMA node the GPU hangs off; None: unknown
+    nvlink: int | None = None  # NVLink domain: GPUs with equal ids are all NVLink-connected
 
     @property
     def free_memory(self) -> int:
@@ -36,7 +39,10 @@ class NodeView:
     gpus: tuple[GpuView, ...]
     available: bool = True
     unavailable_reason: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs
+    taints: tuple[Taint, ...] = ()  # jobs must tolerate every one to land here
+    cpus: float | None = None  # CPU cores jobs may request here; None: CPUs are not counted
+    used_cpus: float = 0.0  # cores held by the jobs placed here (those that asked for CPUs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,9 @@ class JobRequest:
     cpus: float | None = None
     max_runtime: float | None = None  # seconds; bounds backfill and ETAs
     can_preempt: bool = True  # its priority class may preempt others
+    node_selector: tuple[tuple[str, str], ...] = ()  # sorted labels a node must carry
+    tolerations: tuple[Toleration, ...] = ()
+    topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node
 
     @property
     def shared(self) -> bool:
@@ -106,6 +115,14 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class GangPlacement:
+    """A multi-node gang: one Placement per node, on ``nodes`` distinct nodes, all or nothing."""
+
+    job_id: int
+    parts: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Preemption:
     """Stop running job ``victim_id`` (SIGTERM, grace, SIGKILL) so ``preemptor_id`` can run.
 
@@ -122,3 +139,4 @@ class Plan:
     placements: list[Placement] = field(default_factory=list)
     pending: dict[int, list[PendingReason]] = field(default_factory=dict)
     preemptions: list[Preemption] = field(default_factory=list)
+    gangs: list[GangPlacement] = field(default_factory=list)

@@ -30,6 +30,9 @@ def test_every_policy_module_is_registered() -> None:
         "binpack",
         "spread",
         "gpu_picker",
+        "node_affinity",
+        "cpu_capacity",
+        "gpu_topology",
     }
     assert set(REGISTRY) == {
         "priority_fifo",
@@ -39,6 +42,9 @@ def test_every_policy_module_is_registered() -> None:
         "binpack",
         "spread",
         "best_fit",
+        "node_affinity",
+        "cpu_capacity",
+        "gpu_topology",
     }
 
 
@@ -46,7 +52,14 @@ def test_every_policy_module_is_registered() -> None:
 def test_the_config_chooses_the_score_policy(placement: str) -> None:
     profile = build_profile(SchedulerConfig(placement=placement))  # type: ignore[arg-type]
     assert [p.name for p, _ in profile.scorers] == [placement]
-    assert [f.name for f in profile.filters] == ["gpu_model", "node_health", "gpu_capacity"]
+    assert [f.name for f in profile.filters] == [
+        "node_affinity",
+        "gpu_model",
+        "node_health",
+        "cpu_capacity",
+        "gpu_capacity",
+        "gpu_topology",
+    ]
 
 
 def test_an_unknown_policy_name_is_a_clear_error() -> None:

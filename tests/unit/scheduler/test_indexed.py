@@ -5,7 +5,10 @@ every node, ``equivalence.py``); the default uses ``indexed.py`` whenever the
 profile is the built-in one. Clusters here are built to hit the index's edge
 cases: many identical nodes (ties to the lowest name), nodes mixing GPU
 models, nodes without GPUs, inconsistent GPU memory counts, unavailable
-nodes, and job streams that repeat the same request many times.
+nodes, and job streams that repeat the same request many times. Nodes carry
+zone labels and sometimes a taint; requests may select a zone, tolerate the
+taint, and some (gangs, topology, CPUs) take the generic path inside the
+indexed cache.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
+from gpudock.core.affinity import Taint, Toleration
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.indexed import indexable
 from gpudock.scheduler.registry import build_profile
@@ -59,12 +63,22 @@ def build_gpu(node: str, index: int, spec: GpuSpec) -> GpuView:
     return GpuView(gpu_uuid(node, index), index, model, total, used, exclusive, shares, healthy)
 
 
+Template = tuple[list[GpuSpec], bool, str, tuple[Taint, ...], float | None]
+
+
 @st.composite
-def node_templates(draw: st.DrawFn) -> tuple[list[GpuSpec], bool]:
-    """GPUs of one or two models (a mixed node), or none; and whether the node is available."""
+def node_templates(draw: st.DrawFn) -> Template:
+    """GPUs of one or two models (a mixed node), or none; whether the node is available;
+    its zone label, taints and CPUs."""
     models = draw(st.sampled_from([[m] for m in MODELS] + [["A100-80GB", "H100"], ["T4", "H100"]]))
     specs = draw(st.lists(gpu_specs(models), min_size=0, max_size=8))
-    return specs, draw(st.sampled_from([True, True, True, True, False]))
+    return (
+        specs,
+        draw(st.sampled_from([True, True, True, True, False])),
+        draw(st.sampled_from(["a", "b"])),
+        draw(st.sampled_from([(), (), (), (Taint("dedicated", "infra"),)])),
+        draw(st.sampled_from([None, None, None, 16.0])),
+    )
 
 
 @st.composite
@@ -74,26 +88,41 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     names = draw(st.permutations([f"n{i:02d}" for i in range(count)]))
     nodes = []
     for name in names:  # several nodes per template: equal capacities, ties by name
-        specs, available = draw(st.sampled_from(templates))
+        specs, available, zone, taints, cpus = draw(st.sampled_from(templates))
         gpus = tuple(build_gpu(name, i, spec) for i, spec in enumerate(specs))
         reason = None if available else draw(st.sampled_from([None, "heartbeat lost"]))
-        nodes.append(NodeView(name, gpus, available, reason))
+        labels = (("zone", zone),)
+        nodes.append(NodeView(name, gpus, available, reason, labels, taints, cpus))
     keys = draw(st.lists(request_keys(), min_size=1, max_size=6))
-    jobs = [
-        JobRequest(i, *draw(st.sampled_from(keys)), priority=draw(st.integers(0, 2)))
-        for i in range(1, draw(st.integers(0, 40)) + 1)
-    ]
+    jobs = []
+    for i in range(1, draw(st.integers(0, 40)) + 1):
+        gpus, submitted, share, model, selector, tolerations, extra = draw(st.sampled_from(keys))
+        job = JobRequest(
+            i,
+            gpus,
+            submitted,
+            share,
+            model,
+            priority=draw(st.integers(0, 2)),
+            node_selector=selector,
+            tolerations=tolerations,
+        )
+        jobs.append(replace(job, **extra))  # type: ignore[arg-type]
     return Snapshot(0.0, tuple(nodes), tuple(jobs))
 
 
 @st.composite
-def request_keys(draw: st.DrawFn) -> tuple[int, float, int | None, str | None]:
-    """``(gpus, submitted_at, gpu_memory, gpu_model)``: few distinct ones, so jobs repeat them."""
+def request_keys(draw: st.DrawFn) -> tuple[object, ...]:
+    """``(gpus, submitted_at, gpu_memory, gpu_model, selector, tolerations, generic fields)``:
+    few distinct ones, so jobs repeat them."""
     return (
         draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3, 4, 8, 9])),
         float(draw(st.integers(0, 3))),
         draw(st.sampled_from([None, None, *SHARES])),
         draw(st.sampled_from(WANTED)),
+        draw(st.sampled_from([(), (), (("zone", "a"),), (("zone", "c"),)])),
+        draw(st.sampled_from([(), (), (Toleration("dedicated"),)])),
+        draw(st.sampled_from([{}, {}, {}, {"nodes": 2}, {"topology": "nvlink"}, {"cpus": 4.0}])),
     )
 
 
@@ -125,7 +154,7 @@ def test_a_blocked_request_fails_fast_and_keeps_its_reason() -> None:
     plan = run_cycle(make_snapshot(nodes, jobs), build_profile(SchedulerConfig()))
     assert not plan.placements
     assert {r.message for reasons in plan.pending.values() for r in reasons} == {
-        "needs 8 GPUs; the most free on one node is 3 (n0)"
+        "needs 8 GPUs; 9 GPUs free in total, but at most 3 on one node (n0)"
     }
 
 

@@ -113,9 +113,11 @@ def test_shared_victims_free_memory_not_whole_gpus() -> None:
 
 
 def test_a_gang_is_never_split_onto_one_node() -> None:
+    """Two parts of 4 GPUs would fit on node a alone; the gang still takes both nodes."""
     nodes = [make_node("a").gpus(8), make_node("b").gpus(8)]
     plan = run(make_snapshot(nodes, [make_job(1).gpus(4).nodes(2)]))
-    assert plan.placements == [] and plan.pending[1][0].layer == "gang"
+    assert plan.placements == [] and len(plan.gangs) == 1
+    assert sorted(p.node for p in plan.gangs[0].parts) == ["a", "b"]
 
 
 def test_gpus_freed_by_a_victim_are_kept_for_the_preemptor() -> None:

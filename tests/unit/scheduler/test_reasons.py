@@ -23,7 +23,9 @@ def test_several_nodes_name_the_one_with_most_free() -> None:
         make_node("gpu-2").gpus(4).exclusive(0, 1),
     ]
     plan = run(make_snapshot(nodes, [make_job(1).gpus(4)]))
-    assert_pending(plan, 1, exact="needs 4 GPUs; the most free on one node is 2 (gpu-1)")
+    assert_pending(
+        plan, 1, exact="needs 4 GPUs; 5 GPUs free in total, but at most 2 on one node (gpu-1)"
+    )
 
 
 def test_nodes_too_small_to_ever_fit_are_left_out_of_the_comparison() -> None:
@@ -63,7 +65,8 @@ def test_shared_job_needing_more_gpus_than_fit_on_one_node() -> None:
     assert_pending(
         plan,
         1,
-        exact="needs 20GiB on 3 GPUs; the most GPUs with 20GiB free on one node is 2 (gpu-1)",
+        exact="needs 20GiB on 3 GPUs; 5 GPUs have 20GiB free in total, "
+        "but at most 2 on one node (gpu-1)",
     )
     plan = run(make_snapshot(nodes[1:], [make_job(1).gpus(3).gpu_memory("20GiB")]))
     reasons = assert_pending(

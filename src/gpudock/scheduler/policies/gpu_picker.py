@@ -1,7 +1,8 @@
-"""GPU picker: lowest-index idle GPUs for whole-GPU jobs, best fit for shared jobs.
+"""GPU picker: topology-aware sets for whole-GPU jobs, best fit for shared jobs.
 
-A later issue replaces the whole-GPU rule with a topology-aware one (NVLink
-islands, PCIe switches); the contract stays ``GpuPicker``.
+The contract is ``GpuPicker``; the rules for whole GPUs live in
+``scheduler/topology.py`` (smallest NVLink domain that fits, then NUMA node,
+then lowest indices; with no topology data, simply the lowest indices).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from gpudock.scheduler.capacity import GpuState, usable_now
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.topology import choose, groups
 
 
 def _best_fit_key(gpu: GpuState) -> tuple[bool, int, int]:
@@ -19,10 +21,13 @@ def _best_fit_key(gpu: GpuState) -> tuple[bool, int, int]:
 class BestFitPicker:
     """Picks GPUs on the chosen node; never reserves them.
 
-    * whole-GPU jobs: the ``gpus`` lowest-index healthy idle GPUs of the model;
+    * whole-GPU jobs: ``topology.choose`` over the healthy idle GPUs of the
+      model (one NVLink domain, one NUMA node when they fit; required when
+      the job sets ``topology``);
     * shared jobs: best fit. GPUs already shared come first, tightest first
       (least free memory that still holds the share), so idle GPUs stay whole
-      for exclusive jobs;
+      for exclusive jobs; a ``topology`` requirement first narrows the GPUs
+      to the smallest group with enough of them;
     * CPU-only jobs: no GPUs.
 
     Returns None when the node has too few usable GPUs (a filter should
@@ -34,16 +39,20 @@ class BestFitPicker:
     def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
         if job.gpus == 0:
             return []
-        if not job.shared:  # the lowest indices: stop once there are enough
-            picked: list[int] = []
-            for g in node.gpus:  # sorted by index
-                if usable_now(job, g):
-                    picked.append(g.index)
-                    if len(picked) == job.gpus:
-                        return picked
-            return None
         usable = [g for g in node.gpus if usable_now(job, g)]
+        if not job.shared:
+            chosen = choose(usable, job.gpus, job.topology)
+            return None if chosen is None else [g.index for g in chosen]
         if len(usable) < job.gpus:
             return None
+        if job.topology is not None and job.gpus >= 2:
+            fitting = [
+                (len(v), key, v)
+                for key, v in groups(usable, job.topology).items()
+                if len(v) >= job.gpus
+            ]
+            if not fitting:
+                return None
+            usable = min(fitting, key=lambda f: (f[0], f[1]))[2]
         usable.sort(key=_best_fit_key)
         return [g.index for g in usable[: job.gpus]]

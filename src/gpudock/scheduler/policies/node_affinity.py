@@ -1,0 +1,99 @@
+"""Filter policy: node selectors, taints and tolerations ("never on this node", ``constraints``).
+
+A node passes when it carries every label of the job's ``node_selector``
+and the job tolerates every taint on it (``core/affinity.py``). Labels and
+taints do not change while a job waits, so a mismatch is ``UNRESOLVABLE``:
+no preemption can help.
+
+Mirrored by the capacity index (``scheduler/indexed.py``), which leaves out
+the nodes this filter rejects: change both together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudock.core.affinity import Taint, selector_matches, untolerated
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
+from gpudock.scheduler.snapshot import JobRequest
+
+_LISTED = 3
+
+
+def admits(job: JobRequest, labels: tuple[tuple[str, str], ...], taints: Sequence[Taint]) -> bool:
+    """True when a node with ``labels`` and ``taints`` may take ``job``."""
+    if job.node_selector and not selector_matches(job.node_selector, labels):
+        return False
+    return not (taints and untolerated(taints, job.tolerations))
+
+
+def selector_text(job: JobRequest) -> str:
+    return ", ".join(f"{k}={v}" for k, v in job.node_selector)
+
+
+class NodeAffinity:
+    """Rejects nodes lacking a selected label or carrying an untolerated taint."""
+
+    name = "node_affinity"
+    layer = "constraints"
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        if job.node_selector and not selector_matches(job.node_selector, node.labels):
+            have = dict(node.labels)
+            missing = [f"{k}={v}" for k, v in job.node_selector if have.get(k) != v]
+            return Status.unresolvable(
+                self.layer, f"node {node.name} lacks label {', '.join(missing)}"
+            )
+        if node.taints:
+            bad = untolerated(node.taints, job.tolerations)
+            if bad:
+                taints = ", ".join(str(t) for t in bad)
+                return Status.unresolvable(
+                    self.layer, f"node {node.name} has taint {taints}, not tolerated"
+                )
+        return SUCCESS
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        """Only when no node at all passes (like ``gpu_model``): which labels or taints.
+
+        ``no node matches node selector zone=eu, and 1 node has taints it does
+        not tolerate (gpu-9: dedicated=infra:NoSchedule)``.
+        """
+        if len(rejections) < total_nodes:
+            return None
+        return affinity_reason(
+            job, [(r.node.name, r.node.labels, r.node.taints) for r in rejections]
+        )
+
+
+def affinity_reason(
+    job: JobRequest,
+    nodes: Sequence[tuple[str, tuple[tuple[str, str], ...], tuple[Taint, ...]]],
+) -> PendingReason:
+    """Why no node (``(name, labels, taints)``, sorted by name) admits ``job``."""
+    unlabelled = [n for n, labels, _ in nodes if not selector_matches(job.node_selector, labels)]
+    tainted = [
+        (n, untolerated(taints, job.tolerations))
+        for n, labels, taints in nodes
+        if selector_matches(job.node_selector, labels)
+    ]
+    parts: list[str] = []
+    if unlabelled:
+        count = "no node" if len(unlabelled) == len(nodes) else f"{len(unlabelled)} nodes do not"
+        verb = "matches" if len(unlabelled) == len(nodes) else "match"
+        parts.append(f"{count} {verb} node selector {selector_text(job)}")
+    if tainted:
+        listed = "; ".join(f"{n}: {', '.join(str(t) for t in bad)}" for n, bad in tainted[:_LISTED])
+        more = f"; and {len(tainted) - _LISTED} more" if len(tainted) > _LISTED else ""
+        noun = "node has" if len(tainted) == 1 else "nodes have"
+        parts.append(f"{len(tainted)} {noun} taints it does not tolerate ({listed}{more})")
+    hints: list[str] = []
+    if unlabelled:
+        hints.append(f"label a node {selector_text(job)} or change the selector")
+    if tainted:
+        keys = sorted({t.key for _, bad in tainted for t in bad})
+        hints.append(f"add a toleration for {', '.join(keys)}")
+    return PendingReason(NodeAffinity.layer, ", and ".join(parts), "; or ".join(hints))
