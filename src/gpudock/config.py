@@ -3,6 +3,14 @@
 Every field has a safe default; unknown keys are rejected so typos surface.
 Example::
 
+    node_name: gpu-07
+    node:
+      labels: {gpu.family: hopper, zone: rack-3}
+      taints: ["reserved=training:NoSchedule"]
+      cpus: 96                 # cores jobs may request here; unset: CPUs not scheduled
+      topology:                # declared GPU topology; overrides what NVML reports
+        nvlink: [[0, 1, 2, 3], [4, 5, 6, 7]]
+        numa: [[0, 1, 2, 3], [4, 5, 6, 7]]
     executor:
       pids_limit: 4096
       default_memory: 16GiB
@@ -24,9 +32,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
 from gpudock.core.errors import InvalidInput
+from gpudock.core.inventory import NodeTraits
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.queue.config import QueuesConfig
 
@@ -139,10 +156,111 @@ class SchedulerConfig(BaseModel):
         return next((c for c in self.priority_classes if c.name == name), None)
 
 
+class GpuTopologyConfig(BaseModel):
+    """Declared GPU topology: groups of GPU indices (as NVML numbers them).
+
+    ``nvlink``: each group is one NVLink domain (at least two GPUs); a GPU in
+    no group has no NVLink peer. ``numa``: group ``i`` is NUMA node ``i``; a
+    GPU in no group has an unknown NUMA node. A kind that is given replaces
+    what discovery reports for that kind; one left out keeps it. Groups are
+    disjoint. Indices the node does not have are reported (WARNING) and
+    ignored when the server starts.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    nvlink: list[list[int]] | None = Field(default=None, description="NVLink domains")
+    numa: list[list[int]] | None = Field(default=None, description="GPUs per NUMA node")
+
+    @field_validator("nvlink", "numa")
+    @classmethod
+    def _groups(cls, value: list[list[int]] | None, info: ValidationInfo) -> list[list[int]] | None:
+        if value is None:
+            return None
+        seen: dict[int, int] = {}
+        for number, group in enumerate(value):
+            if not group:
+                raise ValueError(f"group {number} is empty")
+            if info.field_name == "nvlink" and len(group) < 2:
+                raise ValueError(
+                    f"group {number} has one GPU; an NVLink domain needs at least two "
+                    "(leave a GPU without NVLink peers out)"
+                )
+            for index in group:
+                if index < 0:
+                    raise ValueError(f"group {number}: GPU index {index} must be >= 0")
+                if seen.get(index) == number:
+                    raise ValueError(f"group {number} names GPU {index} twice")
+                if index in seen:
+                    raise ValueError(
+                        f"GPU {index} is in groups {seen[index]} and {number}; "
+                        "groups must be disjoint"
+                    )
+                seen[index] = number
+        return value
+
+    def groups_of(self, kind: Topology) -> dict[int, int] | None:
+        """``{gpu index: group number}`` for ``kind`` (``nvlink``/``numa``), None if not given."""
+        groups: list[list[int]] | None = getattr(self, kind)
+        if groups is None:
+            return None
+        return {index: number for number, group in enumerate(groups) for index in group}
+
+
+class NodeConfig(BaseModel):
+    """What this node offers and whom: labels, taints, CPU cores, declared GPU topology."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: dict[str, str] = Field(default_factory=dict, description="matched by job node_selector")
+    taints: list[str] = Field(
+        default_factory=list,
+        description="'key=value:NoSchedule' (or 'key:NoSchedule'); keeps off jobs without a "
+        "matching toleration",
+    )
+    cpus: float | None = Field(
+        default=None,
+        gt=0,
+        description="CPU cores jobs may request here (sum of job cpus); unset: not scheduled",
+    )
+    topology: GpuTopologyConfig | None = Field(
+        default=None, description="declared GPU topology; overrides what NVML reports"
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            check_label(key, label)
+        return dict(sorted(value.items()))
+
+    @field_validator("taints")
+    @classmethod
+    def _taints(cls, value: list[str]) -> list[str]:
+        """Canonical ``key[=value]:NoSchedule`` strings; one taint per key."""
+        taints: list[Taint] = []
+        for text in value:
+            try:
+                taint = parse_taint(text)
+            except ValueError as err:
+                message = str(err)
+                raise ValueError(
+                    message if message.startswith("taint") else f"taint {text!r}: {message}"
+                ) from None
+            if any(t.key == taint.key for t in taints):
+                raise ValueError(f"taint key {taint.key!r} is given twice")
+            taints.append(taint)
+        return [str(t) for t in taints]
+
+    def traits(self) -> NodeTraits:
+        return NodeTraits(labels=dict(self.labels), taints=tuple(self.taints), cpus=self.cpus)
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     node_name: str | None = Field(default=None, description="default: the host name")
+    node: NodeConfig = Field(default_factory=NodeConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     reconcile_interval: float = Field(default=5.0, gt=0)

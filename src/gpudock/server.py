@@ -20,7 +20,7 @@ from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
 from gpudock.executors.docker import DockerExecutor
-from gpudock.gpus import discover
+from gpudock.gpus import apply_declared_topology, discover
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 from gpudock.scheduler.registry import build_profile
@@ -51,6 +51,9 @@ def build_server(
 ) -> Server:
     """Open and migrate the store, register this node's GPUs, wire the runtime.
 
+    The node is registered with the config's ``node`` labels, taints and CPU
+    cores, and its declared ``node.topology`` replaces the discovered one
+    (declared GPU indices the node lacks are logged as a WARNING and ignored).
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
@@ -58,12 +61,16 @@ def build_server(
     db = Database.open(db_url or default_url(home))
     node_name = config.node_name or socket.gethostname()
     inventory = discover(node_name, emulate_gpus)
+    if (declared := config.node.topology) is not None:
+        inventory = apply_declared_topology(
+            inventory, declared.groups_of("nvlink"), declared.groups_of("numa")
+        )
     if inventory.note:
         log.info("%s", inventory.note)
     now = time.time()
     with db.write() as session:
         instance = inv_store.instance_id(session)
-        inv_store.register_node(session, inventory, now)
+        inv_store.register_node(session, inventory, now, config.node.traits())
         for other in inv_store.disown_other_nodes(session, node_name, now):
             log.warning("node %s is registered but not this host: marked unavailable", other)
         new_token = None

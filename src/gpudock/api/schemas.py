@@ -101,6 +101,10 @@ class GpuOut(BaseModel):
     health: str
     exclusive_job: int | None
     shared_jobs: int
+    numa: int | None = Field(description="host NUMA node; null = unknown")
+    nvlink: int | None = Field(
+        description="NVLink domain on its node (equal ids are NVLink-connected); null = none"
+    )
 
     @classmethod
     def of(cls, gpu: Gpu) -> GpuOut:
@@ -116,6 +120,8 @@ class GpuOut(BaseModel):
             health=gpu.health.value,
             exclusive_job=gpu.exclusive_job,
             shared_jobs=gpu.shared_jobs,
+            numa=gpu.numa,
+            nvlink=gpu.nvlink,
         )
 
 
@@ -127,6 +133,10 @@ class NodeOut(BaseModel):
     cuda_version: str | None
     gpu_source: str
     last_seen: float
+    labels: dict[str, str] = Field(description="matched by a job's node_selector")
+    taints: list[str] = Field(description="'key=value:NoSchedule'; jobs must tolerate each")
+    cpus: float | None = Field(description="CPU cores offered to jobs; null = not scheduled")
+    cpus_used: float = Field(description="CPU cores requested by the jobs holding resources")
     gpus_total: int
     gpus_idle: int
     gpus: list[GpuOut]
@@ -141,6 +151,10 @@ class NodeOut(BaseModel):
             cuda_version=node.cuda_version,
             gpu_source=node.gpu_source,
             last_seen=node.last_seen,
+            labels=node.labels,
+            taints=node.taints,
+            cpus=node.cpus,
+            cpus_used=node.cpus_used,
             gpus_total=len(node.gpus),
             gpus_idle=sum(1 for g in node.gpus if g.idle and g.health.value == "ok"),
             gpus=[GpuOut.of(g) for g in node.gpus],

@@ -86,6 +86,16 @@ def submit(
     shm_size: Annotated[str | None, typer.Option(help="/dev/shm size")] = None,
     max_runtime: Annotated[str | None, typer.Option(help="e.g. 2h")] = None,
     retries: Annotated[int | None, typer.Option()] = None,
+    selector: Annotated[
+        list[str] | None, typer.Option(help="node label KEY=VALUE the node must have; repeatable")
+    ] = None,
+    toleration: Annotated[
+        list[str] | None,
+        typer.Option(help="tolerate a taint: KEY=VALUE[:NoSchedule], KEY or '*'; repeatable"),
+    ] = None,
+    topology: Annotated[
+        str | None, typer.Option(help="nvlink or numa: all GPUs in one NVLink domain/NUMA node")
+    ] = None,
     output: Output = "table",
 ) -> None:
     """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
@@ -106,14 +116,20 @@ def submit(
         "shm_size": shm_size,
         "max_runtime": max_runtime,
         "retries": retries,
+        "topology": topology,
         "command": command or None,
     }
     data.update({k: v for k, v in flags.items() if v is not None})
-    for key, items, what in (("env", env, "--env"), ("labels", label, "--label")):
+    for key, items, what in (
+        ("env", env, "--env"),
+        ("labels", label, "--label"),
+        ("node_selector", selector, "--selector"),
+    ):
         if items:
-            data[key] = {**data.get(key, {}), **parse_pairs(items, what)}
-    if mount:
-        data["mounts"] = [*data.get("mounts", []), *mount]
+            data[key] = {**as_pairs(data.get(key), key), **parse_pairs(items, what)}
+    for key, extra in (("mounts", mount), ("tolerations", toleration)):
+        if extra:
+            data[key] = [*data.get(key, []), *extra]
     if "image" not in data:
         fail("an image is required: gpudock submit [OPTIONS] IMAGE [-- CMD…], or -f job.yaml", 2)
     try:
@@ -125,6 +141,17 @@ def submit(
         out.print_json(data=job)
     else:
         out.print(job["id"])
+
+
+def as_pairs(value: Any, what: str) -> dict[str, str]:
+    """A spec file's mapping field, also in its ``["KEY=VALUE"]`` list form, as a dict."""
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        return parse_pairs([str(item) for item in value], what)
+    if not isinstance(value, dict):
+        fail(f"{what} must be a mapping of KEY: VALUE, got {value!r}", 2)
+    return dict(value)
 
 
 def load_spec_file(path: Path) -> dict[str, Any]:

@@ -23,6 +23,9 @@ STATE_STYLE = {
 }
 
 
+TOPOLOGY_GROUP = {"nvlink": "one NVLink domain", "numa": "one NUMA node"}
+
+
 def gpus_text(job: dict[str, Any]) -> str:
     spec = job["spec"]
     if not spec["gpus"]:
@@ -98,6 +101,13 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
         rows.append(("allocation", f"{alloc['node']}: {', '.join(alloc['gpus'])}{share}"))
     if spec.get("max_runtime"):
         rows.append(("max runtime", format_duration(spec["max_runtime"])))
+    if spec.get("node_selector"):
+        rows.append(("node selector", pairs_text(spec["node_selector"])))
+    if spec.get("tolerations"):
+        rows.append(("tolerations", ",".join(spec["tolerations"])))
+    if spec.get("topology"):
+        group = TOPOLOGY_GROUP.get(spec["topology"], spec["topology"])
+        rows.append(("topology", f"{spec['topology']} (all GPUs in {group})"))
     for key in ("submitted_at", "allocated_at", "started_at", "finished_at"):
         if job.get(key):
             rows.append((key.removesuffix("_at"), time.strftime("%F %T", time.localtime(job[key]))))
@@ -121,9 +131,23 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
             )
 
 
+def pairs_text(pairs: dict[str, str]) -> str:
+    """``{"a": "1", "b": "2"}`` -> ``a=1,b=2``; ``-`` when empty."""
+    return ",".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "-"
+
+
+def _id_text(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def gpus_table(gpus: list[dict[str, Any]]) -> Table:
+    """One row per GPU; NUMA is its host NUMA node, NVLINK its NVLink domain (``-``: none)."""
     table = Table(box=None, header_style="bold")
-    for col in ("NODE", "IDX", "UUID", "MODEL", "MEMORY", "USED", "MIG", "HEALTH", "HELD BY"):
+    columns = (
+        "NODE", "IDX", "UUID", "MODEL", "MEMORY", "USED", "MIG", "NUMA", "NVLINK", "HEALTH",
+        "HELD BY",
+    )  # fmt: skip
+    for col in columns:
         table.add_column(col, no_wrap=True)
     for g in gpus:
         held = (
@@ -143,6 +167,8 @@ def gpus_table(gpus: list[dict[str, Any]]) -> Table:
             format_size(g["memory_total"]),
             format_size(g["used_memory"]),
             mig,
+            _id_text(g.get("numa")),
+            _id_text(g.get("nvlink")),
             g["health"],
             held,
         )
@@ -150,16 +176,25 @@ def gpus_table(gpus: list[dict[str, Any]]) -> Table:
 
 
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:
+    """One row per node; CPUS is ``used/offered`` (``-``: CPUs not scheduled)."""
     table = Table(box=None, header_style="bold")
-    for col in ("NODE", "STATUS", "GPUS", "IDLE", "SOURCE", "DRIVER", "CUDA", "NOTE"):
-        table.add_column(col, no_wrap=col != "NOTE")
+    columns = (
+        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "LABELS", "TAINTS", "SOURCE", "DRIVER", "CUDA",
+        "NOTE",
+    )  # fmt: skip
+    for col in columns:
+        table.add_column(col, no_wrap=col not in ("NOTE", "LABELS", "TAINTS"), overflow="fold")
     for n in nodes:
         style = "green" if n["status"] == "available" else "red"
+        cpus = "-" if n.get("cpus") is None else f"{n.get('cpus_used', 0):g}/{n['cpus']:g}"
         table.add_row(
             n["name"],
             f"[{style}]{n['status']}[/]",
             str(n["gpus_total"]),
             str(n["gpus_idle"]),
+            cpus,
+            escape(pairs_text(n.get("labels") or {})),
+            escape(",".join(n.get("taints") or []) or "-"),
             n["gpu_source"],
             n["driver_version"] or "-",
             n["cuda_version"] or "-",

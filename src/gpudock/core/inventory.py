@@ -1,7 +1,14 @@
-"""Inventory: nodes, GPUs and allocations."""
+"""Inventory: nodes, GPUs and allocations.
+
+Topology of a GPU: ``numa`` is the host NUMA node it hangs off and
+``nvlink`` its NVLink domain (GPUs with equal ids are connected by NVLink);
+either is None when unknown or absent. What an admin declares about a node
+(labels, taints, CPU cores offered to jobs) is ``NodeTraits``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -23,6 +30,8 @@ class GpuInfo:
     mig_mode: bool | None = None  # None when unknown / unsupported
     emulated: bool = False
     health: GpuHealth = GpuHealth.OK
+    numa: int | None = None  # host NUMA node; None: unknown
+    nvlink: int | None = None  # NVLink domain id; None: no NVLink peer (or unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +44,20 @@ class NodeInventory:
     cuda_version: str | None = None
     source: str = "none"  # "nvml", "emulated" or "none"
     note: str | None = None  # one human line, e.g. why NVML is unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTraits:
+    """What the admin declares about a node (server config ``node:``).
+
+    ``taints`` are canonical strings (``str(Taint)``, e.g. ``gpu=a:NoSchedule``);
+    ``cpus`` is the number of CPU cores jobs may request there, None when CPUs
+    are not scheduled.
+    """
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[str, ...] = ()
+    cpus: float | None = None
 
 
 class NodeStatus(StrEnum):
@@ -58,6 +81,8 @@ class Gpu:
     exclusive_job: int | None = None
     shared_jobs: int = 0
     version: int = 0
+    numa: int | None = None
+    nvlink: int | None = None
 
     @property
     def free_memory(self) -> int:
@@ -79,6 +104,9 @@ class Node:
     last_seen: float
     labels: dict[str, str] = field(default_factory=dict)
     gpus: list[Gpu] = field(default_factory=list)
+    taints: list[str] = field(default_factory=list)  # canonical, e.g. "gpu=a:NoSchedule"
+    cpus: float | None = None  # cores offered to jobs; None: CPUs are not scheduled
+    cpus_used: float = 0.0  # cores requested by the jobs holding resources here
 
 
 @dataclass(frozen=True, slots=True)

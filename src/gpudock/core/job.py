@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.units import parse_duration, parse_size
 
@@ -102,6 +103,14 @@ class JobSpec(BaseModel):
     stored in seconds. ``gpu_memory`` turns the job into a *shared* job: it gets
     that much memory on each of ``gpus`` GPUs and may share them with other
     shared jobs, never with exclusive ones.
+
+    Where it may run (semantics in ``gpudock.core.affinity``): ``node_selector``
+    (``{key: value}``, or ``["key=value"]``, stored as a dict) names labels its
+    node must carry; ``tolerations`` (``key=value[:NoSchedule]``, ``key`` or
+    ``*``, stored in canonical form) the node taints it accepts; ``topology``
+    (``nvlink`` or ``numa``) asks that all its GPUs on a node share one NVLink
+    domain or one NUMA node. A job with fewer than two GPUs per node satisfies
+    any ``topology`` trivially, so it is accepted and has no effect there.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -138,6 +147,21 @@ class JobSpec(BaseModel):
     )
     nodes: int = Field(
         default=1, ge=1, le=1024, description="nodes for a gang job; `gpus` is then per node"
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="node labels the job's node must carry: {key: value} (or ['key=value'])",
+    )
+    tolerations: list[str] = Field(
+        default_factory=list,
+        description="node taints the job accepts: 'key=value[:NoSchedule]', 'key' or '*'",
+    )
+    topology: Topology | None = Field(
+        default=None,
+        description=(
+            "'nvlink': all GPUs on a node in one NVLink domain; 'numa': on one NUMA node "
+            "(no effect with fewer than 2 GPUs)"
+        ),
     )
 
     @model_validator(mode="before")
@@ -253,10 +277,47 @@ class JobSpec(BaseModel):
             parse_mount(mount)
         return value
 
+    @field_validator("node_selector", mode="before")
+    @classmethod
+    def _selector_list(cls, value: Any) -> Any:
+        """Accept ``["key=value", ...]`` as well as ``{key: value}``."""
+        if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+            return value
+        keys = [text.partition("=")[0].strip() for text in value]
+        for key in keys:
+            if keys.count(key) > 1:
+                raise ValueError(f"node selector names label key {key!r} twice")
+        return dict(parse_selector(value))
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_selector(cls, value: dict[str, str]) -> dict[str, str]:
+        return dict(parse_selector(value))
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations(cls, value: list[str]) -> list[str]:
+        """Each parsed and stored canonically (``key=value:NoSchedule``); repeats dropped."""
+        canonical: list[str] = []
+        for text in value:
+            try:
+                toleration = str(parse_toleration(text))
+            except ValueError as err:
+                raise ValueError(_naming("toleration", text, err)) from None
+            if toleration not in canonical:
+                canonical.append(toleration)
+        return canonical
+
     @property
     def shared(self) -> bool:
         """A shared job holds a memory share of each GPU instead of whole GPUs."""
         return self.gpu_memory is not None and self.gpus > 0
+
+
+def _naming(what: str, text: str, err: ValueError) -> str:
+    """``err``'s message, prefixed with ``what 'text': `` unless it already names it."""
+    message = str(err)
+    return message if message.startswith(what) else f"{what} {text!r}: {message}"
 
 
 @dataclass(frozen=True, slots=True)

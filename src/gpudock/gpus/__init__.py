@@ -5,8 +5,10 @@
     discover(node, emulate)
         |-- emulate given --> emulated_inventory(node, spec)   source="emulated"
         '-- else ----------> discover_nvml(node)               source="nvml"
+                               |   (+ NUMA node, NVLink domain per GPU)
                                '-- NvmlUnavailable --> 0 GPUs, source="none",
                                                        note=reason, one WARNING
+    apply_declared_topology(inventory, nvlink, numa)     the config's node.topology wins
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ from gpudock.gpus.nvml import (
     gpu_processes,
     nvml_session,
 )
+from gpudock.gpus.topology import apply_declared_topology
 
 __all__ = [
     "EmulatedGpus",
     "GpuProcess",
     "GpuQueryFailed",
     "NvmlUnavailable",
+    "apply_declared_topology",
     "discover",
     "discover_nvml",
     "emulated_gpu_uuid",

@@ -11,6 +11,13 @@ comma-separated list of items ``[N x]MODEL-MEMORY``:
 
 Whitespace around tokens is ignored. Emulated GPUs get stable UUIDs: the same
 spec on the same node name yields the same UUIDs after every restart.
+
+Emulated topology, like a typical HGX/DGX box: the GPUs of one item with a
+count of 2 or more form one NVLink domain (items numbered 0, 1, ... in spec
+order; a lone GPU has none), and a node with 4 or more GPUs has two NUMA
+nodes, the first half of the GPUs on node 0 and the rest on node 1 (fewer
+GPUs: all on node 0). ``8xH100-80GB`` is one NVLink domain over two NUMA
+nodes of four GPUs. The server config's ``node.topology`` overrides either.
 """
 
 from __future__ import annotations
@@ -64,14 +71,19 @@ def parse_emulation_spec(text: str) -> list[EmulatedGpus]:
 def emulated_inventory(node_name: str, spec: str) -> NodeInventory:
     """Return an inventory of the GPUs that ``spec`` describes, on ``node_name``.
 
-    GPUs are indexed 0.. in spec order. Each is named ``NVIDIA <MODEL>-<MEM>
+    GPUs are indexed 0.. in spec order, with the emulated topology the module
+    docstring describes. Each is named ``NVIDIA <MODEL>-<MEM>
     (emulated)`` so ``gpu_model_matches("H100", name)`` holds for an H100 item,
     and gets the UUID ``emulated_gpu_uuid(node_name, index, model)``. Raises
     ``ValueError`` as ``parse_emulation_spec`` does.
     """
     items = parse_emulation_spec(spec)
+    total = sum(item.quantity for item in items)
     gpus: list[GpuInfo] = []
+    domains = 0
     for item in items:
+        nvlink = domains if item.quantity >= 2 else None
+        domains += nvlink is not None
         for _ in range(item.quantity):
             index = len(gpus)
             gpus.append(
@@ -82,6 +94,8 @@ def emulated_inventory(node_name: str, spec: str) -> NodeInventory:
                     memory_total=item.memory,
                     mig_mode=False,
                     emulated=True,
+                    numa=index * 2 // total if total >= 4 else 0,
+                    nvlink=nvlink,
                 )
             )
     summary = ",".join(f"{i.quantity}x{i.model}-{_memory_label(i.memory)}" for i in items)

@@ -10,8 +10,9 @@ nvmlInitWithFlags, nvmlShutdown, nvmlErrorString, nvmlSystemGetDriverVersion,
 nvmlSystemGetCudaDriverVersion, nvmlDeviceGetCount_v2,
 nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID,
 nvmlDeviceGetName, nvmlDeviceGetMemoryInfo, nvmlDeviceGetMigMode and
-nvmlDeviceGetComputeRunningProcesses_v3. Adding a call here means adding the
-symbol there.
+nvmlDeviceGetComputeRunningProcesses_v3, plus the topology calls listed in
+``gpudock.gpus.nvml_topology``. Adding a call here means adding the symbol
+there.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import pynvml
 
 from gpudock.core.errors import GpudockError
 from gpudock.core.inventory import GpuHealth, GpuInfo, NodeInventory
+from gpudock.gpus.nvml_topology import read_topology
 
 log = logging.getLogger("gpudock.gpus")
 
@@ -93,7 +96,9 @@ def discover_nvml(node_name: str) -> NodeInventory:
     A GPU whose per-device queries fail is reported with health UNHEALTHY (its
     name is ``"unknown"`` and memory 0 when those queries failed); one that
     cannot even be identified by UUID is left out. Either case is named in the
-    inventory's ``note`` and logged at WARNING. Raises ``NvmlUnavailable`` when
+    inventory's ``note`` and logged at WARNING. Each GPU's NUMA node and NVLink
+    domain come from ``nvml_topology.read_topology`` (None when unknown; a
+    failing topology query is never a problem). Raises ``NvmlUnavailable`` when
     NVML cannot be initialised or cannot count the GPUs. Never changes GPU state.
     """
     problems: list[str] = []
@@ -104,7 +109,12 @@ def discover_nvml(node_name: str) -> NodeInventory:
             count = pynvml.nvmlDeviceGetCount()
         except pynvml.NVMLError as err:
             raise NvmlUnavailable(f"NVML cannot count the GPUs ({err})") from err
-        gpus = [gpu for index in range(count) if (gpu := _read_gpu(index, problems))]
+        found = [read for index in range(count) if (read := _read_gpu(index, problems))]
+        topology = read_topology({gpu.index: handle for gpu, handle in found})
+    gpus = [
+        replace(gpu, numa=topology[gpu.index].numa, nvlink=topology[gpu.index].nvlink)
+        for gpu, _ in found
+    ]
     for problem in problems:
         log.warning("%s", problem)
     return NodeInventory(
@@ -138,8 +148,9 @@ def format_cuda_version(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
-def _read_gpu(index: int, problems: list[str]) -> GpuInfo | None:
-    """Read GPU ``index``; append one line per failed query to ``problems``."""
+def _read_gpu(index: int, problems: list[str]) -> tuple[GpuInfo, Any] | None:
+    """Read GPU ``index`` and return it with its NVML handle, or None when it cannot
+    be identified; append one line per failed query to ``problems``."""
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         uuid = str(pynvml.nvmlDeviceGetUUID(handle))
@@ -152,7 +163,7 @@ def _read_gpu(index: int, problems: list[str]) -> GpuInfo | None:
     mig_mode = _mig_mode(failed, handle)
     if failed:
         problems.append(f"GPU {index} ({uuid}) unhealthy: {', '.join(failed)}")
-    return GpuInfo(
+    info = GpuInfo(
         index=index,
         uuid=uuid,
         name=str(name) if name is not None else "unknown",
@@ -160,6 +171,7 @@ def _read_gpu(index: int, problems: list[str]) -> GpuInfo | None:
         mig_mode=mig_mode,
         health=GpuHealth.UNHEALTHY if failed else GpuHealth.OK,
     )
+    return info, handle
 
 
 def _mig_mode(failed: list[str], handle: Any) -> bool | None:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpudock.core.affinity import parse_toleration
 from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
 from gpudock.executors.base import ExecutorUnavailable
@@ -144,8 +145,11 @@ class JobService:
                 )
 
     def _check_feasible(self, spec: JobSpec) -> None:
-        if spec.gpus == 0 and spec.nodes == 1:
-            return
+        """Raise ``Infeasible`` when ``never_fits`` says no node could ever hold the job.
+
+        Every placement constraint goes into the request (CPU-only jobs too: a
+        selector or the nodes' taints may rule out every node).
+        """
         with self.ctx.db.read() as session:
             nodes = load_nodes(session)
         request = JobRequest(
@@ -155,6 +159,10 @@ class JobService:
             gpu_memory=spec.gpu_memory,
             gpu_model=spec.gpu_model,
             nodes=spec.nodes,
+            cpus=spec.cpus,
+            node_selector=tuple(sorted(spec.node_selector.items())),
+            tolerations=tuple(parse_toleration(t) for t in spec.tolerations),
+            topology=spec.topology,
         )
         why = never_fits(request, nodes)
         if why is not None:

@@ -48,13 +48,16 @@ class Database:
             db.migrate()
         return db
 
-    def migrate(self) -> None:
-        """Apply every pending Alembic migration (idempotent)."""
+    def migrate(self, revision: str = "head") -> None:
+        """Apply every pending Alembic migration up to ``revision`` (idempotent).
+
+        Only tests name an older ``revision``, to check an upgrade from it.
+        """
         cfg = Config()
         cfg.set_main_option("script_location", str(_MIGRATIONS))
         with self.engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, revision)
 
     @contextmanager
     def write(self) -> Iterator[Session]:

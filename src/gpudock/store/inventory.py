@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpudock.core.inventory import Gpu, GpuHealth, Node, NodeInventory, NodeStatus
-from gpudock.store.models import GpuRow, MetaRow, NodeRow
+from gpudock.core.inventory import Gpu, GpuHealth, Node, NodeInventory, NodeStatus, NodeTraits
+from gpudock.core.job import JobState
+from gpudock.store.models import GpuRow, JobRow, MetaRow, NodeRow
 
 
-def register_node(session: Session, inv: NodeInventory, now: float) -> None:
+def register_node(
+    session: Session, inv: NodeInventory, now: float, traits: NodeTraits | None = None
+) -> None:
     """Insert or refresh a node and its GPUs from a discovery result.
 
-    GPUs that discovery no longer reports are kept (their allocations must be
-    released normally) but marked ``missing`` so nothing new lands on them.
-    Allocation counters of known GPUs are never touched here.
+    ``traits`` (labels, taints, CPU cores from the server config) replace the
+    node's stored ones; None keeps them (a new node then has none). Each GPU's
+    NUMA node and NVLink domain are refreshed from ``inv``. GPUs that
+    discovery no longer reports are kept (their allocations must be released
+    normally) but marked ``missing`` so nothing new lands on them. Allocation
+    counters of known GPUs are never touched here.
     """
     node = session.get(NodeRow, inv.name)
     if node is None:
@@ -24,10 +30,16 @@ def register_node(session: Session, inv: NodeInventory, now: float) -> None:
             name=inv.name,
             status=NodeStatus.AVAILABLE.value,
             labels={},
+            taints=[],
+            cpus=None,
             last_seen=now,
             gpu_source=inv.source,
         )
         session.add(node)
+    if traits is not None:
+        node.labels = dict(traits.labels)
+        node.taints = list(traits.taints)
+        node.cpus = traits.cpus
     node.driver_version = inv.driver_version
     node.cuda_version = inv.cuda_version
     node.gpu_source = inv.source
@@ -53,11 +65,15 @@ def register_node(session: Session, inv: NodeInventory, now: float) -> None:
                     exclusive_job=None,
                     shared_jobs=0,
                     version=0,
+                    numa=info.numa,
+                    nvlink=info.nvlink,
                 )
             )
             continue
         row.index = info.index
         row.name = info.name
+        row.numa = info.numa
+        row.nvlink = info.nvlink
         row.mig_mode = info.mig_mode
         row.emulated = info.emulated
         row.health = info.health.value
@@ -104,10 +120,12 @@ def disown_other_nodes(session: Session, name: str, now: float) -> list[str]:
 
 
 def list_nodes(session: Session) -> list[Node]:
+    """Every node with its GPUs and the CPU cores its active jobs requested."""
     gpus = list_gpus(session)
     by_node: dict[str, list[Gpu]] = {}
     for gpu in gpus:
         by_node.setdefault(gpu.node, []).append(gpu)
+    cpus_used = used_cpus_by_node(session)
     return [
         Node(
             name=r.name,
@@ -119,9 +137,25 @@ def list_nodes(session: Session) -> list[Node]:
             last_seen=r.last_seen,
             labels=dict(r.labels or {}),
             gpus=by_node.get(r.name, []),
+            taints=list(r.taints or []),
+            cpus=r.cpus,
+            cpus_used=cpus_used.get(r.name, 0.0),
         )
         for r in session.scalars(select(NodeRow).order_by(NodeRow.name))
     ]
+
+
+def used_cpus_by_node(session: Session) -> dict[str, float]:
+    """``{node: sum of cpus}`` over jobs holding resources (ALLOCATED, STARTING,
+    RUNNING) that requested CPUs. One aggregate query; nodes without such jobs
+    are absent."""
+    active = [s.value for s in JobState if s.holds_resources]
+    stmt = (
+        select(JobRow.node, func.sum(JobRow.cpus))
+        .where(JobRow.state.in_(active), JobRow.cpus.is_not(None), JobRow.node.is_not(None))
+        .group_by(JobRow.node)
+    )
+    return {node: float(total or 0.0) for node, total in session.execute(stmt) if node}
 
 
 def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:
@@ -142,6 +176,8 @@ def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:
             exclusive_job=r.exclusive_job,
             shared_jobs=r.shared_jobs,
             version=r.version,
+            numa=r.numa,
+            nvlink=r.nvlink,
         )
         for r in session.scalars(stmt)
     ]

@@ -58,6 +58,11 @@ class JobRow(Base):
     preemptible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     can_preempt: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    node_selector: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
+    tolerations: Mapped[list[str]] = mapped_column(  # canonical str(Toleration)
+        JSON, default=list, server_default="[]"
+    )
+    topology: Mapped[str | None] = mapped_column(String(16))  # "nvlink" | "numa"
 
     state: Mapped[str] = mapped_column(String(16), index=True)
     reason: Mapped[str | None] = mapped_column(Text)
@@ -105,6 +110,10 @@ class NodeRow(Base):
     gpu_source: Mapped[str] = mapped_column(String(16))
     last_seen: Mapped[float] = mapped_column(Float)
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    taints: Mapped[list[str]] = mapped_column(  # canonical str(Taint)
+        JSON, default=list, server_default="[]"
+    )
+    cpus: Mapped[float | None] = mapped_column(Float)  # cores offered to jobs; None: not counted
 
 
 class GpuRow(Base):
@@ -131,6 +140,8 @@ class GpuRow(Base):
     exclusive_job: Mapped[int | None] = mapped_column(Integer)
     shared_jobs: Mapped[int] = mapped_column(Integer, default=0)
     version: Mapped[int] = mapped_column(Integer, default=0)
+    numa: Mapped[int | None] = mapped_column(Integer)  # host NUMA node
+    nvlink: Mapped[int | None] = mapped_column(Integer)  # NVLink domain on its node
 
 
 class AllocationRow(Base):

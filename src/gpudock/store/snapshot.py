@@ -1,15 +1,27 @@
-"""Build the scheduler's immutable ``Snapshot`` from the store in one read."""
+"""Build the scheduler's immutable ``Snapshot`` from the store in one read.
+
+A fixed number of queries, never one per row: nodes, GPUs, the CPU cores
+held per node (one aggregate), pending jobs, running jobs and allocations.
+Taints and tolerations are stored canonically and parsed here (memoised).
+"""
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_toleration
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
+from gpudock.store.inventory import used_cpus_by_node
 from gpudock.store.jobs import ACTIVE_STATES
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
+
+_taint = lru_cache(maxsize=4096)(parse_taint)
+_toleration = lru_cache(maxsize=4096)(parse_toleration)
 
 
 def load_snapshot(session: Session, now: float, limit: int | None = None) -> Snapshot:
@@ -23,7 +35,10 @@ def load_snapshot(session: Session, now: float, limit: int | None = None) -> Sna
 
 
 def load_nodes(session: Session) -> tuple[NodeView, ...]:
-    """Every node with its GPUs and what is allocated on them."""
+    """Every node with its GPUs (topology included) and what is allocated on them.
+
+    ``used_cpus`` sums the ``cpus`` of the jobs holding resources on the node.
+    """
     gpus: dict[str, list[GpuView]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
         gpus.setdefault(g.node, []).append(
@@ -36,8 +51,11 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
                 exclusive=g.exclusive_job is not None,
                 shared_jobs=g.shared_jobs,
                 healthy=g.health == GpuHealth.OK.value,
+                numa=g.numa,
+                nvlink=g.nvlink,
             )
         )
+    cpus_used = used_cpus_by_node(session)
     return tuple(
         NodeView(
             name=n.name,
@@ -45,9 +63,20 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             available=n.status == NodeStatus.AVAILABLE.value,
             unavailable_reason=n.status_reason if n.status != NodeStatus.AVAILABLE.value else None,
             labels=tuple(sorted((n.labels or {}).items())),
+            taints=_taints(n.taints),
+            cpus=n.cpus,
+            used_cpus=cpus_used.get(n.name, 0.0),
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
+
+
+def _taints(stored: list[str] | None) -> tuple[Taint, ...]:
+    return tuple(_taint(text) for text in stored or ())
+
+
+def _tolerations(stored: list[str] | None) -> tuple[Toleration, ...]:
+    return tuple(_toleration(text) for text in stored or ())
 
 
 def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
@@ -65,6 +94,9 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.cpus,
             JobRow.max_runtime,
             JobRow.can_preempt,
+            JobRow.node_selector,
+            JobRow.tolerations,
+            JobRow.topology,
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -87,6 +119,9 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
                 cpus=r.cpus,
                 max_runtime=r.max_runtime,
                 can_preempt=r.can_preempt,
+                node_selector=tuple(sorted((r.node_selector or {}).items())),
+                tolerations=_tolerations(r.tolerations),
+                topology=r.topology,
             )
         )
     return tuple(out)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import ServerProcess, submit, wait_state
+from tests.kit.server import FAST_CONFIG, ServerProcess, submit, wait_state
 
 pytestmark = pytest.mark.docker
 
@@ -35,6 +36,26 @@ def error(response: httpx.Response, status: int) -> dict[str, Any]:
         ({"image": TEST_IMAGE, "max_runtime": "soon"}, "max_runtime", "expected a duration"),
         ({"image": TEST_IMAGE, "env": {"GPUDOCK_JOB_ID": "1"}}, "env", "reserved"),
         ({"image": TEST_IMAGE, "mounts": ["/etc:/x"]}, "mounts", "not in the admin allowlist"),
+        (
+            {"image": TEST_IMAGE, "node_selector": {"bad key": "x"}},
+            "node_selector",
+            "label key 'bad key' must be 1-63 letters",
+        ),
+        (
+            {"image": TEST_IMAGE, "node_selector": ["zone"]},
+            "node_selector",
+            "node selector 'zone' must look like key=value",
+        ),
+        (
+            {"image": TEST_IMAGE, "tolerations": ["spot:NoExecute"]},
+            "tolerations",
+            "toleration 'spot:NoExecute': effect must be NoSchedule, got 'NoExecute'",
+        ),
+        (
+            {"image": TEST_IMAGE, "topology": "pcie"},
+            "topology",
+            "topology: Input should be 'nvlink' or 'numa'",
+        ),
     ],
 )
 def test_bad_specs_get_a_422_that_names_the_field(
@@ -113,3 +134,66 @@ def test_openapi_and_inventory(server: ServerProcess) -> None:
     assert len({g["uuid"] for g in gpus}) == 4
     (node,) = api.get("/v1/nodes").json()
     assert (node["status"], node["gpu_source"], node["gpus_total"]) == ("available", "emulated", 4)
+
+
+NODE_CONFIG: dict[str, Any] = {
+    **FAST_CONFIG,
+    "node_name": "gpu-07",
+    "node": {
+        "labels": {"zone": "b", "gpu.family": "hopper"},
+        "taints": ["reserved=training"],
+        "cpus": 16,
+        "topology": {"nvlink": [[0, 1], [2, 3, 5]]},  # GPU 5: this node has only 4
+    },
+}
+
+
+@pytest.fixture
+def labelled(make_server: Callable[..., ServerProcess], db_url: str) -> ServerProcess:
+    """4 emulated H100s on a node with labels, a taint, 16 CPUs and a declared NVLink split."""
+    return make_server(db_url=db_url, config=NODE_CONFIG).start()
+
+
+def test_the_inventory_shows_labels_taints_cpus_and_topology(labelled: ServerProcess) -> None:
+    api = labelled.api()
+    (node,) = api.get("/v1/nodes").json()
+    assert (node["name"], node["labels"], node["taints"]) == (
+        "gpu-07",
+        {"gpu.family": "hopper", "zone": "b"},
+        ["reserved=training:NoSchedule"],
+    )
+    assert (node["cpus"], node["cpus_used"]) == (16.0, 0.0)
+    gpus = api.get("/v1/gpus").json()
+    # NVLink declared (it wins); NUMA as the emulator has it: halves of the node.
+    assert [(g["index"], g["nvlink"], g["numa"]) for g in gpus] == [
+        (0, 0, 0),
+        (1, 0, 0),
+        (2, 1, 1),
+        (3, 1, 1),
+    ]
+    assert [(g["nvlink"], g["numa"]) for g in node["gpus"]] == [(0, 0), (0, 0), (1, 1), (1, 1)]
+    assert "node.topology names GPU 5, which gpu-07 does not have (it has 0-3); ignored" in (
+        labelled.log()
+    )
+
+
+def test_placement_constraints_are_stored_and_shown(labelled: ServerProcess) -> None:
+    api = labelled.api()
+    job_id = submit(
+        api,
+        image=TEST_IMAGE,
+        command=["true"],
+        gpus=2,
+        cpus=2,
+        node_selector=["zone=b"],
+        tolerations=["reserved", "reserved=training:NoSchedule"],
+        topology="nvlink",
+    )
+
+    spec = api.get(f"/v1/jobs/{job_id}").json()["spec"]
+
+    assert spec["node_selector"] == {"zone": "b"}
+    assert spec["tolerations"] == ["reserved", "reserved=training:NoSchedule"]
+    assert spec["topology"] == "nvlink"
+    listed = api.get("/v1/jobs").json()
+    assert [j["spec"]["topology"] for j in listed] == ["nvlink"]

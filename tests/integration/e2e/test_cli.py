@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import ServerProcess, gpudock_bin, wait_state
+from tests.kit.server import FAST_CONFIG, ServerProcess, gpudock_bin, wait_state
 
 pytestmark = pytest.mark.docker
 
@@ -116,3 +117,51 @@ def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], messa
     )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_placement_flags_and_inventory_columns(make_server: Any) -> None:
+    config = {
+        **FAST_CONFIG,
+        "node": {"labels": {"zone": "b"}, "taints": ["spot"], "cpus": 8},
+    }
+    server = make_server(config=config).start()
+    job_id = server.cli(
+        "submit",
+        "--gpus", "2",
+        "--selector", "zone=b",
+        "--toleration", "spot",
+        "--topology", "nvlink",
+        TEST_IMAGE, "--", "true",
+    ).stdout.strip()  # fmt: skip
+
+    shown = server.cli("show", job_id).stdout
+    assert "node selector  zone=b" in shown
+    assert "tolerations    spot" in shown
+    assert "topology       nvlink" in shown
+    nodes = server.cli("nodes").stdout
+    assert "LABELS" in nodes and "zone=b" in nodes and "spot:NoSchedule" in nodes
+    assert "/8" in nodes  # CPUS: used/offered
+    header, *rows = server.cli("gpus").stdout.splitlines()
+    at = header.index("NUMA")
+    assert header[at:].split()[:2] == ["NUMA", "NVLINK"]
+    assert [row[at:].split()[:2] for row in rows] == [["0", "0"]] * 2 + [["1", "0"]] * 2
+    bad = server.cli("submit", "--topology", "pcie", TEST_IMAGE, check=False)
+    assert bad.returncode == 2 and "topology: Input should be 'nvlink' or 'numa'" in bad.stderr
+
+
+def test_a_bad_node_config_stops_the_server_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "server.yaml"
+    config.write_text("node:\n  taints: ['gpu=a:NoExecute']\n")
+    env = {**os.environ, "GPUDOCK_HOME": str(tmp_path)}
+    result = subprocess.run(
+        [gpudock_bin(), "server", "--port", "1", "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "node.taints: taint 'gpu=a:NoExecute': effect must be NoSchedule" in " ".join(
+        result.stderr.split()
+    )
+    assert "Traceback" not in result.stderr

@@ -77,3 +77,80 @@ def test_return_codes_and_state_reread_on_init(fake_nvml: FakeNvml) -> None:
         "count_after_reinit": 3,  # the state file was re-read by the second init
         "shutdowns": [0, 0, 1],  # refcounted: two inits, then UNINITIALIZED
     }
+
+
+_TOPOLOGY_PROBE = r"""
+import ctypes, json, sys
+
+class PciInfo(ctypes.Structure):
+    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", ctypes.c_uint),
+                ("bus", ctypes.c_uint), ("device", ctypes.c_uint),
+                ("pciDeviceId", ctypes.c_uint), ("pciSubSystemId", ctypes.c_uint),
+                ("busId", ctypes.c_char * 32)]
+
+lib = ctypes.CDLL(sys.argv[1])
+lib.nvmlInitWithFlags(0)
+linked, plain = ctypes.c_void_p(), ctypes.c_void_p()
+lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(linked))
+lib.nvmlDeviceGetHandleByIndex_v2(1, ctypes.byref(plain))
+active, pci = ctypes.c_uint(7), PciInfo()
+mask = (ctypes.c_ulonglong * 2)()
+out = {
+    "pci": lib.nvmlDeviceGetPciInfo_v3(plain, ctypes.byref(pci)),
+    "bus_id": pci.busId.decode(), "legacy": pci.busIdLegacy.decode(),
+    "numbers": [pci.domain, pci.bus, pci.device],
+    "state_link0": lib.nvmlDeviceGetNvLinkState(linked, 0, ctypes.byref(active)),
+    "active0": active.value,
+    "state_link1": lib.nvmlDeviceGetNvLinkState(linked, 1, ctypes.byref(active)),
+    "active1": active.value,
+    "state_past_last": lib.nvmlDeviceGetNvLinkState(linked, 2, ctypes.byref(active)),
+    "state_no_nvlink": lib.nvmlDeviceGetNvLinkState(plain, 0, ctypes.byref(active)),
+    "remote": lib.nvmlDeviceGetNvLinkRemotePciInfo_v2(linked, 0, ctypes.byref(pci)),
+    "remote_bus_id": pci.busId.decode(),
+    "affinity": lib.nvmlDeviceGetMemoryAffinity(linked, 2, mask, 0),
+    "mask": [mask[0], mask[1]],
+    "affinity_bad_scope": lib.nvmlDeviceGetMemoryAffinity(linked, 2, mask, 2),
+    "affinity_too_small": lib.nvmlDeviceGetMemoryAffinity(plain, 1, mask, 0),
+    "affinity_unknown": lib.nvmlDeviceGetMemoryAffinity(linked, 2, None, 0),
+    "exports_numa_node_id": hasattr(lib, "nvmlDeviceGetNumaNodeId"),
+}
+print(json.dumps(out))
+"""
+
+
+def test_topology_entry_points_follow_nvml(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state["gpus"] = [
+        fake_gpu(0, numa_node=1, nvlink_peers=["00000000:C1:00.0", None]),
+        fake_gpu(1, pci_bus_id="00000000:18:00.0", numa_node=64),
+    ]
+    fake_nvml.write()
+
+    done = subprocess.run(
+        [sys.executable, "-c", _TOPOLOGY_PROBE, str(fake_nvml.lib_dir / "libnvidia-ml.so.1")],
+        env={STATE_ENV: str(fake_nvml.state_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+    assert json.loads(done.stdout) == {
+        "pci": 0,
+        "bus_id": "00000000:18:00.0",
+        "legacy": "0000:18:00.0",
+        "numbers": [0, 0x18, 0],
+        "state_link0": 0,
+        "active0": 1,
+        "state_link1": 0,
+        "active1": 0,  # a link that is down
+        "state_past_last": 2,  # NVML_ERROR_INVALID_ARGUMENT: no such link
+        "state_no_nvlink": 3,  # NVML_ERROR_NOT_SUPPORTED: a PCIe-only GPU
+        "remote": 0,
+        "remote_bus_id": "00000000:C1:00.0",
+        "affinity": 0,
+        "mask": [0b10, 0],  # NUMA node 1
+        "affinity_bad_scope": 2,
+        "affinity_too_small": 7,  # node 64 needs a second 64-bit word
+        "affinity_unknown": 2,  # no output buffer
+        "exports_numa_node_id": False,  # gpudock does not call it (see nvml_topology)
+    }

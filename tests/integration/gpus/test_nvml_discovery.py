@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from tests.kit.fake_nvml import GIB, FakeNvml, fake_gpu, run_discovery_subprocess
 
+NVSWITCH = "00000000:C1:00.0"
+
 
 def _warnings(report: dict[str, Any]) -> list[str]:
     return [r["message"] for r in report["logs"] if r["level"] in ("WARNING", "ERROR", "CRITICAL")]
@@ -97,6 +99,8 @@ def test_a_lost_gpu_is_reported_unhealthy(fake_nvml: FakeNvml) -> None:
         "mig_mode": None,
         "emulated": False,
         "health": "unhealthy",
+        "numa": None,  # topology queries fail on a lost GPU too: unknown, not a problem
+        "nvlink": None,
     }
     problem = (
         f"GPU 1 ({lost_uuid}) unhealthy: "
@@ -138,3 +142,74 @@ def test_a_rewritten_state_shows_in_the_next_discovery(fake_nvml: FakeNvml) -> N
     fake_nvml.state["gpus"].append(fake_gpu(2))
 
     assert len(fake_nvml.discover()["inventory"]["gpus"]) == 3
+
+
+def _topology(report: dict[str, Any]) -> list[tuple[int | None, int | None]]:
+    return [(g["numa"], g["nvlink"]) for g in report["inventory"]["gpus"]]
+
+
+def test_numa_nodes_come_from_nvml_memory_affinity(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state["gpus"] = [fake_gpu(i, numa_node=node) for i, node in enumerate([0, 0, 1, 70])]
+
+    report = fake_nvml.discover()
+
+    assert [numa for numa, _ in _topology(report)] == [0, 0, 1, 70]  # 70: second mask word
+    assert _warnings(report) == []
+
+
+def test_unknown_numa_node_is_none_never_a_problem(fake_nvml: FakeNvml) -> None:
+    # Memory affinity NOT_SUPPORTED and no sysfs entry for the (fake) PCI bus id.
+    fake_nvml.state["gpus"][1]["numa_node"] = None
+
+    report = fake_nvml.discover()
+
+    assert _topology(report) == [(0, None), (None, None)]
+    assert report["inventory"]["note"] is None and _warnings(report) == []
+
+
+def test_nvlink_domains_are_the_connected_components_of_active_links(fake_nvml: FakeNvml) -> None:
+    gpus = [fake_gpu(i) for i in range(6)]
+    gpus[0]["nvlink_peers"] = [1, None]  # link 1 is down
+    gpus[1]["nvlink_peers"] = [0, 2]
+    gpus[2]["nvlink_peers"] = [1]  # 0-1-2 is a chain: still one domain
+    gpus[3]["nvlink_peers"] = [4, 4]  # two links to the same peer
+    gpus[4]["nvlink_peers"] = [3, 3]
+    gpus[5]["nvlink_peers"] = [None, None]  # NVLink-capable, every link down
+    fake_nvml.state["gpus"] = gpus
+
+    report = fake_nvml.discover()
+
+    assert [nvlink for _, nvlink in _topology(report)] == [0, 0, 0, 1, 1, None]
+    assert _warnings(report) == []
+
+
+def test_gpus_wired_to_nvswitches_share_one_domain(fake_nvml: FakeNvml) -> None:
+    gpus = [fake_gpu(i, nvlink_peers=[NVSWITCH] * 18) for i in range(8)]
+    gpus.append(fake_gpu(8))  # a PCIe card in the same host: NVLink NOT_SUPPORTED
+    fake_nvml.state["gpus"] = gpus
+
+    report = fake_nvml.discover()
+
+    assert [nvlink for _, nvlink in _topology(report)] == [0] * 8 + [None]
+
+
+def test_a_lone_gpu_behind_a_switch_has_no_nvlink_domain(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state["gpus"][0]["nvlink_peers"] = [NVSWITCH]
+
+    assert _topology(fake_nvml.discover()) == [(0, None), (0, None)]
+
+
+def test_topology_of_a_lost_gpu_is_unknown_and_its_peers_keep_theirs(fake_nvml: FakeNvml) -> None:
+    gpus = [fake_gpu(i) for i in range(3)]
+    gpus[0]["nvlink_peers"] = [1, 2]
+    gpus[1]["nvlink_peers"] = [0]
+    gpus[2]["nvlink_peers"] = [0]
+    gpus[2]["fail"] = True  # every query but handle and UUID: GPU is lost
+    fake_nvml.state["gpus"] = gpus
+
+    report = fake_nvml.discover()
+
+    # GPU 0 still reports its link to GPU 2's bus id, but GPU 2's own bus id is
+    # unknown, so it cannot be matched: only 0 and 1 form a domain.
+    assert _topology(report) == [(0, 0), (0, 0), (None, None)]
+    assert [g["health"] for g in report["inventory"]["gpus"]] == ["ok", "ok", "unhealthy"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,18 @@ REPO_SRC = Path(__file__).resolve().parents[3] / "src"
 GIB = 1024**3
 GCC_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
 
-_GPU_KEYS = {"uuid", "name", "memory_total", "memory_used", "mig", "processes", "fail"}
+_GPU_KEYS = {
+    "uuid",
+    "name",
+    "memory_total",
+    "memory_used",
+    "mig",
+    "processes",
+    "fail",
+    "pci_bus_id",
+    "numa_node",
+    "nvlink_peers",
+}
 _STATE_KEYS = {"init_error", "driver_version", "cuda_version", "gpus"}
 _FAIL_CODES = {False: 0, True: 1, "handle": 2}
 
@@ -91,9 +103,16 @@ def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
 
     Keys: ``uuid``, ``name``, ``memory_total`` and ``memory_used`` (bytes),
     ``mig`` (``"unsupported"`` or ``{"current": 0|1, "pending": 0|1}``),
-    ``processes`` (``[{"pid": int, "usedGpuMemory": int}]``) and ``fail``
+    ``processes`` (``[{"pid": int, "usedGpuMemory": int}]``), ``fail``
     (False; True = queries after the handle/UUID return GPU_IS_LOST;
-    ``"handle"`` = even the handle lookup does).
+    ``"handle"`` = even the handle lookup does), and topology:
+    ``pci_bus_id`` (NVML form; by default ``0000FA57:<0x10+index>:00.0``, a
+    PCI domain no real host has, so the sysfs NUMA fallback finds nothing),
+    ``numa_node`` (int, default 0; None = memory affinity NOT_SUPPORTED) and
+    ``nvlink_peers``: one entry per NVLink, in link order: a GPU's position in
+    the state's ``gpus`` list, a PCI bus id string (a non-GPU end such as an
+    NVSwitch), or None (a link that is down). Empty (the default): the GPU has
+    no NVLink and every link query is NOT_SUPPORTED.
     """
     gpu: dict[str, Any] = {
         "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'fake-nvml/{index}')}",
@@ -103,9 +122,17 @@ def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
         "mig": {"current": 0, "pending": 0},
         "processes": [],
         "fail": False,
+        "pci_bus_id": fake_bus_id(index),
+        "numa_node": 0,
+        "nvlink_peers": [],
     }
     gpu.update(overrides)
     return gpu
+
+
+def fake_bus_id(index: int) -> str:
+    """The default PCI bus id of fake GPU ``index`` (NVML's 8-digit-domain form)."""
+    return f"0000FA57:{0x10 + index:02X}:00.0"
 
 
 def default_state(gpus: int = 2) -> dict[str, Any]:
@@ -126,7 +153,8 @@ def render_state(state: dict[str, Any]) -> str:
         f"driver {_one_line(str(state.get('driver_version', '550.54.15')))}",
         f"cuda {int(state.get('cuda_version', 12040))}",
     ]
-    for gpu in state.get("gpus", []):
+    gpus = state.get("gpus", [])
+    for gpu in gpus:
         _check_keys("gpu", gpu, _GPU_KEYS)
         mig = gpu.get("mig", "unsupported")
         current, pending = (-1, -1) if mig == "unsupported" else (mig["current"], mig["pending"])
@@ -141,7 +169,36 @@ def render_state(state: dict[str, Any]) -> str:
         lines += [
             f"proc {int(p['pid'])} {int(p['usedGpuMemory'])}" for p in gpu.get("processes", [])
         ]
+        lines += _topology_lines(gpu, gpus)
     return "\n".join(lines) + "\n"
+
+
+def _topology_lines(gpu: dict[str, Any], gpus: list[dict[str, Any]]) -> list[str]:
+    """``pci``, ``numa`` and ``link`` lines of one GPU (see ``fake_gpu``)."""
+    lines = []
+    if gpu.get("pci_bus_id") is not None:
+        lines.append(f"pci {_bus_id(gpu['pci_bus_id'])}")
+    numa = gpu.get("numa_node")
+    lines.append(f"numa {-1 if numa is None else int(numa)}")
+    peers = gpu.get("nvlink_peers", [])
+    if len(peers) > 36:
+        raise ValueError(f"a fake GPU has at most 36 NVLinks, got {len(peers)}")
+    for peer in peers:
+        if peer is None:
+            lines.append("link 0 00000000:00:00.0")
+        elif isinstance(peer, int):
+            if not 0 <= peer < len(gpus) or gpus[peer].get("pci_bus_id") is None:
+                raise ValueError(f"nvlink peer {peer} is no GPU with a pci_bus_id in the state")
+            lines.append(f"link 1 {_bus_id(gpus[peer]['pci_bus_id'])}")
+        else:
+            lines.append(f"link 1 {_bus_id(peer)}")
+    return lines
+
+
+def _bus_id(text: str) -> str:
+    if not re.fullmatch(r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", text):
+        raise ValueError(f"fake PCI bus id must look like 00000000:18:00.0, got {text!r}")
+    return text
 
 
 class FakeNvml:

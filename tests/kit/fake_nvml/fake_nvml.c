@@ -15,10 +15,17 @@
  *   cuda <int>                            e.g. 12040 for CUDA 12.4
  *   gpu <fail> <mig_cur> <mig_pend> <total> <used> <uuid> <name...>
  *   proc <pid> <used_bytes>               belongs to the preceding gpu
+ *   pci <bus_id>                          the preceding gpu's PCI bus id
+ *   numa <node>                           its host NUMA node; -1 = not supported
+ *   link <active> <remote_bus_id>         its next NVLink (0, 1, ...); active 0 or 1
  *
  * fail: 0 healthy; 1 handle and UUID work, other device queries return
  * GPU_IS_LOST; 2 even the handle lookup returns GPU_IS_LOST.
  * mig_cur/mig_pend: 0 or 1, or -1 when MIG is not supported.
+ * Topology: without a pci line nvmlDeviceGetPciInfo_v3 is NOT_SUPPORTED; a gpu
+ * with no link lines answers NOT_SUPPORTED for every link (a PCIe-only GPU),
+ * one with N links answers INVALID_ARGUMENT for link >= N; memory affinity
+ * (scope NODE or SOCKET) is the one-bit mask of its NUMA node.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -34,15 +41,21 @@ enum {
 
 #define MAX_GPUS 16
 #define MAX_PROCS 32
+#define MAX_LINKS 36 /* NVML_NVLINK_MAX_LINKS */
 #define NVML_MEMORY_V2 0x02000028u
 
 typedef struct { unsigned int pid; unsigned long long used; } proc_t;
+typedef struct { int active; char remote[32]; } link_t;
 typedef struct {
     int fail, mig_current, mig_pending;
     unsigned long long total, used;
     char uuid[96], name[96];
     int nprocs;
     proc_t procs[MAX_PROCS];
+    char pci[32];
+    int numa;
+    int nlinks;
+    link_t links[MAX_LINKS];
 } gpu_t;
 typedef gpu_t *nvmlDevice_t;
 
@@ -56,6 +69,11 @@ typedef struct {
     unsigned long long usedGpuMemory;
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlProcessInfo_t;
+typedef struct { /* nvmlPciInfo_t as of NVML 9.0 (pynvml's nvmlPciInfo_t) */
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
 
 static int refcount;
 static int ngpus;
@@ -98,8 +116,18 @@ static nvmlReturn_t load_state(void) {
             if (sscanf(line, "gpu %d %d %d %llu %llu %95s %n", &g->fail, &g->mig_current,
                        &g->mig_pending, &g->total, &g->used, g->uuid, &n) >= 6) {
                 copy_field(g->name, sizeof g->name, line + n);
+                g->numa = -1;
                 ngpus++;
             }
+        } else if (strncmp(line, "pci ", 4) == 0 && ngpus > 0) {
+            copy_field(gpus[ngpus - 1].pci, sizeof gpus[ngpus - 1].pci, line + 4);
+        } else if (sscanf(line, "numa %d", &n) == 1 && ngpus > 0) {
+            gpus[ngpus - 1].numa = n;
+        } else if (strncmp(line, "link ", 5) == 0 && ngpus > 0) {
+            gpu_t *g = &gpus[ngpus - 1];
+            link_t *l = &g->links[g->nlinks];
+            if (g->nlinks < MAX_LINKS && sscanf(line, "link %d %31s", &l->active, l->remote) == 2)
+                g->nlinks++;
         } else if (strncmp(line, "proc ", 5) == 0 && ngpus > 0) {
             gpu_t *g = &gpus[ngpus - 1];
             if (g->nprocs < MAX_PROCS &&
@@ -265,5 +293,60 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
         infos[i].gpuInstanceId = 0xFFFFFFFFu; /* not a MIG instance */
         infos[i].computeInstanceId = 0xFFFFFFFFu;
     }
+    return OK;
+}
+
+/* Fills an nvmlPciInfo_t from "DDDDDDDD:BB:DD.F"; NOT_SUPPORTED for anything else. */
+static nvmlReturn_t fill_pci(nvmlPciInfo_t *pci, const char *bus_id) {
+    unsigned int domain, bus, device, function;
+    if (sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4)
+        return NOT_SUPPORTED;
+    domain &= 0xFFFFu; bus &= 0xFFu; device &= 0x1Fu; function &= 0x7u;
+    memset(pci, 0, sizeof *pci);
+    pci->domain = domain;
+    pci->bus = bus;
+    pci->device = device;
+    pci->pciDeviceId = 0x233010DEu; /* H100 SXM5, NVIDIA's vendor id */
+    snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.%X", domain, bus, device, function);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", domain, bus, device,
+             function);
+    return OK;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
+    nvmlReturn_t rc = check_device(d, pci);
+    return rc != OK ? rc : fill_pci(pci, d->pci);
+}
+
+/* Common checks for an NVLink query: a GPU without links has no NVLink at all. */
+static nvmlReturn_t check_link(nvmlDevice_t d, unsigned int link, const void *out) {
+    nvmlReturn_t rc = check_device(d, out);
+    if (rc != OK) return rc;
+    if (d->nlinks == 0) return NOT_SUPPORTED;
+    return link < (unsigned int)d->nlinks ? OK : INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, unsigned int *isActive) {
+    nvmlReturn_t rc = check_link(d, link, isActive);
+    if (rc == OK) *isActive = (unsigned int)d->links[link].active;
+    return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link,
+                                                 nvmlPciInfo_t *pci) {
+    nvmlReturn_t rc = check_link(d, link, pci);
+    return rc != OK ? rc : fill_pci(pci, d->links[link].remote);
+}
+
+/* The NUMA node mask nearest the GPU: one bit, for scope NODE (0) and SOCKET (1) alike. */
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t d, unsigned int nodeSetSize,
+                                         unsigned long *nodeSet, unsigned int scope) {
+    nvmlReturn_t rc = check_device(d, nodeSet);
+    if (rc != OK) return rc;
+    if (scope > 1) return INVALID_ARGUMENT;
+    if (d->numa < 0) return NOT_SUPPORTED;
+    if ((unsigned long)nodeSetSize * 64 <= (unsigned long)d->numa) return INSUFFICIENT_SIZE;
+    memset(nodeSet, 0, nodeSetSize * sizeof *nodeSet);
+    nodeSet[d->numa / 64] = 1UL << (d->numa % 64);
     return OK;
 }

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudock.config import load_config
+from gpudock.config import GpuTopologyConfig, load_config
 from gpudock.core.errors import InvalidInput
+from gpudock.core.inventory import NodeTraits
 
 
 def test_defaults_are_hardened() -> None:
@@ -49,3 +50,91 @@ def test_bad_config_names_the_key(tmp_path: Path, text: str, message: str) -> No
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="cannot read config"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_node_defaults_offer_everything_to_everyone() -> None:
+    node = load_config(None).node
+    assert (node.labels, node.taints, node.cpus, node.topology) == ({}, [], None, None)
+    assert node.traits() == NodeTraits()
+
+
+def test_node_labels_taints_cpus_and_topology(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "node_name: gpu-07\n"
+        "node:\n"
+        "  labels: {zone: b, gpu.family: hopper}\n"
+        "  taints: ['reserved=training:NoSchedule', 'spot', 'maint=now']\n"
+        "  cpus: 96\n"
+        "  topology:\n"
+        "    nvlink: [[0, 1, 2, 3], [4, 5, 6, 7]]\n"
+        "    numa: [[0, 1, 2, 3], [4, 5, 6, 7]]\n"
+    )
+    cfg = load_config(path)
+    assert cfg.node_name == "gpu-07"
+    assert cfg.node.traits() == NodeTraits(
+        labels={"gpu.family": "hopper", "zone": "b"},
+        taints=("reserved=training:NoSchedule", "spot:NoSchedule", "maint=now:NoSchedule"),
+        cpus=96.0,
+    )
+    topology = cfg.node.topology
+    assert topology is not None
+    assert topology.groups_of("nvlink") == {0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1}
+    assert topology.groups_of("numa") == topology.groups_of("nvlink")
+
+
+def test_a_topology_may_declare_one_kind_only() -> None:
+    topology = GpuTopologyConfig(numa=[[0], [1]])
+    assert topology.groups_of("numa") == {0: 0, 1: 1}
+    assert topology.groups_of("nvlink") is None
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        (
+            "labels: {'bad key': x}",
+            "node.labels: label key 'bad key' must be 1-63 letters, digits or '_./-', "
+            "starting and ending with a letter or digit",
+        ),
+        ("labels: {rack: 3}", "node.labels.rack: Input should be a valid string"),
+        (
+            "taints: ['spot:NoExecute']",
+            "node.taints: taint 'spot:NoExecute': effect must be NoSchedule, got 'NoExecute' "
+            "(gpudock never evicts running jobs for taints)",
+        ),
+        (
+            "taints: ['ok', 'bad key=x']",
+            "node.taints: taint 'bad key=x': label key 'bad key' must be 1-63 letters, digits "
+            "or '_./-', starting and ending with a letter or digit",
+        ),
+        (
+            "taints: ['*:NoSchedule']",
+            "node.taints: taint '*:NoSchedule': '*' is only valid in a toleration",
+        ),
+        ("taints: [spot=a, 'spot=b:NoSchedule']", "node.taints: taint key 'spot' is given twice"),
+        ("cpus: 0", "node.cpus: Input should be greater than 0"),
+        ("cpu: 8", "node.cpu: unknown field"),
+        ("topology: {nvlink: [[0, 1], []]}", "node.topology.nvlink: group 1 is empty"),
+        (
+            "topology: {nvlink: [[0, 1], [2]]}",
+            "node.topology.nvlink: group 1 has one GPU; an NVLink domain needs at least two "
+            "(leave a GPU without NVLink peers out)",
+        ),
+        (
+            "topology: {numa: [[0, 1], [1, 2]]}",
+            "node.topology.numa: GPU 1 is in groups 0 and 1; groups must be disjoint",
+        ),
+        ("topology: {numa: [[0, 0]]}", "node.topology.numa: group 0 names GPU 0 twice"),
+        ("topology: {numa: [[-1]]}", "node.topology.numa: group 0: GPU index -1 must be >= 0"),
+        ("topology: {pcie: [[0]]}", "node.topology.pcie: unknown field"),
+    ],
+)
+def test_bad_node_config_names_the_key_and_the_entry(
+    tmp_path: Path, node: str, message: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"node:\n  {node}\n")
+    with pytest.raises(InvalidInput) as caught:
+        load_config(path)
+    assert caught.value.message == f"config {path}: {message}"

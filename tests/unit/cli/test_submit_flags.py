@@ -1,0 +1,97 @@
+"""``gpudock submit`` placement flags: what reaches ``POST /v1/jobs`` (no server needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpudock.cli import main as cli
+
+
+@pytest.fixture
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The JSON bodies ``submit`` would POST; the fake server answers job id 7."""
+    bodies: list[dict[str, Any]] = []
+
+    def call(method: str, path: str, **kwargs: Any) -> Any:
+        assert (method, path) == ("POST", "/v1/jobs")
+        bodies.append(kwargs["json"])
+        return {"id": 7}
+
+    monkeypatch.setattr(cli, "call", call)
+    return bodies
+
+
+def submit(*args: str) -> Any:
+    return CliRunner().invoke(cli.app, ["submit", *args])
+
+
+def test_selector_toleration_and_topology_flags(posted: list[dict[str, Any]]) -> None:
+    result = submit(
+        "--gpus", "4",
+        "--selector", "zone=b", "--selector", "gpu.family=hopper",
+        "--toleration", "spot", "--toleration", "reserved=training:NoSchedule",
+        "--topology", "nvlink",
+        "img", "--", "python", "train.py",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "7"
+    (body,) = posted
+    assert body["node_selector"] == {"gpu.family": "hopper", "zone": "b"}
+    assert body["tolerations"] == ["spot", "reserved=training:NoSchedule"]
+    assert body["topology"] == "nvlink"
+    assert body["command"] == ["python", "train.py"]
+
+
+def test_flags_add_to_a_spec_file(posted: list[dict[str, Any]], tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "image: img\ngpus: 2\nnode_selector: [zone=a, rack=r1]\ntolerations: [spot]\n"
+        "topology: numa\n"
+    )
+
+    result = submit(
+        "-f", str(spec), "--selector", "zone=b", "--toleration", "*", "--topology", "nvlink"
+    )
+
+    assert result.exit_code == 0, result.output
+    (body,) = posted
+    assert body["node_selector"] == {"rack": "r1", "zone": "b"}  # the flag wins for zone
+    assert body["tolerations"] == ["spot", "*"]
+    assert body["topology"] == "nvlink"
+
+
+def test_no_placement_flags_send_no_constraints(posted: list[dict[str, Any]]) -> None:
+    assert submit("img").exit_code == 0
+    (body,) = posted
+    assert (body["node_selector"], body["tolerations"], "topology" in body) == ({}, [], False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--selector", "zone"], "--selector 'zone' must look like KEY=VALUE"),
+        (
+            ["--selector", "bad key=x"],
+            "invalid job spec: node_selector: label key 'bad key' must be 1-63 letters",
+        ),
+        (
+            ["--toleration", "spot:NoExecute"],
+            "invalid job spec: tolerations: toleration 'spot:NoExecute': effect must be "
+            "NoSchedule, got 'NoExecute'",
+        ),
+        (["--topology", "pcie"], "invalid job spec: topology: Input should be 'nvlink' or 'numa'"),
+    ],
+)
+def test_bad_placement_flags_exit_2_with_the_reason(
+    posted: list[dict[str, Any]], args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(cli.app, ["submit", *args, "img"])
+
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())  # rich may wrap long lines
+    assert posted == []
