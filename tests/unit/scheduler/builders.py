@@ -6,6 +6,12 @@
     assert_placed(plan, 1, node="n0", gpus=[1, 2])
     assert_pending(plan, 2, contains="needs 4 GPUs")
 
+Placement constraints, CPUs and GPU topology::
+
+    make_node("n1").gpus(8).label("zone", "eu").taint("dedicated=ml").cpus(64, used=8)
+    make_node("n2").gpus(8).topology(nvlink=[[0, 1, 2, 3], [4, 5, 6, 7]], numa=[[0, 1, 2, 3]])
+    make_job(2).gpus(4).selector("zone", "eu").tolerate("dedicated").cpus(8).topology("nvlink")
+
 GPU uuids follow ``gpu_uuid(node, index)`` so assertions can speak in indices.
 """
 
@@ -16,6 +22,7 @@ from dataclasses import replace
 from typing import Literal
 
 from gpudock.config import SchedulerConfig
+from gpudock.core.affinity import Taint, Topology, parse_taint, parse_toleration
 from gpudock.core.job import PendingReason
 from gpudock.core.units import parse_size
 from gpudock.scheduler.cycle import schedule
@@ -85,6 +92,28 @@ class JobBuilder:
         self._job = replace(self._job, nodes=n)
         return self
 
+    def selector(self, key: str, value: str) -> JobBuilder:
+        """Only nodes labelled ``key=value`` (adds to the node selector)."""
+        labels = dict(self._job.node_selector)
+        labels[key] = value
+        self._job = replace(self._job, node_selector=tuple(sorted(labels.items())))
+        return self
+
+    def tolerate(self, spec: str) -> JobBuilder:
+        """Tolerate taints matching ``spec``: ``key=value[:effect]``, ``key`` or ``*``."""
+        tolerations = (*self._job.tolerations, parse_toleration(spec))
+        self._job = replace(self._job, tolerations=tolerations)
+        return self
+
+    def topology(self, level: Topology) -> JobBuilder:
+        """Require all its GPUs in one NVLink domain (``nvlink``) or NUMA node (``numa``)."""
+        self._job = replace(self._job, topology=level)
+        return self
+
+    def cpus(self, n: float) -> JobBuilder:
+        self._job = replace(self._job, cpus=n)
+        return self
+
     def build(self) -> JobRequest:
         return self._job
 
@@ -94,7 +123,10 @@ def make_job(job_id: int) -> JobBuilder:
 
 
 class NodeBuilder:
-    """A node; ``gpus()`` appends GPUs with the next indices (call it again to mix models)."""
+    """A node; ``gpus()`` appends GPUs with the next indices (call it again to mix models).
+
+    By default it has no taints, does not count CPUs and has no GPU topology.
+    """
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -102,6 +134,11 @@ class NodeBuilder:
         self._available = True
         self._reason: str | None = None
         self._labels: dict[str, str] = {}
+        self._taints: list[Taint] = []
+        self._cpus: float | None = None
+        self._used_cpus = 0.0
+        self._nvlink: dict[int, int] = {}  # GPU index -> NVLink domain
+        self._numa: dict[int, int] = {}  # GPU index -> NUMA node
 
     def gpus(self, n: int, model: str = "A100-80GB", memory: Size = "80GiB") -> NodeBuilder:
         total = parse_size(memory)
@@ -141,13 +178,48 @@ class NodeBuilder:
         self._labels[key] = value
         return self
 
+    def taint(self, spec: str) -> NodeBuilder:
+        """Add a taint: ``key=value:NoSchedule``, ``key:NoSchedule`` or ``key=value``."""
+        self._taints.append(parse_taint(spec))
+        return self
+
+    def cpus(self, n: float, used: float = 0) -> NodeBuilder:
+        """Count ``n`` CPU cores here, ``used`` of them held by running jobs."""
+        self._cpus, self._used_cpus = n, used
+        return self
+
+    def topology(
+        self,
+        nvlink: Sequence[Sequence[int]] = (),
+        numa: Sequence[Sequence[int]] = (),
+    ) -> NodeBuilder:
+        """Group GPU indices: ``nvlink[i]`` is NVLink domain ``i``, ``numa[i]`` NUMA node ``i``.
+
+        A GPU in no group keeps an unknown domain / NUMA node. Applied at
+        ``build``, so GPUs may be added before or after.
+        """
+        for kind, groups in ((self._nvlink, nvlink), (self._numa, numa)):
+            for group_id, members in enumerate(groups):
+                for index in members:
+                    kind[index] = group_id
+        return self
+
     def build(self) -> NodeView:
+        gpus = tuple(
+            replace(g, nvlink=self._nvlink.get(g.index), numa=self._numa.get(g.index))
+            if self._nvlink or self._numa
+            else g
+            for g in self._gpus
+        )
         return NodeView(
             name=self._name,
-            gpus=tuple(self._gpus),
+            gpus=gpus,
             available=self._available,
             unavailable_reason=self._reason,
             labels=tuple(sorted(self._labels.items())),
+            taints=tuple(self._taints),
+            cpus=self._cpus,
+            used_cpus=self._used_cpus,
         )
 
 
