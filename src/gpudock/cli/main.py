@@ -314,8 +314,10 @@ def token_create(
 
 def register_server_command() -> None:
     from gpudock.cli.server_cmd import server
+    from gpudock.cli.simulate_cmd import simulate_command
 
     app.command()(server)
+    app.command("simulate")(simulate_command)
 
 
 def main() -> None:

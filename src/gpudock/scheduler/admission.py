@@ -10,7 +10,10 @@ in plain priority order with no quota, exactly as before. With queues::
                   within a queue, the order policy's order
     3.  admit     QuotaLedger.check: within the guarantee, or borrowing what
                   the cohort lends and staying under the limit; else a
-                  ``quota`` pending reason
+                  ``quota`` pending reason. Jobs that would borrow wait for a
+                  second pass, after every job that fits its own guarantee
+                  (as Kueue does), so a borrower never takes capacity that a
+                  lender's own job needs in the same cycle
     3d. charge    a placed job's exact usage is charged to its queue, so later
                   jobs of the cycle see it
 """
@@ -124,6 +127,11 @@ class Admission:
         """Step 3: None if the queue may take ``job`` now, else the quota reason."""
         verdict = self.ledger.check(job.queue, self.estimate(job))
         return None if verdict.admitted else verdict.reason
+
+    def borrows(self, job: JobRequest) -> bool:
+        """True when admitting ``job`` now would take borrowed capacity."""
+        verdict = self.ledger.check(job.queue, self.estimate(job))
+        return verdict.admitted and verdict.borrows
 
     def charge(self, job: JobRequest, placement: Placement) -> None:
         """Step 3d: the placed job's exact usage now counts against its queue."""

@@ -1,0 +1,163 @@
+"""``gpudock simulate``: replay a trace through the real scheduler, policy against policy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gpudock.sim.cluster import parse_cluster, philly_vc_queues
+from gpudock.sim.engine import SimConfig, simulate
+from gpudock.sim.metrics import compare, recommend
+from gpudock.sim.policies import POLICIES, load_policy
+from gpudock.sim.traces import FORMATS, TraceError, detect_format, load_trace
+
+err = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def simulate_command(
+    trace: Annotated[Path, typer.Option("--trace", help="trace file (CSV, or ARCHIVE::MEMBER)")],
+    cluster: Annotated[
+        str,
+        typer.Option(
+            "--cluster", help="NODESxGPUS[:MODEL[:MEMORY]] (e.g. 64x8:H100), '+'-joined, or YAML"
+        ),
+    ],
+    policy: Annotated[
+        list[str],
+        typer.Option(
+            "--policy",
+            help=f"policy name ({', '.join(POLICIES)}) or YAML file; repeat to compare",
+        ),
+    ],
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help=f"{'|'.join(FORMATS)}; default: from the header"),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print JSON, one object per policy")
+    ] = False,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="write index.html and PNG plots here")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="seed for randomised inputs")] = 0,
+    skip_bad_rows: Annotated[
+        bool, typer.Option("--skip-bad-rows", help="skip malformed rows instead of stopping")
+    ] = False,
+    start: Annotated[str | None, typer.Option("--start", help="first submission to keep")] = None,
+    end: Annotated[str | None, typer.Option("--end", help="keep submissions before this")] = None,
+    philly_vc: Annotated[
+        Path | None,
+        typer.Option("--philly-vc", help="philly_vc.csv: one queue per VC, guarantees scaled"),
+    ] = None,
+    cycle_interval: Annotated[
+        float, typer.Option("--cycle-interval", help="seconds per scheduling period (0: per event)")
+    ] = 0.0,
+    preempt_grace: Annotated[
+        float, typer.Option("--preempt-grace", help="seconds a preempted job holds its GPUs")
+    ] = 10.0,
+) -> None:
+    """Replay a GPU cluster trace through gpudock's scheduler and compare policies.
+
+    The same scheduler code as the server runs on a virtual clock; oracle
+    policies (which read true durations) are reference bounds only.
+    """
+    if not policy:
+        raise _fail("give at least one --policy")
+    try:
+        policies = [load_policy(p) for p in policy]
+        spec = parse_cluster(cluster)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    names = [p.name for p in policies]
+    if len(set(names)) != len(names):
+        raise _fail(f"policy names repeat: {', '.join(names)}")
+    if cycle_interval < 0 or preempt_grace < 0:
+        raise _fail("--cycle-interval and --preempt-grace must not be negative")
+    try:
+        fmt = format or detect_format(trace)
+        if fmt not in FORMATS:
+            raise _fail(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        loaded = load_trace(trace, fmt, skip_bad_rows=skip_bad_rows, start=start, end=end)
+    except (TraceError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    for bad in loaded.skipped[:20]:
+        err.print(f"skipped line {bad.line}: {escape(bad.message)}", highlight=False)
+    if len(loaded.skipped) > 20:
+        err.print(f"... and {len(loaded.skipped) - 20} more skipped rows")
+    jobs = loaded.jobs
+    if philly_vc is not None:
+        try:
+            queues = philly_vc_queues(philly_vc, spec.total_gpus)
+        except (OSError, ValueError) as exc:
+            raise _fail(f"--philly-vc: {exc}") from None
+        spec = replace(spec, queues=queues)
+        known = {q.name for q in queues.queues}
+        dropped = sum(1 for j in jobs if j.queue not in known)
+        if dropped:
+            err.print(f"dropped {dropped} jobs of VCs not in {philly_vc.name}")
+        jobs = [j for j in jobs if j.queue in known]
+    if not jobs:
+        raise _fail("the trace has no jobs to replay")
+    config = SimConfig(cycle_interval=cycle_interval, preempt_grace=preempt_grace, seed=seed)
+    runs = []
+    for chosen in policies:
+        if not as_json:
+            err.print(f"simulating {chosen.name} on {len(jobs)} jobs ...")
+        runs.append(simulate(jobs, spec, chosen, config))
+    summaries = compare(runs)
+    if as_json:
+        typer.echo(json.dumps(summaries, indent=2))
+    else:
+        _table(summaries)
+        out.print(recommend(summaries))
+    if report is not None:
+        from gpudock.sim.report import write_report
+
+        index = write_report(
+            runs, report, title="gpudock simulate", trace=str(trace), cluster=cluster
+        )
+        err.print(f"report: {index}")
+
+
+def _table(summaries: list[dict[str, object]]) -> None:
+    table = Table(title="gpudock simulate")
+    fields = [
+        "jobs",
+        "unfinished",
+        "avg_jct_s",
+        "p50_jct_s",
+        "p99_jct_s",
+        "avg_queue_delay_s",
+        "makespan_s",
+        "gpu_utilization",
+        "preemptions",
+    ]
+    table.add_column("policy")
+    for name in fields:
+        table.add_column(name, justify="right")
+    for summary in summaries:
+        label = str(summary["policy"]) + (" (oracle)" if summary["oracle"] else "")
+        table.add_row(label, *(_cell(summary.get(f)) for f in fields))
+    out.print(table)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.4f}" if value < 10 else f"{value:,.0f}"
+    return str(value)

@@ -1,0 +1,481 @@
+"""The event-driven simulator: a trace, a cluster and a policy in; a ``RunRecord`` out.
+
+A heap of timed events (arrivals, completions, preempted jobs releasing
+their GPUs) drives a virtual clock. After the events of an instant (or, with
+``cycle_interval``, of a scheduling period) the simulator builds a
+scheduler ``Snapshot`` exactly as the server's store does (nodes with their
+GPUs' allocations, pending requests, running jobs) and calls the real
+``scheduler.cycle.run_cycle``. It then applies the ``Plan`` the way the
+server's applier and controller do:
+
+* a placement takes its GPUs and the job runs for its remaining work;
+* a gang takes its part on every node at once;
+* a preemption stops the victim: from then on it makes no progress, holds
+  its GPUs for ``preempt_grace`` seconds (SIGTERM, grace, SIGKILL: the
+  executor's ``stop_grace``), then returns to pending with its original
+  submit time, its preemptor named as ``preempted_for`` while it stops, so
+  the scheduler keeps the freed GPUs for the preemptor, as live.
+
+Work is not lost on preemption (jobs resume from a checkpoint), except
+``restart_overhead`` seconds redone after each restart. Nothing here
+decides where a job goes: every decision is the scheduler's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from gpudock.core.affinity import parse_selector
+from gpudock.queue.config import QueuesConfig
+from gpudock.scheduler.admission import QueuePolicy
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.snapshot import (
+    GpuView,
+    JobRequest,
+    NodeView,
+    Placement,
+    Plan,
+    RunningJob,
+    Snapshot,
+)
+from gpudock.sim.cluster import ClusterSpec
+from gpudock.sim.estimate import RemainingEstimator
+from gpudock.sim.policies import PARTITION_LABEL, SimPolicy, remaining_priority
+from gpudock.sim.results import JobRecord, RunRecord
+from gpudock.sim.traces import TraceJob, as_gang
+
+ARRIVE, FINISH, RELEASED = 0, 1, 2  # event kinds; at equal times, arrivals first
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Knobs of the simulated world (not of the policy).
+
+    ``cycle_interval``: 0 runs a cycle at every instant with events (the
+    server also wakes on every submission and completion); a positive value
+    batches events into periods, as the server's ``schedule_interval`` does.
+    """
+
+    cycle_interval: float = 0.0
+    preempt_grace: float = 10.0
+    restart_overhead: float = 0.0
+    horizon: float | None = None  # stop at this virtual time; None: when all jobs end
+    seed: int = 0  # for randomised policies (the ``random`` placement)
+
+
+@dataclass(slots=True)
+class _Job:
+    """One trace job's mutable state during a run."""
+
+    trace: TraceJob
+    request: JobRequest
+    remaining: float  # seconds of work left
+    state: str = "future"  # future, pending, running, stopping, done, skipped
+    parts: tuple[Placement, ...] = ()
+    attempt_start: float = 0.0
+    version: int = 0  # invalidates stale FINISH events
+    first_start: float | None = None
+    end: float | None = None
+    preemptions: int = 0
+    service: float = 0.0  # GPU-seconds held while running
+    ran: float = 0.0  # seconds run over all attempts (attained service)
+    preempted_for: int | None = None
+    running_view: RunningJob | None = None
+
+    @property
+    def gpus(self) -> float:
+        fraction = self.trace.gpu_fraction if self.trace.gpu_fraction is not None else 1.0
+        return self.trace.num_gpus * self.trace.nodes * fraction
+
+
+class Simulator:
+    """Replays ``jobs`` on ``cluster`` under ``policy`` (module doc); one run per instance."""
+
+    def __init__(
+        self,
+        jobs: Sequence[TraceJob],
+        cluster: ClusterSpec,
+        policy: SimPolicy,
+        config: SimConfig | None = None,
+    ) -> None:
+        self.policy = policy
+        self.config = config or SimConfig()
+        self.cluster = cluster
+        views = cluster.node_views()
+        gpus_per_node = max((len(v.gpus) for v in views), default=1) or 1
+        memory = {v.name: v.gpus[0].memory_total for v in views if v.gpus}
+        self._gpu_memory = max(memory.values(), default=0)
+        self._partition: dict[str, str] = {}
+        if policy.partition:
+            views = self._partitioned(views, jobs)
+        self._nodes: dict[str, NodeView] = {v.name: v for v in views}
+        self._gpus: dict[str, list[GpuView]] = {v.name: list(v.gpus) for v in views}
+        self._uuid_index = {g.uuid: (v.name, g.index) for v in views for g in v.gpus}
+        self.total_gpus = float(sum(len(v.gpus) for v in views))
+        self._jobs: list[_Job] = []
+        for number, trace in enumerate(jobs, start=1):
+            trace = as_gang(trace, gpus_per_node)
+            self._jobs.append(_Job(trace, self._request(number, trace), trace.duration))
+        self._queues = self._queue_policy(jobs)
+        self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
+        self._estimator = RemainingEstimator()
+        self._heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job, version)
+        self._seq = 0
+        self._allocated = 0.0
+        self._by_queue: dict[str, float] = {}
+        self.record = RunRecord(
+            policy=policy.name,
+            description=policy.description,
+            oracle=policy.oracle,
+            total_gpus=self.total_gpus,
+            entitled=self._entitled(jobs),
+        )
+
+    # ── setup ────────────────────────────────────────────────────────────
+
+    def _request(self, number: int, trace: TraceJob) -> JobRequest:
+        memory = None
+        if trace.gpu_fraction is not None and trace.num_gpus > 0:
+            memory = max(1, int(trace.gpu_fraction * self._gpu_memory))
+        queue = trace.queue if self.policy.queues else "default"
+        selector: tuple[tuple[str, str], ...] = ()
+        if self.policy.partition:
+            selector = parse_selector({PARTITION_LABEL: _label(trace.queue)})
+        return JobRequest(
+            id=number,
+            gpus=trace.num_gpus,
+            submitted_at=trace.submit_time,
+            gpu_memory=memory,
+            gpu_model=trace.gpu_model,
+            priority=trace.priority if self.policy.priority == "static" else 0,
+            queue=queue,
+            nodes=trace.nodes,
+            cpus=trace.cpus,
+            max_runtime=trace.max_runtime,
+            node_selector=selector,
+        )
+
+    def _queue_policy(self, jobs: Sequence[TraceJob]) -> QueuePolicy | None:
+        """The declared queues; when none is declared, one queue per trace queue in one
+        cohort, each guaranteed an equal share of the GPUs (lent while unused, and
+        reclaimed when its queue needs it)."""
+        if not self.policy.queues:
+            return None
+        config = self.cluster.queues
+        if config is None or not config.queues:
+            names = sorted({j.queue for j in jobs})
+            shares = _largest_remainder([1.0] * len(names), int(self.total_gpus))
+            queues = [
+                {"name": n, "cohort": "sim", "guarantee": {"gpus": g}}
+                for n, g in zip(names, shares, strict=True)
+            ]
+            config = QueuesConfig.model_validate({"cohorts": ["sim"], "queues": queues})
+        return QueuePolicy.build(config)
+
+    def _entitled(self, jobs: Sequence[TraceJob]) -> dict[str, float]:
+        """Each queue's entitled share: its guarantee, or equal shares when none is declared."""
+        raw = self._entitled_raw(jobs)
+        total = sum(raw.values())
+        return {name: value / total for name, value in raw.items()} if total > 0 else {}
+
+    def _partitioned(
+        self, views: tuple[NodeView, ...], jobs: Sequence[TraceJob]
+    ) -> tuple[NodeView, ...]:
+        """Static partitions: whole nodes per queue, in proportion to entitlement."""
+        shares = self._entitled_raw(jobs)
+        names = sorted(shares)
+        counts = _largest_remainder([shares[n] for n in names], len(views))
+        labelled: list[NodeView] = []
+        ordered = iter(sorted(views, key=lambda v: v.name))
+        for name, count in zip(names, counts, strict=True):
+            for _ in range(count):
+                view = next(ordered)
+                labels = tuple(sorted((*view.labels, (PARTITION_LABEL, _label(name)))))
+                labelled.append(replace(view, labels=labels))
+                self._partition[view.name] = name
+        labelled.extend(ordered)
+        return tuple(labelled)
+
+    def _entitled_raw(self, jobs: Sequence[TraceJob]) -> dict[str, float]:
+        """Declared guarantees in GPUs, or 1 per trace queue when the cluster declares none."""
+        config = self.cluster.queues
+        if config and config.queues:
+            return {q.name: float(_guaranteed_gpus(q)) for q in config.queues}
+        return {name: 1.0 for name in sorted({j.queue for j in jobs})}
+
+    # ── the loop ─────────────────────────────────────────────────────────
+
+    def run(self) -> RunRecord:
+        """Replay every job; returns the filled ``RunRecord``."""
+        started = time.perf_counter()
+        for number, job in enumerate(self._jobs, start=1):
+            if never_fits(job.request, tuple(self._nodes.values())) is not None:
+                job.state = "skipped"
+                self.record.skipped_jobs += 1
+                continue
+            self._push(job.trace.submit_time, ARRIVE, number, 0)
+        self._note_usage(0.0)
+        pending: dict[int, _Job] = {}
+        running: dict[int, _Job] = {}
+        interval = self.config.cycle_interval
+        horizon = self.config.horizon
+        now = 0.0
+        while self._heap:
+            now = self._heap[0][0]
+            if interval > 0:
+                now = math.ceil(now / interval) * interval
+            if horizon is not None and now > horizon:
+                now = horizon
+                break
+            changed = False
+            while self._heap and self._heap[0][0] <= now:
+                at, kind, _, number, version = heapq.heappop(self._heap)
+                job = self._jobs[number - 1]
+                if kind == ARRIVE:
+                    job.state = "pending"
+                    pending[number] = job
+                    changed = True
+                elif kind == FINISH and job.state == "running" and job.version == version:
+                    self._finish(job, at)
+                    running.pop(number)
+                    changed = True
+                elif kind == RELEASED and job.state == "stopping" and job.version == version:
+                    self._release(job, at)
+                    job.state, job.preempted_for = "pending", None
+                    running.pop(number)
+                    pending[number] = job
+                    changed = True
+            if changed and pending:
+                self._cycle(now, pending, running)
+        self.record.horizon = now
+        self.record.sim_seconds = time.perf_counter() - started
+        self.record.jobs = [self._job_record(j) for j in self._jobs if j.state != "skipped"]
+        return self.record
+
+    def _cycle(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
+        self.record.cycles += 1
+        if self.policy.dynamic:
+            self._reprioritize(now, pending, running)
+        snapshot = Snapshot(
+            now=now,
+            nodes=tuple(self._nodes.values()),
+            pending=tuple(j.request for j in pending.values()),
+            running=tuple(self._running_views(now, running)),
+        )
+        plan = run_cycle(snapshot, self._profile, queues=self._queues, strict=self.policy.strict)
+        self._apply(plan, now, pending, running)
+
+    def _apply(
+        self, plan: Plan, now: float, pending: dict[int, _Job], running: dict[int, _Job]
+    ) -> None:
+        for placement in plan.placements:
+            self._start(pending.pop(placement.job_id), (placement,), now)
+            running[placement.job_id] = self._jobs[placement.job_id - 1]
+        for gang in plan.gangs:
+            self._start(pending.pop(gang.job_id), gang.parts, now)
+            running[gang.job_id] = self._jobs[gang.job_id - 1]
+        stopped: set[int] = set()
+        for preemption in plan.preemptions:
+            if preemption.victim_id in stopped:
+                continue
+            stopped.add(preemption.victim_id)
+            victim = self._jobs[preemption.victim_id - 1]
+            if victim.state == "running":
+                self._stop(victim, preemption.preemptor_id, now)
+
+    # ── job transitions ──────────────────────────────────────────────────
+
+    def _start(self, job: _Job, parts: tuple[Placement, ...], now: float) -> None:
+        job.state, job.parts, job.attempt_start = "running", parts, now
+        job.version += 1
+        job.running_view = None
+        if job.first_start is None:
+            job.first_start = now
+        for part in parts:
+            self._take(part, job.request)
+        self._note_usage(now, job, +1)
+        self._push(now + job.remaining, FINISH, job.request.id, job.version)
+
+    def _finish(self, job: _Job, at: float) -> None:
+        self._progress(job, at)
+        job.remaining = 0.0
+        job.state, job.end = "done", at
+        self._release(job, at)
+        self._estimator.record(job.trace.queue, job.gpus, job.ran)
+
+    def _stop(self, job: _Job, preemptor: int, now: float) -> None:
+        self._progress(job, now)
+        job.remaining += self.config.restart_overhead
+        job.preemptions += 1
+        self.record.preemptions += 1
+        job.state, job.preempted_for = "stopping", preemptor
+        job.version += 1
+        job.running_view = None
+        self._push(now + self.config.preempt_grace, RELEASED, job.request.id, job.version)
+
+    def _progress(self, job: _Job, now: float) -> None:
+        ran = max(0.0, now - job.attempt_start)
+        job.remaining = max(0.0, job.remaining - ran)
+        job.ran += ran
+        job.service += ran * job.gpus
+        job.attempt_start = now
+
+    def _release(self, job: _Job, at: float) -> None:
+        if job.state == "stopping":
+            job.service += (at - job.attempt_start) * job.gpus  # held, no progress
+        for part in job.parts:
+            self._give_back(part, job.request)
+        job.parts = ()
+        self._note_usage(at, job, -1)
+
+    # ── capacity ─────────────────────────────────────────────────────────
+
+    def _take(self, part: Placement, request: JobRequest) -> None:
+        self._change(part, request, +1)
+
+    def _give_back(self, part: Placement, request: JobRequest) -> None:
+        self._change(part, request, -1)
+
+    def _change(self, part: Placement, request: JobRequest, sign: int) -> None:
+        gpus = self._gpus[part.node]
+        for uuid in part.gpu_uuids:
+            _, index = self._uuid_index[uuid]
+            gpu = gpus[index]
+            if part.memory_per_gpu is None:
+                gpus[index] = replace(
+                    gpu, exclusive=sign > 0, used_memory=gpu.memory_total if sign > 0 else 0
+                )
+            else:
+                gpus[index] = replace(
+                    gpu,
+                    used_memory=gpu.used_memory + sign * part.memory_per_gpu,
+                    shared_jobs=gpu.shared_jobs + sign,
+                )
+        view = self._nodes[part.node]
+        used = view.used_cpus + sign * (request.cpus or 0.0) if view.cpus is not None else 0.0
+        self._nodes[part.node] = replace(view, gpus=tuple(gpus), used_cpus=max(0.0, used))
+
+    def _running_views(self, now: float, running: dict[int, _Job]) -> list[RunningJob]:
+        views: list[RunningJob] = []
+        for job in running.values():
+            view = job.running_view
+            if view is None:
+                view = job.running_view = self._running_view(job, now)
+            views.append(view)
+            for part in job.parts[1:]:  # a gang holds GPUs on several nodes
+                views.append(replace(view, node=part.node, gpu_uuids=part.gpu_uuids))
+        return views
+
+    def _running_view(self, job: _Job, now: float) -> RunningJob:
+        part = job.parts[0]
+        request = job.request
+        return RunningJob(
+            id=request.id,
+            queue=request.queue,
+            priority=request.priority,
+            node=part.node,
+            gpu_uuids=part.gpu_uuids,
+            memory_per_gpu=part.memory_per_gpu,
+            started_at=job.attempt_start,
+            submitted_at=request.submitted_at,
+            max_runtime=request.max_runtime,
+            preemptible=True,
+            stopping=job.state == "stopping",
+            preempted_for=job.preempted_for,
+            cpus=request.cpus,
+        )
+
+    # ── dynamic priorities ───────────────────────────────────────────────
+
+    def _reprioritize(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
+        for job in pending.values():
+            self._set_priority(job, self._remaining(job, job.ran))
+        for job in running.values():
+            if job.state == "running":
+                ran = job.ran + (now - job.attempt_start)
+                self._set_priority(job, self._remaining(job, ran))
+
+    def _remaining(self, job: _Job, ran: float) -> float:
+        if self.policy.priority == "srtf":
+            return job.trace.duration - min(ran, job.trace.duration)
+        return self._estimator.remaining(job.trace.queue, job.gpus, ran)
+
+    def _set_priority(self, job: _Job, remaining: float) -> None:
+        priority = remaining_priority(remaining)
+        if priority != job.request.priority:
+            job.request = replace(job.request, priority=priority)
+            job.running_view = None
+
+    # ── bookkeeping ──────────────────────────────────────────────────────
+
+    def _push(self, at: float, kind: int, number: int, version: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, kind, self._seq, number, version))
+
+    def _note_usage(self, at: float, job: _Job | None = None, sign: int = 0) -> None:
+        if job is not None:
+            self._allocated += sign * job.gpus
+            queue = job.trace.queue
+            self._by_queue[queue] = self._by_queue.get(queue, 0.0) + sign * job.gpus
+            self._point(self.record.queue_share.setdefault(queue, []), at, self._by_queue[queue])
+        self._point(self.record.utilization, at, max(0.0, self._allocated))
+
+    @staticmethod
+    def _point(series: list[tuple[float, float]], at: float, value: float) -> None:
+        if series and series[-1][0] == at:
+            series[-1] = (at, value)
+        elif not series or series[-1][1] != value:
+            series.append((at, value))
+
+    def _job_record(self, job: _Job) -> JobRecord:
+        return JobRecord(
+            job_id=job.trace.job_id,
+            queue=job.trace.queue,
+            submit=job.trace.submit_time,
+            duration=job.trace.duration,
+            gpus=job.gpus,
+            start=job.first_start,
+            end=job.end,
+            preemptions=job.preemptions,
+            service=job.service,
+        )
+
+
+def simulate(
+    jobs: Sequence[TraceJob],
+    cluster: ClusterSpec,
+    policy: SimPolicy,
+    config: SimConfig | None = None,
+) -> RunRecord:
+    """One run: ``Simulator(jobs, cluster, policy, config).run()``."""
+    return Simulator(jobs, cluster, policy, config).run()
+
+
+def _guaranteed_gpus(queue: object) -> float:
+    guarantee = getattr(queue, "guarantee", None)
+    gpus = getattr(guarantee, "gpus", None) if guarantee is not None else None
+    return float(gpus or 0)
+
+
+def _label(queue: str) -> str:
+    """A queue name as a label value (labels allow fewer characters than queue names)."""
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "-" for c in queue)[:63].strip("-_.")
+    return cleaned or "q"
+
+
+def _largest_remainder(weights: Sequence[float], total: int) -> list[int]:
+    """Split ``total`` whole units in proportion to ``weights``; sums to ``total`` exactly."""
+    weight_sum = sum(weights)
+    if weight_sum <= 0:
+        weights, weight_sum = [1.0] * len(weights), float(len(weights))
+    exact = [w * total / weight_sum for w in weights]
+    counts = [int(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[: total - sum(counts)]:
+        counts[i] += 1
+    return counts
