@@ -29,7 +29,7 @@ app = typer.Typer(
 token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 

@@ -19,7 +19,7 @@ from gpudock.sim.metrics import compare, recommend
 from gpudock.sim.policies import POLICIES, load_policy
 from gpudock.sim.traces import FORMATS, TraceError, detect_format, load_trace
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 out = Console(width=None if sys.stdout.isatty() else 160)
 
 
@@ -53,7 +53,10 @@ def simulate_command(
     report: Annotated[
         Path | None, typer.Option("--report", help="write index.html and PNG plots here")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="seed for randomised inputs")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="nonzero: shuffle jobs submitted at the same instant (seeded)"),
+    ] = 0,
     skip_bad_rows: Annotated[
         bool, typer.Option("--skip-bad-rows", help="skip malformed rows instead of stopping")
     ] = False,

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpudock.core.affinity import parse_selector
 from gpudock.queue.config import QueuesConfig
-from gpudock.scheduler.admission import QueuePolicy
+from gpudock.queue.history import UsageHistory
+from gpudock.scheduler.admission import QueuePolicy, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.snapshot import (
@@ -49,7 +51,8 @@ from gpudock.sim.policies import PARTITION_LABEL, SimPolicy, remaining_priority
 from gpudock.sim.results import JobRecord, RunRecord
 from gpudock.sim.traces import TraceJob, as_gang
 
-ARRIVE, FINISH, RELEASED = 0, 1, 2  # event kinds; at equal times, arrivals first
+ARRIVE, FINISH, RELEASED, TICK = 0, 1, 2, 3  # event kinds; at equal times, arrivals first
+REPRIORITIZE_EVERY = 30.0  # seconds: the shortest refresh period of a dynamic priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ class SimConfig:
     preempt_grace: float = 10.0
     restart_overhead: float = 0.0
     horizon: float | None = None  # stop at this virtual time; None: when all jobs end
-    seed: int = 0  # for randomised policies (the ``random`` placement)
+    seed: int = 0  # nonzero: jobs submitted at the same instant arrive in a seeded random order
 
 
 @dataclass(slots=True)
@@ -86,6 +89,7 @@ class _Job:
     ran: float = 0.0  # seconds run over all attempts (attained service)
     preempted_for: int | None = None
     running_view: RunningJob | None = None
+    reprioritize_at: float = -math.inf  # dynamic priorities: next recomputation
 
     @property
     def gpus(self) -> float:
@@ -118,16 +122,23 @@ class Simulator:
         self._uuid_index = {g.uuid: (v.name, g.index) for v in views for g in v.gpus}
         self.total_gpus = float(sum(len(v.gpus) for v in views))
         self._jobs: list[_Job] = []
+        if self.config.seed:
+            jobs = _shuffle_ties(jobs, self.config.seed)
         for number, trace in enumerate(jobs, start=1):
             trace = as_gang(trace, gpus_per_node)
             self._jobs.append(_Job(trace, self._request(number, trace), trace.duration))
         self._queues = self._queue_policy(jobs)
+        self._history: UsageHistory | None = None
+        if self._queues is not None:
+            self._history = UsageHistory(half_life=self._queues.config.fair_share.half_life)
+        self._tick_at = math.inf
         self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
         self._estimator = RemainingEstimator()
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job, version)
         self._seq = 0
         self._allocated = 0.0
         self._by_queue: dict[str, float] = {}
+        self._first_gpus: dict[str, tuple[int, ...]] = {}
         self.record = RunRecord(
             policy=policy.name,
             description=policy.description,
@@ -135,6 +146,10 @@ class Simulator:
             total_gpus=self.total_gpus,
             entitled=self._entitled(jobs),
         )
+
+    def first_placements(self) -> dict[str, tuple[int, ...]]:
+        """The GPU indices each started job got when it first started, by trace job id."""
+        return dict(self._first_gpus)
 
     # ── setup ────────────────────────────────────────────────────────────
 
@@ -152,7 +167,9 @@ class Simulator:
             submitted_at=trace.submit_time,
             gpu_memory=memory,
             gpu_model=trace.gpu_model,
-            priority=trace.priority if self.policy.priority == "static" else 0,
+            priority=trace.priority
+            if self.policy.priority == "static" and not self.policy.strict
+            else 0,
             queue=queue,
             nodes=trace.nodes,
             cpus=trace.cpus,
@@ -235,7 +252,7 @@ class Simulator:
             changed = False
             while self._heap and self._heap[0][0] <= now:
                 at, kind, _, number, version = heapq.heappop(self._heap)
-                job = self._jobs[number - 1]
+                job = self._jobs[number - 1] if number else self._jobs[0]
                 if kind == ARRIVE:
                     job.state = "pending"
                     pending[number] = job
@@ -244,18 +261,40 @@ class Simulator:
                     self._finish(job, at)
                     running.pop(number)
                     changed = True
+                elif kind == TICK:
+                    self._tick_at = math.inf
+                    changed = True
                 elif kind == RELEASED and job.state == "stopping" and job.version == version:
                     self._release(job, at)
                     job.state, job.preempted_for = "pending", None
+                    job.reprioritize_at = -math.inf
                     running.pop(number)
                     pending[number] = job
                     changed = True
             if changed and pending:
                 self._cycle(now, pending, running)
+                if self.policy.dynamic and pending and running:
+                    self._schedule_tick(now, running)
         self.record.horizon = now
         self.record.sim_seconds = time.perf_counter() - started
         self.record.jobs = [self._job_record(j) for j in self._jobs if j.state != "skipped"]
         return self.record
+
+    def _schedule_tick(self, now: float, running: dict[int, _Job]) -> None:
+        """Dynamic priorities: wake up when a running job's priority is due for a refresh.
+
+        The server cycles every ``schedule_interval`` even without events;
+        here a cycle runs when some running job may have fallen behind a
+        pending one (its estimate moved), and not sooner than
+        ``REPRIORITIZE_EVERY`` (or the cycle interval) after this one.
+        """
+        due = min(
+            (j.reprioritize_at for j in running.values() if j.state == "running"), default=math.inf
+        )
+        at = max(due, now + max(REPRIORITIZE_EVERY, self.config.cycle_interval))
+        if at < self._tick_at and math.isfinite(at):
+            self._tick_at = at
+            self._push(at, TICK, 0, 0)
 
     def _cycle(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
         self.record.cycles += 1
@@ -267,6 +306,9 @@ class Simulator:
             pending=tuple(j.request for j in pending.values()),
             running=tuple(self._running_views(now, running)),
         )
+        if self._history is not None:  # as the server's controller does each cycle
+            self._history = self._history.advance(now, queue_usage(snapshot))
+            snapshot = replace(snapshot, queue_history=self._history)
         plan = run_cycle(snapshot, self._profile, queues=self._queues, strict=self.policy.strict)
         self._apply(plan, now, pending, running)
 
@@ -296,6 +338,8 @@ class Simulator:
         job.running_view = None
         if job.first_start is None:
             job.first_start = now
+            indices = [self._uuid_index[u][1] for part in parts for u in part.gpu_uuids]
+            self._first_gpus[job.trace.job_id] = tuple(sorted(indices))
         for part in parts:
             self._take(part, job.request)
         self._note_usage(now, job, +1)
@@ -393,19 +437,29 @@ class Simulator:
     # ── dynamic priorities ───────────────────────────────────────────────
 
     def _reprioritize(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
+        """Refresh remaining-time priorities that may have moved by a step (about 1%).
+
+        A job's priority is recomputed when it arrives or returns to pending
+        and then at most every ``REPRIORITIZE_EVERY`` seconds or 1% of its
+        remaining time, whichever is longer, as a live scheduler refreshes
+        priorities periodically rather than every second.
+        """
         for job in pending.values():
-            self._set_priority(job, self._remaining(job, job.ran))
+            if now >= job.reprioritize_at:
+                self._set_priority(job, now, self._remaining(job, job.ran))
+        margin = self.policy.hysteresis
         for job in running.values():
-            if job.state == "running":
+            if job.state == "running" and now >= job.reprioritize_at:
                 ran = job.ran + (now - job.attempt_start)
-                self._set_priority(job, self._remaining(job, ran))
+                self._set_priority(job, now, self._remaining(job, ran) / margin)
 
     def _remaining(self, job: _Job, ran: float) -> float:
         if self.policy.priority == "srtf":
             return job.trace.duration - min(ran, job.trace.duration)
         return self._estimator.remaining(job.trace.queue, job.gpus, ran)
 
-    def _set_priority(self, job: _Job, remaining: float) -> None:
+    def _set_priority(self, job: _Job, now: float, remaining: float) -> None:
+        job.reprioritize_at = now + max(REPRIORITIZE_EVERY, 0.01 * remaining)
         priority = remaining_priority(remaining)
         if priority != job.request.priority:
             job.request = replace(job.request, priority=priority)
@@ -454,6 +508,21 @@ def simulate(
 ) -> RunRecord:
     """One run: ``Simulator(jobs, cluster, policy, config).run()``."""
     return Simulator(jobs, cluster, policy, config).run()
+
+
+def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
+    """``jobs`` with each group submitted at the same instant shuffled (seeded)."""
+    rng = random.Random(seed)
+    out: list[TraceJob] = []
+    group: list[TraceJob] = []
+    for job in [*jobs, None]:
+        if job is None or (group and job.submit_time != group[0].submit_time):
+            rng.shuffle(group)
+            out.extend(group)
+            group = []
+        if job is not None:
+            group.append(job)
+    return out
 
 
 def _guaranteed_gpus(queue: object) -> float:

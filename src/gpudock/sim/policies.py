@@ -14,7 +14,11 @@ only chooses its inputs:
 ``srtf-oracle`` shortest true remaining time first, preemptive (oracle)
 ``default``    shortest *expected* remaining time first, preemptive: the
                expectation is learnt from finished jobs only
-               (``estimate.py``); no access to true durations
+               (``estimate.py``); no access to true durations. A running
+               job is preempted only by a job expected to finish in less
+               than half its own expected remaining time (``hysteresis``),
+               so estimates that grow as jobs run do not make jobs trade
+               GPUs back and forth
 =============  ==============================================================
 
 Dynamic priorities (``srtf-oracle``, ``default``) are recomputed before
@@ -70,6 +74,7 @@ class SimPolicy:
     queues: bool = False
     partition: bool = False
     preemptive: bool = False
+    hysteresis: float = 1.0  # a running job counts as this many times shorter (preempt margin)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
     @property
@@ -131,6 +136,7 @@ POLICIES: dict[str, SimPolicy] = {
             "learnt from finished jobs only",
             priority="estimate",
             preemptive=True,
+            hysteresis=2.0,
         ),
     )
 }
