@@ -13,6 +13,17 @@ Two measurements of ``gpudock.scheduler.cycle.schedule``, timing only its calls:
 * **latency**: ``--latency-cycles`` cycles of exactly 1000 queued jobs on the
   same cluster at three occupancies (empty, half full, full); p50/p99 in ms.
 
+Running jobs (default; ``--no-running`` leaves them out, as the benchmark
+first did): the snapshots carry the jobs that hold the busy GPUs, as the
+server's ``load_snapshot`` does, so steps 3e-f (EASY reservation, backfill)
+and 5 (preemption) do their real work. In **drain** they are the jobs the
+benchmark placed (preemptions are applied: a victim stops within
+``GRACE_S`` and returns to the queue); in **latency** they hold exactly what
+the occupancy made busy: whole-GPU jobs of 1-8 GPUs, one shared job per
+share. Running and pending jobs take the pending mix of priorities; 40%
+declare a ``max_runtime``, a few running ones a ``min_runtime``, are not
+preemptible or are already stopping.
+
 Times are wall clock; ``*_cpu_*`` figures are this process's CPU time over
 the same calls, steadier on a shared machine; ``*_gc_share`` is the part of
 the time in ``schedule()`` spent in garbage-collector pauses.
@@ -30,6 +41,7 @@ Usage: ``benchmarks/scheduler_scale.py --nodes 1000 --gpus-per-node 8 --queued 1
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import gc
 import heapq
@@ -41,7 +53,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +67,7 @@ from gpudock.scheduler.snapshot import (
     NodeView,
     Placement,
     Plan,
+    RunningJob,
     Snapshot,
 )
 
@@ -65,6 +78,9 @@ WHOLE_GPUS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
 SHARES_GIB = (10, 16, 20, 24, 32, 40)
 LATENCY_QUEUE = 1000
 OCCUPANCIES = (("empty", 0.0), ("half", 0.5), ("full", 1.0))
+PRIORITIES = ((0, 1, 10), (85, 10, 5))  # values, weights: pending and running jobs alike
+MAX_RUNTIMES = (1800.0, 3600.0, 7200.0, 14400.0, 28800.0)
+GRACE_S = 30.0  # a preempted job has stopped this long after the cycle that chose it
 
 
 # -- the emulated cluster --------------------------------------------------------------
@@ -151,13 +167,20 @@ def random_job(job_id: int, rnd: random.Random, submitted_at: float) -> JobReque
     """One job of the benchmark's mix."""
     draw = rnd.random()
     model = "H100" if draw < 0.05 else "A100" if draw < 0.08 else None
-    priority = rnd.choices((0, 1, 10), weights=(85, 10, 5))[0]
+    priority = rnd.choices(*PRIORITIES)[0]
     if rnd.random() < 0.3:
         gpus = 2 if rnd.random() < 0.1 else 1
         share = rnd.choice(SHARES_GIB) * GiB
         return JobRequest(job_id, gpus, submitted_at, share, model, priority)
     gpus = rnd.choices([g for g, _ in WHOLE_GPUS], weights=[w for _, w in WHOLE_GPUS])[0]
     return JobRequest(job_id, gpus, submitted_at, None, model, priority)
+
+
+def with_limit(job: JobRequest, rnd: random.Random) -> JobRequest:
+    """Running-jobs mode: 40% of jobs declare a ``max_runtime`` (drawn from their own ``rnd``)."""
+    if rnd.random() < 0.4:
+        return replace(job, max_runtime=rnd.choice(MAX_RUNTIMES))
+    return job
 
 
 def duration(rnd: random.Random) -> float:
@@ -221,31 +244,51 @@ class Timer:
 # -- drain --------------------------------------------------------------------------------
 
 
+Live = dict[int, tuple[int, Placement, RunningJob]]  # job id -> (placement number, ...)
+
+
 def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
-    """Run cycles on a virtual clock until every queued job has been placed."""
+    """Run cycles on a virtual clock until every queued job has been placed (and has stayed)."""
     rnd = random.Random(args.seed)
+    limits = random.Random(args.seed + 3)  # max_runtime draws: the job stream stays the same
     cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
-    pending = sorted(
-        (random_job(i, rnd, i * 0.001) for i in range(1, args.queued + 1)), key=order_key
-    )
-    running: list[tuple[float, int, Placement]] = []  # (end, job id, placement)
+    jobs = [random_job(i, rnd, i * 0.001) for i in range(1, args.queued + 1)]
+    if args.running:
+        jobs = [with_limit(job, limits) for job in jobs]
+    by_id = {job.id: job for job in jobs}
+    pending = sorted(jobs, key=order_key)
+    running: list[tuple[float, int, Placement]] = []  # (end, placement number, placement)
+    live: Live = {}  # what holds GPUs now: the snapshot's running jobs
     if args.gc_freeze:
         gc.freeze()
-    now, placements, verdicts, cycles, stuck = 0.0, 0, 0, 0, 0
+    now, placements, verdicts, cycles, stuck, preempted, number = 0.0, 0, 0, 0, 0, 0, 0
     busy_samples: list[float] = []
     start = time.perf_counter()
     while pending:
-        plan = timer(Snapshot(now, cluster.views(), tuple(pending[: args.per_cycle])))
+        held = tuple(r for _, _, r in live.values()) if args.running else ()
+        plan = timer(Snapshot(now, cluster.views(), tuple(pending[: args.per_cycle]), held))
         cycles += 1
         placements += len(plan.placements)
         verdicts += len(plan.pending)
         for p in plan.placements:
             cluster.take(p)
-            heapq.heappush(running, (now + duration(rnd), p.job_id, p))
+            job, number = by_id[p.job_id], number + 1
+            end = now + duration(rnd)
+            if job.max_runtime is not None:
+                end = min(end, now + job.max_runtime)  # stopped at its max_runtime
+            heapq.heappush(running, (end, number, p))
+            live[p.job_id] = (number, p, started(job, p, now))
         if plan.placements:
             placed = {p.job_id for p in plan.placements}
             pending = [j for j in pending if j.id not in placed]
+        for preemption in plan.preemptions:  # the victim stops within the grace period
+            number_v, p, victim = live[preemption.victim_id]
+            stopping = replace(victim, stopping=True, preempted_for=preemption.preemptor_id)
+            live[victim.id] = (number_v, p, stopping)
+            heapq.heappush(running, (now + GRACE_S, number_v, p))
+            preempted += 1
         busy_samples.append(cluster.busy_gpus() / cluster.gpu_count())
+        drop_ended(running, live)
         if not running:
             stuck = len(pending)  # nothing runs and nothing fits: would wait forever
             break
@@ -253,13 +296,21 @@ def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
         if not plan.placements and running[0][0] > now:
             now = running[0][0]  # nothing changes before the next completion
         while running and running[0][0] <= now:
-            cluster.release(heapq.heappop(running)[2])
+            _, n, p = heapq.heappop(running)
+            entry = live.get(p.job_id)
+            if entry is None or entry[0] != n:
+                continue  # a preempted job's original end: it stopped already
+            cluster.release(p)
+            del live[p.job_id]
+            if entry[2].preempted_for is not None:  # back to the queue, keeping its submit time
+                bisect.insort(pending, by_id[p.job_id], key=order_key)
     schedule_s, cpu_s = sum(timer.seconds), sum(timer.cpu_seconds)
     decisions = placements + verdicts
     return {
         "cycles": cycles,
         "placements": placements,
         "pending_verdicts": verdicts,
+        "preemptions": preempted,
         "decisions": decisions,
         "schedule_s": round(schedule_s, 3),
         "decisions_per_s": round(decisions / schedule_s) if schedule_s else None,
@@ -272,6 +323,23 @@ def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
         "mean_gpu_busy": round(statistics.fmean(busy_samples), 3) if busy_samples else 0.0,
         "never_placed": stuck,
     }
+
+
+def started(job: JobRequest, p: Placement, now: float) -> RunningJob:
+    """The running job a placement becomes (it starts at once)."""
+    return RunningJob(
+        job.id, job.queue, job.priority, p.node, p.gpu_uuids, p.memory_per_gpu, now,
+        job.submitted_at, job.max_runtime,
+    )  # fmt: skip
+
+
+def drop_ended(running: list[tuple[float, int, Placement]], live: Live) -> None:
+    """Pop heap heads that no longer stand for a running job (preempted, stopped already)."""
+    while running:
+        entry = live.get(running[0][2].job_id)
+        if entry is not None and entry[0] == running[0][1]:
+            return
+        heapq.heappop(running)
 
 
 # -- latency at 1000 queued jobs --------------------------------------------------------
@@ -291,22 +359,75 @@ def fill(cluster: Cluster, occupancy: float, rnd: random.Random) -> None:
         node.cached = None
 
 
+def holders(cluster: Cluster, now: float, rnd: random.Random, first_id: int) -> list[RunningJob]:
+    """Running jobs holding exactly what ``fill`` made busy (drawn from their own ``rnd``).
+
+    Each node's exclusive GPUs go to whole-GPU jobs of 1, 2, 4 or 8 GPUs;
+    each share of a shared GPU is one shared job.
+    """
+    out: list[RunningJob] = []
+    for node in cluster.nodes.values():
+        exclusive = [g.uuid for g in node.gpus if g.exclusive]
+        while exclusive:
+            size = rnd.choice([n for n, _ in WHOLE_GPUS if n <= len(exclusive)])
+            out.append(
+                running_job(first_id + len(out), node.name, exclusive[:size], None, now, rnd)
+            )
+            exclusive = exclusive[size:]
+        for gpu in node.gpus:
+            for k in range(0 if gpu.exclusive else gpu.shares):
+                share = gpu.used // gpu.shares
+                if k == 0:
+                    share += gpu.used - share * gpu.shares  # the shares add up to ``used``
+                out.append(running_job(first_id + len(out), node.name, [gpu.uuid], share, now, rnd))
+    return out
+
+
+def running_job(
+    job_id: int, node: str, uuids: list[str], share: int | None, now: float, rnd: random.Random
+) -> RunningJob:
+    """Started up to 4h ago; 40% with a max_runtime it has not reached, 10% with a
+    min_runtime, 3% not preemptible, 1% already stopping."""
+    ran = rnd.uniform(60.0, 14400.0)
+    limits = [m for m in MAX_RUNTIMES if m > ran]
+    max_runtime = rnd.choice(limits) if rnd.random() < 0.4 else None
+    return RunningJob(
+        id=job_id,
+        queue="default",
+        priority=rnd.choices(*PRIORITIES)[0],
+        node=node,
+        gpu_uuids=tuple(uuids),
+        memory_per_gpu=share,
+        started_at=now - ran,
+        submitted_at=now - ran - rnd.uniform(0.0, 600.0),
+        max_runtime=max_runtime,
+        min_runtime=600.0 if rnd.random() < 0.1 else None,
+        preemptible=rnd.random() >= 0.03,
+        stopping=rnd.random() < 0.01,
+    )
+
+
 def latency(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
     """Cycles with exactly 1000 queued jobs at each occupancy; p50/p99 over all of them."""
     rnd = random.Random(args.seed + 1)
+    extra = random.Random(args.seed + 2)  # running jobs and max_runtimes: rnd's stream stays
     per_level = max(1, args.latency_cycles // len(OCCUPANCIES))
     all_ms: list[float] = []
     by_level: dict[str, float] = {}
+    now = 0.0
     for label, occupancy in OCCUPANCIES:
         cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
         fill(cluster, occupancy, rnd)
         nodes = cluster.views()
+        running = tuple(holders(cluster, now, extra, 10**9)) if args.running else ()
         if args.gc_freeze:
             gc.freeze()
         before = len(timer.seconds)
         for c in range(per_level):
             jobs = tuple(random_job(c * 10_000 + i, rnd, float(i)) for i in range(LATENCY_QUEUE))
-            timer(Snapshot(0.0, nodes, jobs))
+            if args.running:
+                jobs = tuple(with_limit(job, extra) for job in jobs)
+            timer(Snapshot(now, nodes, jobs, running))
         level_ms = [1000 * s for s in timer.seconds[before:]]
         by_level[f"cycle_p50_ms_{label}"] = round(statistics.median(level_ms), 2)
         all_ms += level_ms
@@ -374,6 +495,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--gc-freeze",
         action="store_true",
         help="gc.freeze() the benchmark's own data before measuring, as a server may after start",
+    )
+    add(
+        "--no-running",
+        dest="running",
+        action="store_false",
+        help="snapshots without running jobs (busy GPUs held by nobody), as first measured",
     )
     add("--json", action="store_true", help="print one JSON object")
     add("--profile", action="store_true", help="print the hottest functions to stderr")

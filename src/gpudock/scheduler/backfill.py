@@ -12,6 +12,13 @@ lack of capacity, ``Reservation.make`` finds where and when it could start:
 3. reserve the GPUs it would take there, preferring ones busy now, so that
    GPUs that are free now stay free for others where possible.
 
+Step 1 on every node would cost O(nodes x running jobs x GPUs) per blocked
+job, so nodes are tried in order of a lower bound of their shadow time
+(``_earliest``: the end of the k-th running job to end, where k jobs at the
+least must release GPUs for the job to fit), stopping once the earliest found
+is before the next bound; each try counts usable GPUs with
+``release.Release``. The answer is the same.
+
 The reserved GPUs that are free now are *held* in the cycle's capacity
 model, so later jobs cannot take them. A later job whose ``max_runtime``
 ends before the shadow time may still use them (it cannot delay the
@@ -21,14 +28,22 @@ blocked job cannot use.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudock.core.job import PendingReason
 from gpudock.core.units import format_duration
 from gpudock.scheduler.capacity import CycleState, usable_now
 from gpudock.scheduler.preemption import could_fit_if_freed, fits_after, usable_after
+from gpudock.scheduler.release import (
+    Release,
+    RunningOn,
+    expected_end,
+    releases_needed,
+    usable_bound,
+)
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 
 
@@ -42,24 +57,42 @@ class Reservation:
     held: tuple[int, ...] = ()  # indices held now in the capacity model
 
     @classmethod
-    def make(
-        cls,
-        job: JobRequest,
-        state: CycleState,
-        holders: Mapping[str, Sequence[RunningJob]],
-        now: float,
-    ) -> Reservation | None:
-        """Steps 1-3; None when no node could ever hold the job."""
-        best: Reservation | None = None
-        for node in state.nodes.values():
-            if not could_fit_if_freed(job, node):
-                continue
-            found = _shadow(job, state, node.name, holders.get(node.name, ()), now)
-            if found is not None and (
-                best is None or (found.start, found.node) < (best.start, best.node)
-            ):
-                best = found
-        return best
+    def make(cls, job: JobRequest, state: CycleState, running: RunningOn) -> Reservation | None:
+        """Steps 1-3; None when no node could ever hold the job.
+
+        The node with the earliest ``(shadow time, name)``. Nodes are tried in
+        order of a lower bound of that pair: first ``now`` (the job may fit
+        there now) or the first end of a running job there (it must wait
+        for one at least); a node that comes up gets the tighter bound of
+        ``_earliest``, and is tried when that comes up in turn.
+        """
+        now = running.now
+        order: list[tuple[float, str, bool]] = []  # (bound, node, tight?)
+        for name in state.views:
+            if usable_bound(job, state.fit(name)) >= job.gpus:
+                order.append((now, name, False))
+            elif name in running.holders:
+                order.append((running.first_end(name), name, False))
+        heapq.heapify(order)
+        best: tuple[float, str] | None = None
+        views = state.views
+        while order and (best is None or order[0][:2] < best):
+            bound, name, tight = heapq.heappop(order)
+            if not tight:
+                if not could_fit_if_freed(job, views[name]):
+                    continue
+                earliest = _earliest(job, state, running, name)
+                if earliest is None:
+                    continue
+                if earliest > bound:
+                    heapq.heappush(order, (earliest, name, True))
+                    continue
+            start = _shadow_time(job, state, running, name)
+            if start is not None and (best is None or (start, name) < best):
+                best = (start, name)
+        if best is None:
+            return None
+        return _shadow(job, state, best[1], running.holders.get(best[1], ()), now)
 
     def hold(self, state: CycleState) -> None:
         """Keep the reserved GPUs that are free now away from later jobs."""
@@ -105,16 +138,43 @@ class Reservation:
             )
         return PendingReason(
             "priority",
-            f"GPUs on node {self.node} are reserved for higher-priority job {self.job.id}",
+            f"GPUs on node {self.node} are reserved for job {self.job.id}, ahead of it in line",
             hint,
         )
+
+
+def _earliest(job: JobRequest, state: CycleState, running: RunningOn, name: str) -> float | None:
+    """At most the node's shadow time for ``job``; None when it never fits there.
+
+    Each running job's release makes at most the GPUs it holds usable, so at
+    least k of them must end first (``release.releases_needed``).
+    """
+    usable = usable_bound(job, state.fit(name))
+    if name not in running.holders:  # no running job there: it fits now or never
+        return running.now if usable >= job.gpus else None
+    jobs = running.jobs(name, state.nodes.gpus_of(name), state.unique_uuids)
+    count = releases_needed(usable, jobs.most, job.gpus)
+    if count is None:
+        return None
+    return running.now if count == 0 else jobs.ends[count - 1]
+
+
+def _shadow_time(job: JobRequest, state: CycleState, running: RunningOn, name: str) -> float | None:
+    """``_shadow(...).start`` (step 1 on one node), counting with ``Release``."""
+    nodes = state.nodes
+    release = Release(job, nodes.gpus_of(name), state.views[name].cpus, nodes.free_cpus_of(name))
+    jobs = running.jobs(name, nodes.gpus_of(name), state.unique_uuids)
+    count = release.first_fit(jobs.in_end_order())
+    if count is None:
+        return None
+    return running.now if count == 0 else jobs.ends[count - 1]
 
 
 def _shadow(
     job: JobRequest, state: CycleState, name: str, running: Sequence[RunningJob], now: float
 ) -> Reservation | None:
     node = state.nodes[name]
-    ends = sorted((_end(r, now), r.id, r) for r in running)
+    ends = sorted(((expected_end(r, now), r.id, r) for r in running), key=lambda e: e[:2])
     released: list[RunningJob] = []
     steps: list[tuple[float, RunningJob | None]] = [(now, None)]
     steps += [(end, r) for end, _, r in ends]
@@ -127,11 +187,3 @@ def _shadow(
             indices = tuple(sorted(g.index for g in gpus))
             return Reservation(job, name, end, indices, tuple(sorted(r.id for r in released)))
     return None
-
-
-def _end(job: RunningJob, now: float) -> float:
-    if job.stopping:
-        return now
-    if job.max_runtime is None or job.started_at is None:
-        return math.inf
-    return max(now, job.started_at + job.max_runtime)

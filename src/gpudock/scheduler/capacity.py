@@ -10,7 +10,8 @@ verdicts (``equivalence.py``, ``indexed.py``) re-evaluate just that node.
 
 A node's ``NodeState`` is copied from its ``NodeView`` on first access, so a
 cycle that touches few nodes (the capacity index reads the views) does not
-pay for copying every GPU.
+pay for copying every GPU. ``CycleState.fit`` summarises a node's capacity
+(``index.NodeFit``) once per change, for every reader of the cycle.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from operator import attrgetter
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
+from gpudock.scheduler.index import ANY_MODEL, NodeFit, node_fit, refit
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement
 
 
@@ -80,7 +82,8 @@ class NodeState:
 
     ``gpus`` is sorted by index. ``idle_gpus`` (healthy idle GPUs) and
     ``free_memory`` (free bytes on healthy GPUs not held exclusively) are
-    maintained by ``refresh`` so policies can read them in O(1).
+    kept equal to what ``refresh`` computes (``CycleState`` updates them for
+    the GPUs it changes) so policies can read them in O(1).
     ``cpus`` is None when the node does not schedule CPUs; otherwise
     ``free_cpus`` is what jobs asking for CPUs may still take.
     """
@@ -146,6 +149,9 @@ class NodeState:
 
 _by_index = attrgetter("index")
 
+AnyGpu = GpuState | GpuView
+"""A GPU as a cycle reads it: copied into its node's ``NodeState``, or still the snapshot's."""
+
 
 @lru_cache(maxsize=4096)
 def model_name_matches(wanted: str, gpu_name: str) -> bool:
@@ -153,7 +159,7 @@ def model_name_matches(wanted: str, gpu_name: str) -> bool:
     return gpu_model_matches(wanted, gpu_name)
 
 
-def matches_model(job: JobRequest, gpu: GpuState) -> bool:
+def matches_model(job: JobRequest, gpu: AnyGpu) -> bool:
     """True when the job has no model constraint or ``gpu`` is of that model."""
     return job.gpu_model is None or model_name_matches(job.gpu_model, gpu.name)
 
@@ -165,7 +171,7 @@ def model_gpus(job: JobRequest, node: NodeState) -> list[GpuState]:
     return [g for g in node.gpus if matches_model(job, g)]
 
 
-def usable_now(job: JobRequest, gpu: GpuState) -> bool:
+def usable_now(job: JobRequest, gpu: AnyGpu) -> bool:
     """Could ``gpu`` take (its part of) ``job`` right now?
 
     Exclusive jobs need a healthy idle GPU; shared jobs a healthy GPU that is
@@ -218,10 +224,18 @@ class NodeStates(Mapping[str, NodeState]):
     def __len__(self) -> int:
         return len(self._views)
 
-    def gpus_of(self, name: str) -> Sequence[GpuView | GpuState]:
+    def gpus_of(self, name: str) -> Sequence[AnyGpu]:
         """The node's GPUs as they are now (its ``NodeState``'s once copied), in any order."""
         state = self._states.get(name)
         return self._views[name].gpus if state is None else state.gpus
+
+    def free_cpus_of(self, name: str) -> float:
+        """The node's ``NodeState.free_cpus``, without copying the node."""
+        state = self._states.get(name)
+        if state is not None:
+            return state.free_cpus
+        view = self._views[name]
+        return 0.0 if view.cpus is None else view.cpus - view.used_cpus
 
 
 class CycleState:
@@ -240,6 +254,40 @@ class CycleState:
             self.views[view.name] = view
         self.nodes = NodeStates(self.views)
         self.changes: list[str] = []
+        self._fits: dict[str, NodeFit] = {}
+        self._stale: dict[str, NodeFit] = {}  # fits of nodes changed since, to refit from
+        self._unique_uuids: bool | None = None
+
+    @property
+    def unique_uuids(self) -> bool:
+        """True when no two GPUs of the snapshot share a uuid (as the store guarantees)."""
+        if self._unique_uuids is None:
+            count = sum(len(v.gpus) for v in self.views.values())
+            uuids = {g.uuid for v in self.views.values() for g in v.gpus}
+            self._unique_uuids = len(uuids) == count
+        return self._unique_uuids
+
+    def fit(self, name: str) -> NodeFit:
+        """``index.node_fit`` of the node's GPUs as they are now (``ANY_MODEL``); memoized.
+
+        A change to the node (``reserve``, ``hold``, ``release``) refits it on next read.
+        """
+        fit = self._fits.get(name)
+        if fit is None:
+            old = self._stale.pop(name, None)
+            if old is None:
+                fit = node_fit(self.nodes.gpus_of(name), ANY_MODEL)
+            else:
+                node = self.nodes[name]  # copied already: it changed
+                fit = refit(old, node.gpus, node.idle_gpus, node.free_memory)
+            self._fits[name] = fit
+        return fit
+
+    def _changed(self, name: str) -> None:
+        self.changes.append(name)
+        fit = self._fits.pop(name, None)
+        if fit is not None:
+            self._stale[name] = fit
 
     def reserve(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> Placement:
         """Take ``gpu_indices`` on ``node_name`` for ``job`` and return the Placement.
@@ -292,19 +340,29 @@ class CycleState:
                 gpu.exclusive = False
                 gpu.used_memory = 0
         node.refresh()
-        self.changes.append(node.name)
+        self._changed(node.name)
 
     def _take(self, job: JobRequest, node: NodeState, chosen: Sequence[GpuState]) -> int | None:
         share = job.gpu_memory if job.shared else None
-        for gpu in chosen:
+        idle, free = node.idle_gpus, node.free_memory
+        for gpu in chosen:  # ``refresh`` of the GPUs taken: their part of the counters only
+            if gpu.healthy and not gpu.exclusive:
+                free -= gpu.memory_total - gpu.used_memory
+                idle -= gpu.shared_jobs == 0 and gpu.used_memory == 0
             if share is not None:
                 gpu.used_memory += share
                 gpu.shared_jobs += 1
             else:
                 gpu.exclusive = True
                 gpu.used_memory = gpu.memory_total
-        node.refresh()
-        self.changes.append(node.name)
+            if gpu.healthy and not gpu.exclusive:
+                free += gpu.memory_total - gpu.used_memory
+                idle += gpu.shared_jobs == 0 and gpu.used_memory == 0
+        node.idle_gpus, node.free_memory = idle, free
+        self.changes.append(node.name)  # ``_changed``, inlined
+        fit = self._fits.pop(node.name, None)
+        if fit is not None:
+            self._stale[node.name] = fit
         return share
 
 

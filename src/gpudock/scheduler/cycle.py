@@ -10,7 +10,8 @@ same Plan. It reads as numbered steps (Kueue style)::
     2. CycleState        a mutable per-cycle copy of node capacity (each node
                          copied from the snapshot on first use)
     3. for each job, in order:
-       a. admit            queue quota (admission.py), else a ``quota`` reason
+       a. admit            queue quota (admission.py), else a ``quota`` reason;
+                           jobs that would borrow wait for a second pass
        b. filter + score   every node's verdict for the job's request:
                            IndexedCache (built-in profile: a capacity index
                            per class of GPU model and node affinity,
@@ -41,7 +42,7 @@ delay. Gangs neither preempt nor hold reservations.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
@@ -53,6 +54,7 @@ from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
 from gpudock.scheduler.preemption import plan_preemptions, running_by_node
 from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.release import RunningOn
 from gpudock.scheduler.snapshot import (
     GangPlacement,
     JobRequest,
@@ -82,12 +84,16 @@ def run_cycle(
     *,
     index: bool = True,
     queues: QueuePolicy | None = None,
+    strict: bool = False,
 ) -> Plan:
     """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
 
     ``index=False`` forces the generic path even for an ``indexable`` profile
     (tests compare both). ``queues`` adds fair-share order and quota
-    admission (``admission.py``).
+    admission (``admission.py``). ``strict`` is strict FIFO per queue
+    (head-of-line blocking, as YARN's capacity scheduler or Kueue's
+    StrictFIFO): once a job of a queue is blocked, no later job of that
+    queue starts in this cycle, and none backfills.
     """
     jobs = order_jobs(snapshot.pending, profile.order)  # 1
     state = CycleState(snapshot.nodes)  # 2
@@ -101,11 +107,23 @@ def run_cycle(
     quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
     nominated = nominations(snapshot)
     admission = Admission(queues, snapshot) if queues is not None else None
-    holders = running_by_node(snapshot.running)
+    holders = RunningOn(running_by_node(snapshot.running), snapshot.now)
     reservation: Reservation | None = None
     reservation_tries = 0
     gangs_blocked: list[JobRequest] = []
-    for job in admission.order(jobs) if admission else jobs:  # 3
+    heads: dict[str, int] = {}  # strict: the blocked head of each queue
+    deferred: list[JobRequest] = []  # would borrow: tried after the first pass
+    deferring: set[int] = set()
+    for job in _passes(admission.order(jobs) if admission else iter(jobs), deferred):  # 3
+        if admission and job.id not in deferring and admission.borrows(job):
+            deferring.add(job.id)
+            deferred.append(job)
+            continue
+        if strict and job.queue in heads:
+            plan.pending[job.id] = [_behind(heads[job.queue])]
+            continue
+        if strict:
+            heads[job.queue] = job.id  # until it is placed, below
         refusal = admission.refuse(job) if admission else None
         if refusal is not None:
             plan.pending[job.id] = [refusal]
@@ -114,6 +132,7 @@ def run_cycle(
         if job.nodes > 1:
             gang = place_gang(job, state, cache, profile)  # 3g
             if isinstance(gang, GangPlacement):
+                heads.pop(job.queue, None)
                 plan.gangs.append(gang)
                 if admission:
                     for part in gang.parts:
@@ -127,6 +146,7 @@ def run_cycle(
         if outcome is None and reservation and reservation.short_enough(job, snapshot.now):
             outcome = backfill(job, reservation, state, profile)
         if isinstance(outcome, Placement):
+            heads.pop(job.queue, None)
             plan.placements.append(outcome)
             if admission:
                 admission.charge(job, outcome)
@@ -138,12 +158,13 @@ def run_cycle(
                 hold_for_preemptor(job, nominated[job.id], state)
             elif (
                 reservation is None
+                and not strict
                 and job.gpus > 0
                 and job.topology is None
                 and reservation_tries < 3
             ):
                 reservation_tries += 1  # EASY: the first blocked job that can be reserved
-                reservation = Reservation.make(job, state, holders, snapshot.now)
+                reservation = Reservation.make(job, state, holders)
                 if reservation is not None:
                     reservation.hold(state)
     explain_blocked(blocked, cache, plan)  # 4
@@ -342,6 +363,21 @@ def hold_for_preemptor(job: JobRequest, victims: Sequence[RunningJob], state: Cy
         return
     free = [g.index for g in node.gpus if usable_now(job, g)][:want]
     state.hold(job, node_name, free)
+
+
+def _passes(first: Iterator[JobRequest], deferred: list[JobRequest]) -> Iterator[JobRequest]:
+    """Every job of ``first``, then those ``deferred`` meanwhile (step 3a's second pass)."""
+    yield from first
+    yield from deferred
+
+
+def _behind(head: int) -> PendingReason:
+    """Strict FIFO: a job waits for the blocked head of its queue."""
+    return PendingReason(
+        "priority",
+        f"strict FIFO: waits behind job {head}, the first blocked job of its queue",
+        f"starts after job {head} does",
+    )
 
 
 def _internal_error(job: JobRequest, node: str, detail: str) -> PendingReason:

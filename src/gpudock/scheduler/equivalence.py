@@ -62,6 +62,25 @@ def fallback_reason(total_nodes: int) -> PendingReason:
     return PendingReason("devices", f"no node can take it now ({total_nodes} checked)")
 
 
+def _never_constraint(status: Status) -> bool:
+    return status.code is StatusCode.UNRESOLVABLE and status.layer == "constraints"
+
+
+def constraints_reason(statuses: list[Status]) -> PendingReason:
+    """Every node is ruled out by some constraint, though no single one rules out all.
+
+    ``statuses`` are the rejections, one per node, sorted by node name.
+    """
+    listed = "; ".join(s.reason for s in statuses[:3])
+    more = f"; and {len(statuses) - 3} more" if len(statuses) > 3 else ""
+    return PendingReason(
+        "constraints",
+        f"no node meets all its constraints: {listed}{more}",
+        "runs only if its node selector, tolerations or GPU model change, or a node "
+        "that meets them all joins",
+    )
+
+
 class KeyVerdicts:
     """Every node's filter verdict and score for one placement key.
 
@@ -151,6 +170,10 @@ class KeyVerdicts:
             reason = policy.explain(self._job, rejections, total)
             if reason is not None:
                 reasons.append(reason)
+        if not reasons and len(self._rejected) == total:
+            statuses = [self._rejected[name][1] for name in sorted(self._rejected)]
+            if all(_never_constraint(status) for status in statuses):
+                return [constraints_reason(statuses)]  # each rules out some, together all
         return reasons or [fallback_reason(total)]
 
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from operator import itemgetter
+from typing import Generic, NamedTuple, Protocol, TypeVar, cast
 
 ModelClass = frozenset[str] | None
 ANY_MODEL: ModelClass = None
@@ -90,6 +91,10 @@ class NodeFit(NamedTuple):
         return free if free < size else size
 
 
+_fit = tuple.__new__
+"""``NodeFit(*fields)`` without the Python-level ``__new__`` of a named tuple (hot paths)."""
+
+
 def node_fit(gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
     """Summarise one node's GPUs for one model class (``ANY_MODEL``: all of them)."""
     if members is None:
@@ -141,7 +146,7 @@ def _any_fit(gpus: Iterable[GpuLike]) -> NodeFit:
     frees.sort(reverse=True)
     sizes.sort(reverse=True)
     name = first if only else None
-    return NodeFit(len(sizes), idle, tuple(frees), tuple(sizes), idle, free_all, name)
+    return _fit(NodeFit, (len(sizes), idle, tuple(frees), tuple(sizes), idle, free_all, name))
 
 
 def refit(old: NodeFit, gpus: Iterable[GpuLike], idle_all: int, free_all: int) -> NodeFit:
@@ -153,7 +158,9 @@ def refit(old: NodeFit, gpus: Iterable[GpuLike], idle_all: int, free_all: int) -
     """
     frees = [g.memory_total - g.used_memory for g in gpus if g.healthy and not g.exclusive]
     frees.sort(reverse=True)
-    return NodeFit(old.total, idle_all, tuple(frees), old.sizes, idle_all, free_all, old.only_name)
+    return _fit(
+        NodeFit, (old.total, idle_all, tuple(frees), old.sizes, idle_all, free_all, old.only_name)
+    )
 
 
 def class_fit(base: NodeFit, gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
@@ -168,32 +175,67 @@ def class_fit(base: NodeFit, gpus: Iterable[GpuLike], members: ModelClass) -> No
 
 
 class Buckets(Generic[K, E]):
-    """Members in buckets ``bucket(fit)`` (None: in none) as ``entry(name, fit)``, sorted.
+    """Members in buckets ``bucket(fit)`` (None: in none), sorted by their entry.
 
-    The first entry of a bucket is its best. Members marked dirty are moved
-    when the buckets are next read, so a structure that is rarely read (a
-    model class, two-GPU shares) moves a node once however often it changed.
-    Empty buckets are dropped.
+    A member's entry is its name, or ``(value(fit), name)`` when ``value`` is
+    given; the first entry of a bucket is its best. Members marked dirty are
+    moved when the buckets are next read, so a structure that is rarely read
+    (a model class, two-GPU shares) moves a node once however often it
+    changed. Empty buckets are dropped. Building groups members with equal
+    fits (many nodes are alike), so ``bucket`` and ``value`` run once per
+    distinct fit.
     """
 
     def __init__(
         self,
         fits: dict[str, NodeFit],
         bucket: Callable[[NodeFit], K | None],
-        entry: Callable[[str, NodeFit], E],
+        value: Callable[[NodeFit], int] | None = None,
+        rank: Callable[[K], int] | None = None,
     ) -> None:
         self._bucket: Callable[[NodeFit], K | None] = bucket
-        self._entry: Callable[[str, NodeFit], E] = entry
-        self._placed: dict[str, NodeFit] = {}  # the fit each member is bucketed by
+        self._value = value
+        self._rank = rank
+        self.ranked: list[tuple[int, K]] = []  # with ``rank``: (rank, bucket) of each bucket
+        self._keys: dict[str, K] = {}  # each member's bucket
+        self._values: dict[str, int] = {}  # each member's value (with ``value``)
         self._buckets: dict[K, list[E]] = {}
         self._dirty: set[str] = set()
+        groups: dict[NodeFit, list[str]] = {}
         for name, fit in fits.items():
+            group = groups.get(fit)
+            if group is None:
+                groups[fit] = [name]
+            else:
+                group.append(name)
+        keys, values, buckets = self._keys, self._values, self._buckets
+        for fit, names in groups.items():
             key = bucket(fit)
-            if key is not None:
-                self._placed[name] = fit
-                self._buckets.setdefault(key, []).append(entry(name, fit))
+            if key is None:
+                continue
+            entries = buckets.get(key)
+            if entries is None:
+                entries = buckets[key] = []
+            level = 0 if value is None else value(fit)
+            if len(names) == 1:  # most nodes of a busy cluster differ
+                name = names[0]
+                keys[name] = key
+                if value is None:
+                    entries.append(name)  # type: ignore[arg-type]
+                else:
+                    values[name] = level
+                    entries.append((level, name))  # type: ignore[arg-type]
+            elif value is None:
+                keys.update(dict.fromkeys(names, key))
+                entries.extend(names)  # type: ignore[arg-type]
+            else:
+                keys.update(dict.fromkeys(names, key))
+                values.update(dict.fromkeys(names, level))
+                entries.extend([(level, name) for name in names])  # type: ignore[misc]
         for entries in self._buckets.values():
             entries.sort()
+        if rank is not None:
+            self.ranked = sorted((rank(key), key) for key in self._buckets)
 
     def mark(self, name: str) -> None:
         self._dirty.add(name)
@@ -206,24 +248,34 @@ class Buckets(Generic[K, E]):
         return self._buckets
 
     def _move(self, name: str, fit: NodeFit) -> None:
-        old = self._placed.get(name)
-        old_key = None if old is None else self._bucket(old)
-        new_key = self._bucket(fit)
-        new_entry = self._entry(name, fit)
-        if old is not None and old_key is not None:
-            old_entry = self._entry(name, old)
-            if (old_key, old_entry) == (new_key, new_entry):
-                self._placed[name] = fit
+        key = self._bucket(fit)
+        level = 0 if self._value is None or key is None else self._value(fit)
+        old_key = self._keys.get(name)
+        if old_key is not None:
+            old_level = self._values.get(name, 0)
+            if old_key == key and old_level == level:
                 return
             entries = self._buckets[old_key]
+            old_entry = cast(E, name if self._value is None else (old_level, name))
             del entries[bisect_left(entries, old_entry)]
             if not entries:
                 del self._buckets[old_key]
-        if new_key is None:
-            self._placed.pop(name, None)
-        else:
-            self._placed[name] = fit
-            insort(self._buckets.setdefault(new_key, []), new_entry)
+                if self._rank is not None:
+                    ranked = (self._rank(old_key), old_key)
+                    del self.ranked[bisect_left(self.ranked, ranked)]
+        if key is None:
+            self._keys.pop(name, None)
+            self._values.pop(name, None)
+            return
+        self._keys[name] = key
+        if self._value is not None:
+            self._values[name] = level
+        entries = self._buckets.get(key)  # type: ignore[assignment]
+        if entries is None:
+            entries = self._buckets[key] = []
+            if self._rank is not None:
+                insort(self.ranked, (self._rank(key), key))
+        insort(entries, cast(E, name if self._value is None else (level, name)))
 
 
 class ClassIndex:
@@ -237,7 +289,9 @@ class ClassIndex:
         self.fits = fits
         self.version = 0  # counts updates
         self._sign = sign
-        self._whole: Buckets[WholeKey, str] = Buckets(fits, _whole_key, _name)
+        self._whole: Buckets[WholeKey, str] = Buckets(
+            fits, _whole_key, rank=lambda key: sign * key[2]
+        )
         self._shared: dict[int, Buckets[int, SharedEntry]] = {}  # by the job's GPU count
 
     def whole(self) -> dict[WholeKey, list[str]]:
@@ -246,11 +300,13 @@ class ClassIndex:
 
     def best_whole(self, gpus: int) -> str | None:
         """The best node with ``gpus`` idle GPUs of the class (by ``idle_all``)."""
+        buckets = self.whole()
         best: tuple[int, str] | None = None
-        sign = self._sign
-        for (_, idle, idle_all), names in self.whole().items():
-            if idle >= gpus:
-                candidate = (sign * idle_all, names[0])
+        for rank, key in self._whole.ranked:  # by ``sign * idle_all``
+            if best is not None and rank > best[0]:
+                break  # no better node comes after
+            if key[1] >= gpus:
+                candidate = (rank, buckets[key][0])
                 if best is None or candidate < best:
                     best = candidate
         return None if best is None else best[1]
@@ -262,8 +318,8 @@ class ClassIndex:
             sign = self._sign
             structure = self._shared[gpus] = Buckets(
                 self.fits,
-                lambda fit: fit.shared_level(gpus),
-                lambda name, fit: (sign * fit.free_all, name),
+                _shared_level(gpus),
+                _free_all if sign == 1 else lambda fit: sign * fit.free_all,
             )
         best: SharedEntry | None = None
         for level, entries in structure.read(self.fits).items():
@@ -277,14 +333,28 @@ class ClassIndex:
         """Record the new ``fit`` of ``name`` (an available member); buckets follow when read."""
         self.fits[name] = fit
         self.version += 1
-        self._whole.mark(name)
+        self._whole._dirty.add(name)  # ``mark``, inlined: this runs per reservation
         for structure in self._shared.values():
-            structure.mark(name)
+            structure._dirty.add(name)
 
 
-def _whole_key(fit: NodeFit) -> WholeKey:
-    return fit.whole_key
+_free_all = itemgetter(5)
+"""``NodeFit.free_all``, without a Python call."""
 
 
-def _name(name: str, fit: NodeFit) -> str:
-    return name
+def _shared_level(gpus: int) -> Callable[[NodeFit], int | None]:
+    """``NodeFit.shared_level(gpus)`` as one function (a bucket key, on hot paths)."""
+    at = gpus - 1
+
+    def level(fit: NodeFit) -> int | None:
+        frees = fit[2]
+        if len(frees) < gpus:
+            return None
+        free, size = frees[at], fit[3][at]
+        return free if free < size else size
+
+    return level
+
+
+_whole_key = itemgetter(0, 1, 4)
+"""``NodeFit.whole_key`` (``total``, ``idle``, ``idle_all``), without a Python call."""

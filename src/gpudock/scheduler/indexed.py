@@ -37,18 +37,17 @@ from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.equivalence import (
     EquivalenceCache,
     KeyVerdicts,
+    constraints_reason,
     fallback_reason,
     no_nodes_reason,
 )
-from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
+from gpudock.scheduler.framework import PlacementKey, Profile, Status, placement_key
 from gpudock.scheduler.index import (
     ANY_MODEL,
     ClassIndex,
     ModelClass,
     NodeFit,
     class_fit,
-    node_fit,
-    refit,
 )
 from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
@@ -82,6 +81,7 @@ class ModelClassIndex:
     index: ClassIndex
     down: list[tuple[str, str | None]]
     excluded: int  # nodes the job's node affinity rules out
+    seen: int  # entries of ``CycleState.changes`` applied to ``index``
     _groups: tuple[int, list[Group]] | None = None  # (index version, groups)
 
     def groups(self) -> list[Group]:
@@ -123,7 +123,11 @@ class IndexedCache:
 
         A key already blocked stays blocked, so it is answered before catching up.
         """
-        if self.generic(job):
+        if (  # ``generic``, inlined: this runs for every job
+            job.nodes > 1
+            or (job.topology is not None and job.gpus >= 2)
+            or (job.cpus and self._cpu_nodes)
+        ):
             if self._generic is None:
                 self._generic = EquivalenceCache(self._state, self._profile)
             return self._generic.verdicts(job)
@@ -131,30 +135,42 @@ class IndexedCache:
         verdicts = self._by_key.get(key)
         if verdicts is not None and verdicts.blocked:
             return verdicts
-        catalog = self._catalog
-        catalog.catch_up()
         if verdicts is None:
+            catalog = self._catalog
             verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
             self._by_key[key] = verdicts
         return verdicts
 
 
 class Catalog:
-    """One ``ClassIndex`` per model class in use this cycle, and every node's ``ANY_MODEL`` fit."""
+    """One ``ClassIndex`` per model class in use this cycle, over ``CycleState.fit``."""
 
     def __init__(self, state: CycleState, sign: int) -> None:
         self._state = state
         self._sign = sign
-        self._base = {name: node_fit(v.gpus, ANY_MODEL) for name, v in state.views.items()}
-        self.gpu_names = frozenset(g.name for v in state.views.values() for g in v.gpus)
+        self._gpu_names: frozenset[str] | None = None
         self._models: dict[str, frozenset[str]] = {}
         self._classes: dict[ClassKey, ModelClassIndex] = {}
         self._tainted = any(v.taints for v in state.views.values())
-        self.seen = len(state.changes)  # entries of ``state.changes`` already applied
 
     @property
     def node_count(self) -> int:
         return len(self._state.views)
+
+    @property
+    def gpu_names(self) -> frozenset[str]:
+        """Every GPU product name in the snapshot."""
+        if self._gpu_names is None:
+            names: set[str] = set()
+            fit = self._state.fit
+            for name, view in self._state.views.items():
+                only = fit(name).only_name  # the name of all its GPUs, if they share one
+                if only is not None:
+                    names.add(only)
+                else:
+                    names.update(g.name for g in view.gpus)
+            self._gpu_names = frozenset(names)
+        return self._gpu_names
 
     def model_class(self, job: JobRequest) -> ModelClassIndex:
         """The index of the class ``job`` asks for (GPU models, node affinity), built once."""
@@ -166,20 +182,26 @@ class Catalog:
         key = (members, affinity)
         return self._classes.get(key) or self._add_class(key, job)
 
-    def catch_up(self) -> None:
-        """Re-summarise the nodes reserved on since the last call, in every class index."""
-        changes = self._state.changes
-        if self.seen == len(changes):
-            return
-        for name in set(changes[self.seen :]):
-            node = self._state.nodes[name]
-            gpus = node.gpus
-            base = refit(self._base[name], gpus, node.idle_gpus, node.free_memory)
-            self._base[name] = base
-            for klass in self._classes.values():
-                if name in klass.index.fits:
-                    klass.index.update(name, class_fit(base, gpus, klass.members))
-        self.seen = len(changes)
+    def catch_up(self, klass: ModelClassIndex) -> int:
+        """Re-summarise in ``klass`` the nodes reserved on since it last caught up.
+
+        Each class catches up only when read, so one that few jobs ask for
+        re-summarises a node once however often it changed. Returns how many
+        changes ``klass`` has applied.
+        """
+        state = self._state
+        changes = state.changes
+        if klass.seen != len(changes):
+            index, members = klass.index, klass.members
+            fresh = changes[-1:] if klass.seen == len(changes) - 1 else set(changes[klass.seen :])
+            for name in fresh:
+                if name in index.fits:
+                    fit = state.fit(name)
+                    if members is not ANY_MODEL:
+                        fit = class_fit(fit, state.nodes[name].gpus, members)
+                    index.update(name, fit)
+            klass.seen = len(changes)
+        return klass.seen
 
     def _members(self, job: JobRequest) -> ModelClass:
         """The GPU names ``job``'s model constraint matches; ``ANY_MODEL`` when none applies."""
@@ -198,21 +220,38 @@ class Catalog:
         down: list[tuple[str, str | None]] = []
         excluded = 0
         gpus_of = self._state.nodes.gpus_of
+        base = self._state.fit
+        check = self._tainted or bool(affinity[0])
         for name, view in self._state.views.items():
-            if (self._tainted or affinity[0]) and not admits(job, view.labels, view.taints):
+            if check and not admits(job, view.labels, view.taints):
                 excluded += 1
                 continue  # node_affinity rejects it
-            fit = class_fit(self._base[name], gpus_of(name), members)
-            if members is not ANY_MODEL and fit.total == 0:
-                continue  # no GPU of the model: gpu_model rejects it
+            fit = base(name)
+            if members is not None:  # a model class
+                if fit.only_name is not None or fit.total == 0:  # ``class_fit``'s fast path
+                    if fit.only_name not in members:
+                        continue  # no GPU of the model: gpu_model rejects it
+                else:
+                    fit = class_fit(fit, gpus_of(name), members)
+                    if fit.total == 0:
+                        continue
             if view.available:
                 fits[name] = fit
             else:
                 down.append((name, view.unavailable_reason))
         index = ClassIndex(fits, self._sign)
-        klass = ModelClassIndex(members, index, sorted(down), excluded)
+        klass = ModelClassIndex(members, index, sorted(down), excluded, len(self._state.changes))
         self._classes[key] = klass
         return klass
+
+    def constraints_reason(self, job: JobRequest) -> PendingReason:
+        """``equivalence.constraints_reason`` from each node's first constraint rejection."""
+        statuses: list[Status] = []
+        for name in sorted(self._state.views):
+            node = self._state.nodes[name]
+            status = NodeAffinity().filter(job, node)
+            statuses.append(status if not status.ok else GpuModel().filter(job, node))
+        return constraints_reason(statuses)
 
     def affinity_reason(self, job: JobRequest) -> PendingReason:
         """``node_affinity``'s reason when it rules out every node."""
@@ -234,6 +273,7 @@ class IndexedVerdicts:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
         if self.blocked:
             return None
+        self._catalog.catch_up(self._class)
         job, index = self._job, self._class.index
         if job.shared:
             assert job.gpu_memory is not None
@@ -248,9 +288,9 @@ class IndexedVerdicts:
 
         Memoized until the next reservation (only step 4 asks, after the last).
         """
-        self._catalog.catch_up()
-        if self._reasons is None or self._reasons[0] != self._catalog.seen:
-            self._reasons = (self._catalog.seen, self._explain())
+        seen = self._catalog.catch_up(self._class)
+        if self._reasons is None or self._reasons[0] != seen:
+            self._reasons = (seen, self._explain())
         return self._reasons[1]
 
     def _explain(self) -> list[PendingReason]:
@@ -263,7 +303,7 @@ class IndexedVerdicts:
                 return [self._catalog.affinity_reason(job)]  # node_affinity rules out all
             if klass.members is not ANY_MODEL and klass.excluded == 0:
                 return [model_reason(job, self._catalog.gpu_names)]  # every node lacks the model
-            return [fallback_reason(total)]
+            return [self._catalog.constraints_reason(job)]  # affinity and model, together
         reasons: list[PendingReason] = []
         if klass.down:
             reasons.append(health_reason(klass.down))
@@ -284,8 +324,8 @@ def closest_whole(index: ClassIndex, gpus: int) -> Closest:
     the class; when there are none, all are compared by their GPU count.
     """
     buckets = index.whole()
-    free = sum(idle * len(names) for (_, idle, _), names in buckets.items())
     busy = [(idle, names) for (total, idle, _), names in buckets.items() if total >= gpus]
+    free = sum(idle * len(names) for idle, names in busy)
     if busy:
         count = max(idle for idle, _ in busy)
         node = min(names[0] for idle, names in busy if idle == count)
@@ -333,7 +373,7 @@ def closest_shared(groups: list[Group], gpus: int, share: int) -> Closest:
             by_memory = (-memory, name)
     assert by_count is not None and by_memory is not None
     single = sum(g[3] for g in (groups if ever else busy)) == 1
-    total = sum(_at_least(frees, share) * n for frees, _, _, n in groups)
+    total = sum(_at_least(frees, share) * n for frees, _, _, n in (groups if ever else busy))
     if by_count[0] == 0:
         return Closest(ever, single, 0, by_count[1], -by_memory[0], by_memory[1], total)
     return Closest(ever, single, -by_count[0], by_count[1], total=total)

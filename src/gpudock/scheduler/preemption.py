@@ -14,45 +14,45 @@ answers "which eligible victims, on which node, lose the least work":
 
 A victim is never one that is already stopping, not preemptible, or younger
 than its ``min_runtime``; ``eligible`` need not check those.
+
+``choose_victims`` is the definition; step 5 (``plan_preemptions``) gets
+the same answers from ``victims.VictimSearch``, which does not try every
+node for every blocked job.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
+from gpudock.scheduler.boards import Boards
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
 from gpudock.scheduler.policies.node_affinity import admits
-from gpudock.scheduler.snapshot import JobRequest, Preemption, RunningJob
+from gpudock.scheduler.release import Release, pick_victims
+from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
 from gpudock.scheduler.topology import largest_group
+from gpudock.scheduler.victims import (
+    VictimSearch,
+    VictimSet,
+    cost_of,
+    preemptible_now,
+    victim_order,
+)
 
-
-@dataclass(frozen=True, slots=True)
-class VictimSet:
-    node: str
-    victims: tuple[RunningJob, ...]
-
-    @property
-    def ids(self) -> tuple[int, ...]:
-        return tuple(v.id for v in self.victims)
-
-
-def preemptible_now(victim: RunningJob, now: float) -> bool:
-    """Not stopping already, preemptible, and past its ``min_runtime``."""
-    if victim.stopping or not victim.preemptible:
-        return False
-    if victim.min_runtime is not None and victim.started_at is not None:
-        return now - victim.started_at >= victim.min_runtime
-    return True
-
-
-def victim_order(victim: RunningJob, now: float) -> tuple[float, float, int]:
-    """Preference: lowest priority, then youngest (least run), then highest id."""
-    ran = now - victim.started_at if victim.started_at is not None else 0.0
-    return (victim.priority, ran, -victim.id)
+__all__ = [
+    "Reclaimer",
+    "VictimSet",
+    "choose_victims",
+    "could_fit_if_freed",
+    "fits_after",
+    "plan_preemptions",
+    "preemptible_now",
+    "running_by_node",
+    "usable_after",
+    "victim_order",
+]
 
 
 def choose_victims(
@@ -65,7 +65,8 @@ def choose_victims(
     """The cheapest victim set on one node that lets ``job`` fit, or None.
 
     ``nodes`` are the nodes that pass every filter except capacity;
-    ``holders[node]`` the running jobs holding GPUs there.
+    ``holders[node]`` the running jobs holding GPUs there. The definition;
+    the cycle gets the same answers from ``victims.VictimSearch``.
     """
     best: tuple[tuple[float, int, float, str], VictimSet] | None = None
     for node in nodes:
@@ -75,12 +76,7 @@ def choose_victims(
         victims = _victims_on(job, node, candidates, now)
         if victims is None:
             continue
-        cost = (
-            float(max(v.priority for v in victims)),
-            len(victims),
-            sum(now - v.started_at for v in victims if v.started_at is not None),
-            node.name,
-        )
+        cost = cost_of(victims, node.name, now)
         if best is None or cost < best[0]:
             best = (cost, VictimSet(node.name, tuple(sorted(victims, key=lambda v: v.id))))
     return None if best is None else best[1]
@@ -90,20 +86,8 @@ def _victims_on(
     job: JobRequest, node: NodeState, candidates: Sequence[RunningJob], now: float
 ) -> list[RunningJob] | None:
     """Steps 1 and 2 on one node: a minimal victim list, or None if even all do not suffice."""
-    if not candidates:
-        return None
-    chosen: list[RunningJob] = []
-    for victim in sorted(candidates, key=lambda v: victim_order(v, now)):
-        chosen.append(victim)
-        if fits_after(job, node, chosen):
-            break
-    else:
-        return None
-    for victim in reversed(list(chosen)):
-        trial = [v for v in chosen if v.id != victim.id]
-        if trial and fits_after(job, node, trial):
-            chosen = trial
-    return chosen
+    release = Release(job, node.gpus, node.cpus, node.free_cpus)
+    return pick_victims(release, sorted(candidates, key=lambda v: victim_order(v, now)))
 
 
 def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> bool:
@@ -180,27 +164,30 @@ def plan_preemptions(
     choosing more. Each victim is chosen at most once per cycle.
     ``quota_blocked`` jobs (refused because borrowers used up what could be
     lent) may only reclaim. Returns the preemptions and, per affected job, a
-    ``priority`` or ``fairness`` reason.
+    ``priority`` or ``fairness`` reason. Victims are found by
+    ``victims.VictimSearch``: the answers of ``choose_victims``, without
+    trying every node for every job.
     """
-    holders = running_by_node(running)
-    floor = _lowest_preemptible_priority(running, now)
-    taken: set[int] = set()
+    stopping: dict[int, list[RunningJob]] = {}
+    for r in running:
+        if r.preempted_for is not None:
+            stopping.setdefault(r.preempted_for, []).append(r)
+    views = state.views
+    search = VictimSearch(
+        state, running, now, lambda job, name: could_fit_if_freed(job, views[name])
+    )
+    boards = Boards(search)
+    floor = search.floor  # per queue, the lowest priority that may be preempted now
     preemptions: list[Preemption] = []
     reasons: dict[int, PendingReason] = {}
     for job in blocked:
-        stopping = [r for r in running if r.preempted_for == job.id]
-        if stopping:
-            reasons[job.id] = _waiting(stopping)
+        if job.id in stopping:
+            reasons[job.id] = _waiting(stopping[job.id])
             continue
-        nodes: list[NodeState] | None = None
         if job.can_preempt and job.priority > floor.get(job.queue, job.priority):
-            nodes = [n for n in state.nodes.values() if could_fit_if_freed(job, n)]
-
-            def same_queue(victim: RunningJob, job: JobRequest = job) -> bool:
-                return victim.queue == job.queue and victim.priority < job.priority
-
-            choice = _choose(job, nodes, holders, same_queue, taken, now)
+            choice = boards.choose(job)
             if choice is not None:
+                search.take(choice)
                 why = f"job {job.id} (priority {job.priority})"
                 preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
                 reasons[job.id] = PendingReason(
@@ -210,33 +197,28 @@ def plan_preemptions(
                 )
                 continue
         if reclaim is not None:
-            _reclaim(job, state, holders, reclaim, taken, now, preemptions, reasons, nodes)
+            _reclaim(job, search, reclaim, preemptions, reasons)
     for job in quota_blocked:
-        if reclaim is not None and not any(r.preempted_for == job.id for r in running):
-            _reclaim(job, state, holders, reclaim, taken, now, preemptions, reasons, None)
+        if reclaim is not None and job.id not in stopping:
+            _reclaim(job, search, reclaim, preemptions, reasons)
     return preemptions, reasons
 
 
 def _reclaim(
     job: JobRequest,
-    state: CycleState,
-    holders: Mapping[str, Sequence[RunningJob]],
+    search: VictimSearch,
     reclaim: Reclaimer,
-    taken: set[int],
-    now: float,
     preemptions: list[Preemption],
     reasons: dict[int, PendingReason],
-    nodes: list[NodeState] | None,
 ) -> None:
     """The reclaim kind for one job: victims from borrowing queues, if its rule allows."""
     rule = reclaim.reclaim_rule(job)
     if rule is None:
         return
-    if nodes is None:
-        nodes = [n for n in state.nodes.values() if could_fit_if_freed(job, n)]
-    choice = _choose(job, nodes, holders, rule, taken, now)
+    choice = search.any_rule(job, rule)
     if choice is None:
         return
+    search.take(choice)
     reclaim.granted(job)
     why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
     preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
@@ -249,21 +231,6 @@ def _reclaim(
     )
 
 
-def _choose(
-    job: JobRequest,
-    nodes: Sequence[NodeState],
-    holders: Mapping[str, Sequence[RunningJob]],
-    rule: Callable[[RunningJob], bool],
-    taken: set[int],
-    now: float,
-) -> VictimSet | None:
-    """``choose_victims`` with ``rule``, never reusing a victim of this cycle."""
-    choice = choose_victims(job, nodes, holders, lambda v: v.id not in taken and rule(v), now)
-    if choice is not None:
-        taken.update(choice.ids)
-    return choice
-
-
 def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]]:
     """The running jobs holding GPUs on each node."""
     holders: dict[str, list[RunningJob]] = {}
@@ -272,7 +239,7 @@ def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]
     return holders
 
 
-def could_fit_if_freed(job: JobRequest, node: NodeState) -> bool:
+def could_fit_if_freed(job: JobRequest, node: NodeState | NodeView) -> bool:
     """The node is available, admits the job (labels, taints, CPUs in all) and has
     enough healthy GPUs of the model, free or not."""
     if not node.available or job.gpus == 0 or job.nodes > 1:
@@ -288,15 +255,6 @@ def could_fit_if_freed(job: JobRequest, node: NodeState) -> bool:
         if g.healthy and matches_model(job, g) and (share is None or g.memory_total >= share)
     )
     return count >= job.gpus
-
-
-def _lowest_preemptible_priority(running: Sequence[RunningJob], now: float) -> dict[str, int]:
-    """Per queue, the lowest priority of a job that could be preempted now."""
-    floor: dict[str, int] = {}
-    for job in running:
-        if preemptible_now(job, now):
-            floor[job.queue] = min(floor.get(job.queue, job.priority), job.priority)
-    return floor
 
 
 def _waiting(stopping: Sequence[RunningJob]) -> PendingReason:

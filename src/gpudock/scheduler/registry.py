@@ -23,6 +23,7 @@ from gpudock.scheduler.framework import (
 )
 from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
+from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
@@ -48,9 +49,11 @@ DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTER_POLICIES)
 SCORE_POLICIES: Mapping[str, Callable[[], ScorePolicy]] = {
     Binpack.name: Binpack,
     Spread.name: Spread,
+    Fgd.name: Fgd,
 }
 GPU_PICKERS: Mapping[str, Callable[[], GpuPicker]] = {
     BestFitPicker.name: BestFitPicker,
+    FgdPicker.name: FgdPicker,
 }
 
 _SECTIONS: tuple[Mapping[str, object], ...] = (

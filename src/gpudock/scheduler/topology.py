@@ -24,13 +24,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from gpudock.scheduler.capacity import GpuState
+from gpudock.scheduler.capacity import AnyGpu, GpuState
 
 Level = Literal["nvlink", "numa"]
 LEVEL_WORDS: dict[str, str] = {"nvlink": "NVLink domain", "numa": "NUMA node"}
 
 
-def group_of(gpu: GpuState, level: str) -> int | None:
+def group_of(gpu: AnyGpu, level: str) -> int | None:
     return gpu.nvlink if level == "nvlink" else gpu.numa
 
 

@@ -42,7 +42,7 @@ def test_a_job_without_max_runtime_may_not_take_reserved_gpus() -> None:
     assert placement_of(plan, 2) is None
     reason = plan.pending[2][0]
     assert reason.layer == "priority"
-    assert reason.message == "GPUs on node n0 are reserved for higher-priority job 1"
+    assert reason.message == "GPUs on node n0 are reserved for job 1, ahead of it in line"
     assert reason.counterfactual == "with max_runtime at most 43m20s it could backfill now"
 
 

@@ -33,6 +33,7 @@ def test_every_policy_module_is_registered() -> None:
         "node_affinity",
         "cpu_capacity",
         "gpu_topology",
+        "fgd",
     }
     assert set(REGISTRY) == {
         "priority_fifo",
@@ -45,6 +46,8 @@ def test_every_policy_module_is_registered() -> None:
         "node_affinity",
         "cpu_capacity",
         "gpu_topology",
+        "fgd",
+        "fgd_picker",
     }
 
 
@@ -155,7 +158,7 @@ def test_unknown_or_unsafe_policy_names_are_refused() -> None:
 
     bad = SchedulerConfig.model_validate({"policies": {"scorers": [{"name": "tetris"}]}})
     with pytest.raises(
-        ValueError, match="unknown score policy 'tetris' \\(known: binpack, spread\\)"
+        ValueError, match="unknown score policy 'tetris' \\(known: binpack, fgd, spread\\)"
     ):
         build_profile(bad)
     unsafe = SchedulerConfig.model_validate({"policies": {"filters": ["gpu_model"]}})

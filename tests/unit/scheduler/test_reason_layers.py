@@ -224,7 +224,7 @@ EXACT = [  # job 1's reasons, all of them
             [make_job(2).gpus(4).priority(10).cannot_preempt(), make_job(1)],
             running=(make_running(10).on("n0", 0, 1).max_runtime(3600),),
         ),
-        "[priority] GPUs on node n0 are reserved for higher-priority job 2"
+        "[priority] GPUs on node n0 are reserved for job 2, ahead of it in line"
         " => with max_runtime at most 43m20s it could backfill now",
         "[devices] needs 1 GPU; node n0 has 0 free => runs when 1 more GPU free up on n0",
     ),
@@ -410,7 +410,6 @@ def test_a_preemptor_is_not_told_to_wait_for_max_runtime() -> None:
     assert [r for r in reasons(preempting()) if "next in line" in r] == []
 
 
-@pytest.mark.xfail(strict=True, reason="the reservation's job is called higher-priority")
 def test_a_reservation_of_equal_priority_is_not_called_higher_priority() -> None:
     running = (make_running(10).on("n0", 0, 1).max_runtime(3600),)
     jobs = [make_job(2).gpus(4), make_job(1).submitted(1)]  # equal priority, job 2 first
@@ -419,7 +418,6 @@ def test_a_reservation_of_equal_priority_is_not_called_higher_priority() -> None
     assert "job 2" in first and "higher-priority" not in first
 
 
-@pytest.mark.xfail(strict=True, reason="the total counts nodes that can never hold the job")
 def test_fragmentation_counts_only_nodes_that_could_hold_the_job() -> None:
     """small has 3 free GPUs of 3: it can never take 4, yet '7 free in total, at most 2'."""
     nodes = [*busy(6, 6, gpus=8), make_node("small").gpus(3)]
@@ -429,7 +427,6 @@ def test_fragmentation_counts_only_nodes_that_could_hold_the_job() -> None:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="fragmentation wording when the total is too small anyway")
 def test_no_fragmentation_wording_when_the_total_would_not_suffice() -> None:
     assert reasons(cycle(busy(3, 3), [make_job(1).gpus(4)])) == [
         "[devices] needs 4 GPUs; the most free on one node is 1 (gpu-0)"
@@ -437,7 +434,6 @@ def test_no_fragmentation_wording_when_the_total_would_not_suffice() -> None:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="'1 nodes do not match'")
 def test_one_unmatched_node_is_singular() -> None:
     nodes = [
         make_node("eu").gpus(2).label("zone", "eu").taint("x=y"),
@@ -450,7 +446,6 @@ def test_one_unmatched_node_is_singular() -> None:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="selector and model together fall back to 'devices'")
 def test_a_selector_and_a_model_that_rule_out_every_node_are_constraints() -> None:
     """eu has no H100, the H100 node is not in eu: it can never run, for constraints."""
     nodes = [
@@ -462,7 +457,6 @@ def test_a_selector_and_a_model_that_rule_out_every_node_are_constraints() -> No
     assert " => " in only
 
 
-@pytest.mark.xfail(strict=True, reason="cpu_capacity says no node has the CPUs while one has")
 def test_cpus_are_not_blamed_when_a_node_has_enough() -> None:
     """a has 4 CPUs in all; b has 32 but its GPUs are busy: only the GPUs explain the wait."""
     nodes = [make_node("a").gpus(4).cpus(4), make_node("b").gpus(4).cpus(32).exclusive(0, 1, 2)]

@@ -65,7 +65,7 @@ def test_shared_job_needing_more_gpus_than_fit_on_one_node() -> None:
     assert_pending(
         plan,
         1,
-        exact="needs 20GiB on 3 GPUs; 5 GPUs have 20GiB free in total, "
+        exact="needs 20GiB on 3 GPUs; 3 GPUs have 20GiB free in total, "
         "but at most 2 on one node (gpu-1)",
     )
     plan = run(make_snapshot(nodes[1:], [make_job(1).gpus(3).gpu_memory("20GiB")]))

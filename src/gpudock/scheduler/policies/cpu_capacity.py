@@ -38,7 +38,12 @@ class CpuCapacity:
     def explain(
         self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
     ) -> PendingReason | None:
-        """``needs 8 CPUs; the most free on one node is 4 (gpu-3)``."""
+        """``needs 8 CPUs; the most free on one node is 4 (gpu-3)``.
+
+        When no rejected node is merely busy: ``needs a node with at least 8
+        CPUs``, but only when every node was rejected here (a node that has
+        the CPUs and was rejected for something else explains the wait).
+        """
         want = job.cpus or 0.0
         busy = [r for r in rejections if r.status.code is StatusCode.UNSCHEDULABLE]
         if busy:
@@ -48,6 +53,8 @@ class CpuCapacity:
                 f"needs {job.cpus:g} CPUs; the most free on one node is {-most:g} ({name})",
                 f"runs when {want + most:g} more CPUs free up on {name}",
             )
+        if len(rejections) < total_nodes:
+            return None  # other nodes have the CPUs: what rejected them explains the wait
         largest, name = min((-(r.node.cpus or 0.0), r.node.name) for r in rejections)
         return PendingReason(
             self.layer,

@@ -109,8 +109,8 @@ class Closest:
     ``ever``: no rejected node is merely busy, so nodes are compared by what
     they could hold if idle. ``single``: exactly one node is compared.
     ``count``/``node``: the most fitting GPUs on one node (now, or ever), ties
-    to the lowest name. ``total``: GPUs that fit now, summed over every
-    rejected node (fragmentation: enough in total, too few on any one).
+    to the lowest name. ``total``: GPUs that fit now, summed over the
+    compared nodes (fragmentation: enough in total, too few on any one).
     ``memory``/``memory_node``: for shared jobs whose ``count`` is 0, the
     most free memory on one shareable GPU (or the largest GPU when
     ``ever``), ties to the lowest name.
@@ -122,7 +122,7 @@ class Closest:
     node: str
     memory: int = 0
     memory_node: str = ""
-    total: int = 0  # fitting GPUs now, summed over every rejected node
+    total: int = 0  # fitting GPUs now, summed over the compared nodes
 
 
 def closest(job: JobRequest, rejections: Sequence[Rejection]) -> Closest:
@@ -132,7 +132,7 @@ def closest(job: JobRequest, rejections: Sequence[Rejection]) -> Closest:
     considered = rejections if ever else busy
     fits = [(_fit(job, r.node, ever), r.node.name) for r in considered]
     by_count, name = min(fits, key=lambda f: (-f[0].count, f[1]))
-    total = sum(_fit(job, r.node, ever=False).count for r in rejections)
+    total = sum(_fit(job, r.node, ever=False).count for r in considered)
     result = Closest(ever, len(considered) == 1, by_count.count, name, total=total)
     if job.shared and by_count.count == 0:
         by_memory, memory_node = min(fits, key=lambda f: (-f[0].memory, f[1]))
@@ -164,7 +164,7 @@ def _explain_whole(job: JobRequest, fit: Closest) -> tuple[str, str]:
     counterfactual = f"runs when {missing} more {_noun(missing)} free up on {name}"
     if fit.single:
         return f"{need}; node {name} has {count} free", counterfactual
-    if fit.total > count:
+    if count < fit.total and job.gpus <= fit.total:
         spread = f"{fit.total} {_noun(fit.total)} free in total, but at most {count} on one node"
         return f"{need}; {spread} ({name})", counterfactual
     return f"{need}; the most free on one node is {count} ({name})", counterfactual
@@ -179,7 +179,7 @@ def _explain_shared(job: JobRequest, fit: Closest) -> tuple[str, str]:
     if count > 0:  # some GPUs fit, but too few on any one node
         if fit.single:
             message = f"{need}; node {name} has {count} {_noun(count)} with {size}{free}"
-        elif not fit.ever and fit.total > count:
+        elif not fit.ever and count < fit.total and job.gpus <= fit.total:
             message = (
                 f"{need}; {fit.total} {_noun(fit.total)} have {size} free in total, "
                 f"but at most {count} on one node ({name})"

@@ -39,7 +39,14 @@ class BestFitPicker:
     def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
         if job.gpus == 0:
             return []
-        usable = [g for g in node.gpus if usable_now(job, g)]
+        if job.gpu_memory is None and job.gpu_model is None:  # ``usable_now``, inlined
+            usable = [
+                g
+                for g in node.gpus
+                if g.healthy and not g.exclusive and g.shared_jobs == 0 and g.used_memory == 0
+            ]
+        else:
+            usable = [g for g in node.gpus if usable_now(job, g)]
         if not job.shared:
             chosen = choose(usable, job.gpus, job.topology)
             return None if chosen is None else [g.index for g in chosen]

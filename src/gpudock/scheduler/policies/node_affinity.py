@@ -82,9 +82,11 @@ def affinity_reason(
     ]
     parts: list[str] = []
     if unlabelled:
-        count = "no node" if len(unlabelled) == len(nodes) else f"{len(unlabelled)} nodes do not"
-        verb = "matches" if len(unlabelled) == len(nodes) else "match"
-        parts.append(f"{count} {verb} node selector {selector_text(job)}")
+        if len(unlabelled) == len(nodes):
+            parts.append(f"no node matches node selector {selector_text(job)}")
+        else:
+            noun = "node does" if len(unlabelled) == 1 else "nodes do"
+            parts.append(f"{len(unlabelled)} {noun} not match node selector {selector_text(job)}")
     if tainted:
         listed = "; ".join(f"{n}: {', '.join(str(t) for t in bad)}" for n, bad in tainted[:_LISTED])
         more = f"; and {len(tainted) - _LISTED} more" if len(tainted) > _LISTED else ""

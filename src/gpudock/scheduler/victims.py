@@ -1,0 +1,323 @@
+"""Step 5's victim search: ``choose_victims``' answer without trying every node for every job.
+
+``choose_victims`` (preemption.py) tries each node a blocked job could use:
+O(nodes x victims) per job, for hundreds of blocked jobs on a full cluster.
+``VictimSearch`` gives the same answers, relying on three facts:
+
+* **priority does not change a node's answer.** A node's candidates (its
+  preemptible running jobs of the job's queue, not yet chosen this cycle)
+  are tried in victim order, lowest priority first, so those a job of
+  priority ``p`` may take are a prefix of them. The greedy step stops at the
+  first prefix that fits, so it stops at the same victim for every ``p`` or
+  for none: a node's victim set depends on the job's placement key and
+  queue only, and a job may take it iff its top priority is below ``p``.
+  The cheapest set over all nodes, per (key, queue) (``boards.Board``), answers
+  every job with that key: it is the job's answer if its top priority is
+  below the job's, and then no node has one.
+* **cheap lower bounds order the nodes.** A victim set costs ``(top
+  priority, victims, seconds of work lost, node)``. A one-victim set on a
+  node costs exactly ``(priority, 1, seconds run, node)`` of a victim whose
+  release alone can free enough GPUs (``freed_alone``); a larger one at
+  least ``(k-th lowest priority, k, the k shortest runs, node)``, where k is
+  the fewest victims whose GPUs could make room (``multi_bound``). A board
+  walks the candidates of its queue that hold enough GPUs to suffice alone,
+  in order of their one-victim cost (one list per queue, shared by all
+  boards), then the nodes by their k-victim bound, and tries a node
+  exactly only when one of its bounds comes up, stopping once the cheapest
+  set found costs less than what comes next: usually after a handful of
+  nodes.
+* **a choice changes one node.** Victims chosen for one job leave their
+  node's candidates (``take``); each board that has looked at that node
+  looks again, at a bound computed from what is left.
+
+The reclaim kind (``any_rule``: any eligibility rule) tries every node the
+job could use, skipping the exact trial where a bound already costs more
+than the cheapest set found. Exact trials use ``release.Release``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
+
+from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
+from gpudock.scheduler.framework import PlacementKey, placement_key
+from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
+from gpudock.scheduler.snapshot import JobRequest, RunningJob
+
+Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
+
+
+@dataclass(frozen=True, slots=True)
+class VictimSet:
+    node: str
+    victims: tuple[RunningJob, ...]
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(v.id for v in self.victims)
+
+
+def preemptible_now(victim: RunningJob, now: float) -> bool:
+    """Not stopping already, preemptible, and past its ``min_runtime``."""
+    if victim.stopping or not victim.preemptible:
+        return False
+    if victim.min_runtime is not None and victim.started_at is not None:
+        return now - victim.started_at >= victim.min_runtime
+    return True
+
+
+def victim_order(victim: RunningJob, now: float) -> tuple[float, float, int]:
+    """Preference: lowest priority, then youngest (least run), then highest id."""
+    ran = now - victim.started_at if victim.started_at is not None else 0.0
+    return (victim.priority, ran, -victim.id)
+
+
+def cost_of(victims: Sequence[RunningJob], node: str, now: float) -> Cost:
+    """Lowest first: top victim priority, fewest victims, least work lost, node name."""
+    return (
+        float(max(v.priority for v in victims)),
+        len(victims),
+        sum(now - v.started_at for v in victims if v.started_at is not None),
+        node,
+    )
+
+
+def seconds_run(victim: RunningJob, now: float) -> float:
+    """The work a victim loses: how long it has run (0 before it starts)."""
+    return now - victim.started_at if victim.started_at is not None else 0.0
+
+
+def freed_alone(victim: RunningJob, gpus: Mapping[str, list[AnyGpu]]) -> tuple[int, int]:
+    """At most how many more of a node's GPUs (``gpus``: by uuid) a job could use once
+    ``victim`` alone stopped.
+
+    ``(whole, shared)``: for a whole-GPU job (healthy GPUs of the victim that
+    become idle, not idle now) and for a shared job of any share (healthy
+    GPUs of the victim not held exclusively once it stopped).
+    """
+    uuids = victim.gpu_uuids
+    whole = shared = 0
+    for uuid in set(uuids):
+        for gpu in gpus.get(uuid, ()):
+            if not gpu.healthy:
+                continue
+            exclusive, used, shared_jobs = released_state(gpu, [victim] * uuids.count(uuid))
+            if exclusive:
+                continue
+            shared += 1
+            idle_now = not gpu.exclusive and gpu.shared_jobs == 0 and gpu.used_memory == 0
+            whole += shared_jobs == 0 and used == 0 and not idle_now
+    return whole, shared
+
+
+class VictimSearch:
+    """Cheapest victim sets for the blocked jobs of one cycle (step 5); see the module doc.
+
+    ``state`` must not change while the search is used (step 5 only reads it).
+    ``could_fit(job, node)`` is ``could_fit_if_freed``.
+    """
+
+    def __init__(
+        self,
+        state: CycleState,
+        running: Sequence[RunningJob],
+        now: float,
+        could_fit: Callable[[JobRequest, str], bool],
+    ) -> None:
+        self.state = state
+        self.now = now
+        self.version: dict[str, int] = {}  # bumped when a node loses candidates
+        self.log: list[str] = []  # nodes that lost candidates, in order
+        self.taken: set[int] = set()  # ids of the victims chosen so far
+        self._could_fit = could_fit
+        self._fits: dict[PlacementKey, dict[str, bool]] = {}
+        self._multis: dict[tuple[str, int, int | None], list[tuple[Cost, str]]] = {}
+        self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
+        self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
+        self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
+        self._releases: dict[tuple[PlacementKey, str], Release] = {}
+        ready = [v for v in running if preemptible_now(v, now)]
+        # victim order (priority, seconds run, -id), then node: stable sorts, last key first
+        ready.sort(key=lambda v: -v.id)
+        ready.sort(key=attrgetter("node"))
+        ready.sort(key=lambda v: seconds_run(v, now))
+        ready.sort(key=attrgetter("priority"))
+        self.floor: dict[str, int] = {}  # per queue, the lowest priority of a candidate
+        self.by_node: dict[str, list[RunningJob]] = {}  # candidates not taken, in victim order
+        # per queue, its candidates in that order by ``held`` (what they could free alone)
+        self.singles: dict[str, dict[int, list[RunningJob]]] = {}
+        unique = state.unique_uuids
+        by_node = self.by_node
+        for victim in ready:
+            queue = victim.queue
+            singles = self.singles.get(queue)
+            if singles is None:
+                self.floor[queue] = victim.priority
+                singles = self.singles[queue] = {}
+            held = len(victim.gpu_uuids) if unique else self.held(victim)
+            stream = singles.get(held)
+            if stream is None:
+                singles[held] = [victim]
+            else:
+                stream.append(victim)
+            node = by_node.get(victim.node)
+            if node is None:
+                by_node[victim.node] = [victim]
+            else:
+                node.append(victim)
+
+    def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
+        """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
+        best: tuple[Cost, list[RunningJob]] | None = None
+        fits = self.fits(job)
+        for name, ready in self.by_node.items():
+            candidates = [v for v in ready if eligible(v)]
+            if not candidates or not self.could_fit(job, name, fits):
+                continue
+            bound = self.bound(job, name, candidates)
+            if bound is None or (best is not None and bound > best[0]):
+                continue
+            found = self.trial(job, name, candidates)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        if best is None:
+            return None
+        return VictimSet(best[0][3], tuple(sorted(best[1], key=lambda v: v.id)))
+
+    def take(self, choice: VictimSet) -> None:
+        """The victims of ``choice`` are taken: no later job of the cycle may choose them."""
+        ids = set(choice.ids)
+        self.taken |= ids
+        name = choice.node
+        self.by_node[name] = [v for v in self.by_node.get(name, []) if v.id not in ids]
+        self.version[name] = self.version.get(name, 0) + 1
+        self.log.append(name)
+
+    def fits(self, job: JobRequest) -> dict[str, bool]:
+        """The memo of ``could_fit`` for ``job``'s placement key."""
+        return self._fits.setdefault(placement_key(job), {})
+
+    def could_fit(self, job: JobRequest, name: str, memo: dict[str, bool]) -> bool:
+        """``could_fit_if_freed`` for ``job`` on node ``name``; ``memo`` is ``fits(job)``."""
+        fits = memo.get(name)
+        if fits is None:
+            only = self.state.fit(name).only_name  # the name of all the node's GPUs, if one
+            model = job.gpu_model
+            if model is not None and only is not None and not model_name_matches(model, only):
+                fits = False  # no GPU of the model at all
+            else:
+                fits = self._could_fit(job, name)
+            memo[name] = fits
+        return fits
+
+    def multis(self, job: JobRequest) -> list[tuple[Cost, str]]:
+        """Nodes by ``multi_bound``, for every job of ``job``'s queue, GPU count and share."""
+        share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
+        key = (job.queue, job.gpus, share)
+        found = self._multis.get(key)
+        if found is None:
+            found = []
+            for name in self.by_node:
+                bound = self.multi_bound(job, name, self.candidates(job.queue, name))
+                if bound is not None:
+                    found.append((bound, name))
+            found.sort()
+            self._multis[key] = found
+        return found
+
+    def candidates(self, queue: str, name: str) -> list[RunningJob]:
+        """Node ``name``'s candidates of ``queue`` (not taken), in victim order."""
+        return [v for v in self.by_node.get(name, ()) if v.queue == queue]
+
+    def held(self, victim: RunningJob) -> int:
+        """At most how many of its node's GPUs ``victim`` holds (``freed_alone`` is no more)."""
+        if self.state.unique_uuids:
+            return len(victim.gpu_uuids)
+        gpus = self.gpus_by_uuid(victim.node)
+        return sum(len(gpus.get(uuid, ())) for uuid in set(victim.gpu_uuids))
+
+    def most_usable(self, job: JobRequest) -> int:
+        """The most GPUs ``job`` could use now on one node, at least (``usable_bound``)."""
+        share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
+        most = self._most.get(share)
+        if most is None:
+            fit = self.state.fit
+            most = max((usable_bound(job, fit(name)) for name in self.state.views), default=0)
+            self._most[share] = most
+        return most
+
+    def need(self, job: JobRequest, name: str) -> int:
+        """At least how many more GPUs ``job`` needs usable on ``name`` than it has now."""
+        return job.gpus - usable_bound(job, self.state.fit(name))
+
+    def gpus_by_uuid(self, name: str) -> dict[str, list[AnyGpu]]:
+        gpus = self._gpus.get(name)
+        if gpus is None:
+            gpus = self._gpus[name] = {}
+            for gpu in self.state.nodes.gpus_of(name):
+                gpus.setdefault(gpu.uuid, []).append(gpu)
+        return gpus
+
+    def gain(self, victim: RunningJob, job: JobRequest) -> int:
+        """``freed_alone`` of ``victim`` for ``job``'s kind (whole GPUs or shares)."""
+        gains = self._gains.get(id(victim))
+        if gains is None:
+            gains = freed_alone(victim, self.gpus_by_uuid(victim.node))
+            self._gains[id(victim)] = gains
+        return gains[1] if job.gpu_memory is not None and job.gpus > 0 else gains[0]
+
+    def bound(self, job: JobRequest, name: str, candidates: Sequence[RunningJob]) -> Cost | None:
+        """At most the cost of any victim set among ``candidates`` (victim order) that lets
+        ``job`` fit on ``name``; None when none can."""
+        need = self.need(job, name)
+        best: Cost | None = None
+        for victim in candidates:  # the first that suffices alone costs least alone
+            if self.gain(victim, job) >= need:
+                best = (float(victim.priority), 1, seconds_run(victim, self.now), name)
+                break
+        multi = self.multi_bound(job, name, candidates)
+        if multi is not None and (best is None or multi < best):
+            best = multi
+        return best
+
+    def multi_bound(
+        self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
+    ) -> Cost | None:
+        """At most the cost of any two or more of ``candidates`` (victim order) that let
+        ``job`` fit on ``name``; None when no such set can.
+
+        At least k victims, where k is the fewest whose GPUs could make room
+        (``releases_needed``): their top priority is at least the k-th lowest,
+        the work they lose at least the k shortest runs.
+        """
+        most = list(accumulate(sorted((self.held(v) for v in candidates), reverse=True)))
+        count = releases_needed(usable_bound(job, self.state.fit(name)), [0, *most], job.gpus)
+        if count is None:
+            return None
+        count = max(count, 2)
+        if count > len(candidates):
+            return None
+        ran = sorted(seconds_run(v, self.now) for v in candidates)[:count]
+        least = math.fsum(ran) - 1e-9 * (1.0 + math.fsum(abs(x) for x in ran))
+        least = -math.inf if math.isnan(least) else least
+        return (float(candidates[count - 1].priority), count, least, name)
+
+    def trial(
+        self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
+    ) -> tuple[Cost, list[RunningJob]] | None:
+        """The victim set ``pick_victims`` chooses on ``name``, with its cost; None if none."""
+        key = (placement_key(job), name)
+        release = self._releases.get(key)
+        if release is None:
+            nodes = self.state.nodes
+            cpus = self.state.views[name].cpus
+            release = Release(job, nodes.gpus_of(name), cpus, nodes.free_cpus_of(name))
+            self._releases[key] = release
+        victims = release.pick(candidates)
+        if victims is None:
+            return None
+        return cost_of(victims, name, self.now), victims
