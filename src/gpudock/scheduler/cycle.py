@@ -169,9 +169,16 @@ def run_cycle(
                     reservation.hold(state)
     explain_blocked(blocked, cache, plan)  # 4
     explain_gangs(gangs_blocked, cache, plan)
-    if reservation is not None:
-        explain_reservation(reservation, blocked, state, plan, snapshot.now)
-    preempt_for_blocked(blocked, state, snapshot, plan, admission, quota_blocked)  # 5
+    eta: PendingReason | None = None
+    if reservation is not None:  # 4b
+        eta = explain_reservation(reservation, blocked, state, plan, snapshot.now)
+        reservation.release(state)  # what is held for the reserved job is free to it
+        first = reservation.job
+        plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
+    preempting = preempt_for_blocked(blocked, state, snapshot, plan, admission, quota_blocked)
+    if reservation is not None and eta is not None and reservation.job.id in preempting:
+        # it preempts (or waits for its victims): it starts on their GPUs, not at the ETA
+        plan.pending[reservation.job.id].remove(eta)
     return plan
 
 
@@ -273,19 +280,21 @@ def preempt_for_blocked(
     plan: Plan,
     admission: Admission | None = None,
     quota_blocked: Sequence[JobRequest] = (),
-) -> None:
+) -> set[int]:
     """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
 
     Their ``priority`` reason goes first; the capacity reasons stay after it.
+    Returns the ids of the jobs that preempt or wait for their victims.
     """
     if not (blocked or quota_blocked) or not snapshot.running:
-        return
+        return set()
     preemptions, reasons = plan_preemptions(
         blocked, state, snapshot.running, snapshot.now, admission, quota_blocked
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
+    return set(reasons)
 
 
 def backfill(
@@ -319,10 +328,12 @@ def explain_reservation(
     state: CycleState,
     plan: Plan,
     now: float,
-) -> None:
-    """Step 4b: the reserved job's ETA; later jobs held back only by the reservation."""
+) -> PendingReason:
+    """Step 4b: later jobs held back only by the reservation get its reason first.
+
+    Returns the reserved job's own ETA reason (run_cycle adds it to that job).
+    """
     first = reservation.job.id
-    plan.pending[first] = [*plan.pending.get(first, []), reservation.reason(now)]
     node = state.nodes[reservation.node]
     held = [g for g in node.gpus if g.index in reservation.held]
     for job in blocked:
@@ -335,6 +346,7 @@ def explain_reservation(
                 reservation.blocked_reason(job, now),
                 *plan.pending.get(job.id, []),
             ]
+    return reservation.reason(now)
 
 
 def nominations(snapshot: Snapshot) -> dict[int, list[RunningJob]]:

@@ -24,7 +24,7 @@ def test_the_blocked_job_gets_an_eta_and_a_short_job_backfills_in_its_shadow() -
         make_running(10).on("n0", 0, 1).started(0).max_runtime(3600),  # ends at 3600
         make_running(11).on("n0", 2),  # no max_runtime
     ]
-    big = make_job(1).gpus(3).priority(10)
+    big = make_job(1).gpus(3).priority(10).cannot_preempt()  # it waits: EASY reserves
     short = make_job(2).max_runtime(600).submitted(1)  # ends at 1600 < 3600
     plan = run(make_snapshot([make_node("n0").gpus(4)], [big, short], now=NOW, running=running))
     placed = placement_of(plan, 2)
@@ -68,9 +68,19 @@ def test_gpus_the_blocked_job_cannot_use_stay_free_for_others() -> None:
     assert placement_of(plan, 1) is not None  # 5 free GPUs: it simply runs
 
 
+def test_a_reserved_job_that_may_preempt_preempts_instead_of_waiting() -> None:
+    """Its own reservation holds the free GPUs for it, never against it: it preempts."""
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(1).gpus(4).priority(10)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert [(p.victim_id, p.preemptor_id) for p in plan.preemptions] == [(10, 1)]
+    assert plan.pending[1][0].layer == "priority"
+    assert not any("next in line" in r.message for r in plan.pending[1])
+
+
 def test_unknown_start_when_running_jobs_have_no_max_runtime() -> None:
     running = [make_running(10).on("n0", 0, 1)]
-    big = make_job(1).gpus(4).priority(10)
+    big = make_job(1).gpus(4).priority(10).cannot_preempt()
     plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
     assert plan.pending[1][-1].counterfactual == (
         "start time unknown: the running jobs it waits for have no max_runtime"

@@ -4,9 +4,10 @@
 (``LAYERS``), with the reasons their pending job 1 must give, written
 ``[layer] message => counterfactual``: all of them (``EXACT``) or the
 first (``LEADING``). Then: topology-aware GPU picking,
-multi-node gangs (distinct nodes, all or nothing), and, marked
-``xfail(strict=True)``, scheduler bugs these scenarios exposed: each asserts
-the correct behaviour.
+multi-node gangs (distinct nodes, all or nothing), and regression tests
+for the reason bugs these scenarios once exposed (a reservation holding GPUs
+against its own job, ETAs for preempting jobs, fragmentation totals,
+mixed-constraint and CPU wording).
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def preempting() -> Plan:
     return cycle(n0(), [make_job(1).gpus(2).priority(100)], running=running)
 
 
-LEADING = [  # job 1's first reason; an EASY 'next in line' reason follows (see the xfails)
+LEADING = [  # job 1's first reason
     case(
         "priority-preempting",
         preempting,
@@ -385,9 +386,6 @@ def test_a_gang_is_all_or_nothing() -> None:
 # bugs these scenarios exposed: each test asserts the correct behaviour
 
 
-@pytest.mark.xfail(
-    strict=True, reason="its own EASY hold on the free GPUs keeps a job from preempting"
-)
 def test_a_higher_priority_job_preempts_when_some_of_its_gpus_are_free() -> None:
     """Job 10 holds 2 of the 4 GPUs job 1 needs; the other 2 are free."""
     running = (make_running(10).on("n0", 0, 1),)
@@ -396,7 +394,6 @@ def test_a_higher_priority_job_preempts_when_some_of_its_gpus_are_free() -> None
     assert reasons(plan)[0] == "[priority] preempting job 10 (priority 0) on node n0" + ON_STOP
 
 
-@pytest.mark.xfail(strict=True, reason="the reserved job's capacity reason counts its own hold")
 def test_the_reserved_job_counts_the_gpus_held_for_it_as_free() -> None:
     running = (make_running(10).on("n0", 0, 1).started(0).max_runtime(3600),)
     assert reasons(cycle(n0(), [make_job(1).gpus(4)], running=running))[0] == (
@@ -404,7 +401,6 @@ def test_the_reserved_job_counts_the_gpus_held_for_it_as_free() -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="a preempting job also gets an EASY 'next in line' ETA")
 def test_a_preemptor_is_not_told_to_wait_for_max_runtime() -> None:
     """It will start on GPUs 2 and 3 once jobs 12 and 13 stop, whatever job 10's runtime."""
     assert [r for r in reasons(preempting()) if "next in line" in r] == []
