@@ -222,7 +222,7 @@ class Simulator:
         """Declared guarantees in GPUs, or 1 per trace queue when the cluster declares none."""
         config = self.cluster.queues
         if config and config.queues:
-            return {q.name: float(_guaranteed_gpus(q)) for q in config.queues}
+            return {q.name: float(q.guarantee.gpus or 0) for q in config.queues}
         return {name: 1.0 for name in sorted({j.queue for j in jobs})}
 
     # ── the loop ─────────────────────────────────────────────────────────
@@ -252,7 +252,10 @@ class Simulator:
             changed = False
             while self._heap and self._heap[0][0] <= now:
                 at, kind, _, number, version = heapq.heappop(self._heap)
-                job = self._jobs[number - 1] if number else self._jobs[0]
+                if kind == TICK:  # no job: a refresh of dynamic priorities is due
+                    self._tick_at, changed = math.inf, True
+                    continue
+                job = self._jobs[number - 1]
                 if kind == ARRIVE:
                     job.state = "pending"
                     pending[number] = job
@@ -260,9 +263,6 @@ class Simulator:
                 elif kind == FINISH and job.state == "running" and job.version == version:
                     self._finish(job, at)
                     running.pop(number)
-                    changed = True
-                elif kind == TICK:
-                    self._tick_at = math.inf
                     changed = True
                 elif kind == RELEASED and job.state == "stopping" and job.version == version:
                     self._release(job, at)
@@ -341,7 +341,7 @@ class Simulator:
             indices = [self._uuid_index[u][1] for part in parts for u in part.gpu_uuids]
             self._first_gpus[job.trace.job_id] = tuple(sorted(indices))
         for part in parts:
-            self._take(part, job.request)
+            self._change(part, job.request, +1)
         self._note_usage(now, job, +1)
         self._push(now + job.remaining, FINISH, job.request.id, job.version)
 
@@ -373,17 +373,11 @@ class Simulator:
         if job.state == "stopping":
             job.service += (at - job.attempt_start) * job.gpus  # held, no progress
         for part in job.parts:
-            self._give_back(part, job.request)
+            self._change(part, job.request, -1)
         job.parts = ()
         self._note_usage(at, job, -1)
 
     # ── capacity ─────────────────────────────────────────────────────────
-
-    def _take(self, part: Placement, request: JobRequest) -> None:
-        self._change(part, request, +1)
-
-    def _give_back(self, part: Placement, request: JobRequest) -> None:
-        self._change(part, request, -1)
 
     def _change(self, part: Placement, request: JobRequest, sign: int) -> None:
         gpus = self._gpus[part.node]
@@ -523,12 +517,6 @@ def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
         if job is not None:
             group.append(job)
     return out
-
-
-def _guaranteed_gpus(queue: object) -> float:
-    guarantee = getattr(queue, "guarantee", None)
-    gpus = getattr(guarantee, "gpus", None) if guarantee is not None else None
-    return float(gpus or 0)
 
 
 def _label(queue: str) -> str:
