@@ -194,7 +194,7 @@ def _steepest(hull: list[tuple[float, float]], point: tuple[float, float]) -> fl
 class RemainingEstimator:
     """Effective remaining run time of a job, from finished jobs only (module doc)."""
 
-    def __init__(self, min_history: int = MIN_HISTORY, rule: Rule = "mean") -> None:
+    def __init__(self, min_history: int = MIN_HISTORY, rule: Rule = "gittins") -> None:
         self._min = min_history
         self._rule = rule
         self._by_class: dict[tuple[str, int], _History] = {}

@@ -286,7 +286,7 @@ def test_default_never_reads_the_durations_of_unfinished_jobs(seed: int) -> None
 
 def test_estimator_expected_remaining_on_a_known_sample() -> None:
     """Finished 10, 20, 30, 100 s: E[D - a | D > a] over them."""
-    estimator = RemainingEstimator(min_history=4)
+    estimator = RemainingEstimator(min_history=4, rule="mean")
     for duration in (30, 10, 100, 20):
         estimator.record("q", 1, duration)
     assert estimator.remaining("q", 1, 0) == 40  # mean of all four
@@ -301,7 +301,7 @@ def test_estimator_expected_remaining_on_a_known_sample() -> None:
 def test_estimator_falls_back_with_little_history() -> None:
     """A class (queue, GPU bucket) with under ``min_history`` finishes uses its GPU
     bucket's history, then all jobs'; with none at all, the attained time (>= 1 s)."""
-    estimator = RemainingEstimator(min_history=2)
+    estimator = RemainingEstimator(min_history=2, rule="mean")
     assert estimator.remaining("x", 1, 0) == 1.0
     assert estimator.remaining("x", 1, 7) == 7.0
     estimator.record("x", 1, 10)

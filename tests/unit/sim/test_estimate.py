@@ -1,0 +1,124 @@
+"""The ``default`` policy's estimator: Gittins ranks learnt from finished jobs only.
+
+Hand-computed values on tiny samples. ``G(a) = sup_Δ P(D - a <= Δ | D > a) /
+E[min(D - a, Δ) | D > a]`` and the estimator returns ``1 / G(a)`` seconds;
+ages other than 0 are taken at the lower edge of their 1% bin, so those
+values are checked to 1%.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudock.sim.estimate import RemainingEstimator, Rule, _bin
+from gpudock.sim.policies import PRIORITY_STEPS
+
+
+def estimator_of(durations: list[float], rule: Rule = "gittins") -> RemainingEstimator:
+    estimator = RemainingEstimator(min_history=len(durations), rule=rule)
+    for duration in durations:
+        estimator.record("q", 1, duration)
+    return estimator
+
+
+def brute_gittins(durations: list[float], age: float) -> float:
+    """``1 / G(age)`` by trying every quantum that ends at a recorded duration."""
+    above = [d for d in durations if d > age]
+    best = max(
+        sum(d <= end for d in above) / sum(min(d, end) - age for d in above) for end in set(above)
+    )
+    return 1 / best
+
+
+def test_a_new_job_of_a_heavy_tailed_class_ranks_by_its_likely_short_run() -> None:
+    """Finished 10, 10, 100, 1000 s. At age 0 the quanta ending at 10, 100, 1000 s
+    complete with probability 1/2, 3/4, 1 for an expected 10, 55, 280 s of service:
+    rates 1/20, 3/220, 1/280. The best, 1/20, gives 20 s; the conditional mean is 280 s."""
+    durations = [10.0, 10.0, 100.0, 1000.0]
+    assert estimator_of(durations).remaining("q", 1, 0) == pytest.approx(20)
+    assert estimator_of(durations, "mean").remaining("q", 1, 0) == pytest.approx(280)
+
+
+def test_the_rank_grows_as_a_job_outlives_its_peers() -> None:
+    """Same sample. At 50 s, 100 and 1000 remain: the quantum to 100 completes half of
+    them for 50 s each, rate 1/100 (to 1000: rate 2/1000). At 150 s only 1000 remains:
+    850 s, the remaining time itself. Past 1000 s no peer outlasted it: the attained time."""
+    estimator = estimator_of([10.0, 10.0, 100.0, 1000.0])
+    assert estimator.remaining("q", 1, 50) == pytest.approx(100, rel=0.01)
+    assert estimator.remaining("q", 1, 150) == pytest.approx(850, rel=0.01)
+    assert estimator.remaining("q", 1, 1000) == 1000
+    assert estimator.remaining("q", 1, 5000) == 5000
+
+
+def test_for_a_light_tailed_class_the_rank_is_the_expected_remaining_time() -> None:
+    """Finished 90, 100, 110 s: the longest quantum is the best. At age 0, to 90 s
+    completes 1/3 for an expected 90 s (rate 1/270); to 100 s, 2/3 for 290/3 s (1/145);
+    to 110 s, all for 100 s (1/100): 100 s, the expected remaining time."""
+    estimator = estimator_of([90.0, 100.0, 110.0])
+    assert estimator.remaining("q", 1, 0) == pytest.approx(100)
+
+
+def test_a_class_needs_min_history_then_falls_back() -> None:
+    """Under ``min_history`` finishes a class uses its GPU bucket, then all jobs; with
+    none anywhere, the attained time (least attained service, at least 1 s)."""
+    estimator = RemainingEstimator(min_history=2)
+    assert estimator.remaining("x", 1, 0) == 1.0
+    assert estimator.remaining("x", 1, 7) == 7.0
+    estimator.record("x", 1, 10)
+    estimator.record("y", 8, 30)
+    assert estimator.remaining("x", 1, 0) == pytest.approx(20)  # all jobs: 10, 30 -> 20
+    estimator.record("y", 8, 50)
+    assert estimator.remaining("y", 8, 0) == pytest.approx(40)  # bucket 8: 30, 50 -> 40
+
+
+def test_the_table_is_refreshed_after_sqrt_n_new_finishes() -> None:
+    """Built at n = 4, the ranks move once sqrt(4) = 2 more jobs have finished, not after
+    one: 1 new finish moves the empirical CDF by at most 1/5, below its sampling error."""
+    estimator = estimator_of([10.0, 10.0, 100.0, 1000.0])
+    assert estimator.remaining("q", 1, 0) == pytest.approx(20)
+    estimator.record("q", 1, 10)
+    assert estimator.remaining("q", 1, 0) == pytest.approx(20)
+    estimator.record("q", 1, 10)  # 10 x4, 100, 1000: to 10 s completes 4/6 for 10 s
+    assert estimator.remaining("q", 1, 0) == pytest.approx(15)
+
+
+def test_the_conditional_mean_rule_is_exact() -> None:
+    """``rule="mean"``: E[D - a | D > a], exact at any age (the age's bin is split)."""
+    estimator = estimator_of([30.0, 10.0, 100.0, 20.0], "mean")
+    assert estimator.remaining("q", 1, 15) == 35  # (20 + 30 + 100) / 3 - 15
+    assert estimator.remaining("q", 1, 20) == 45  # D > a strictly
+    assert estimator.remaining("q", 1, 19.99) == pytest.approx(50 - 19.99)  # 20 counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 5000), min_size=1, max_size=40),
+    st.floats(0, 6000, allow_nan=False),
+)
+def test_gittins_matches_brute_force_and_never_exceeds_the_mean(
+    durations: list[int], age: float
+) -> None:
+    """For any sample: the rank equals the brute-force ``1 / G`` at the lower edge of
+    the age's bin, and is at most the expected remaining time (the quantum ``Δ = ∞``)."""
+    sample = [float(d) for d in durations]
+    gittins, mean = estimator_of(sample), estimator_of(sample, "mean")
+    rank = gittins.remaining("q", 1, age)
+    if age >= max(sample):  # nobody outlasted it: least attained service
+        assert rank == max(age, 1.0)
+        return
+    edge = math.expm1(_bin(age) / PRIORITY_STEPS)
+    assert rank == pytest.approx(brute_gittins(sample, edge), rel=1e-9)
+    assert rank <= mean.remaining("q", 1, edge) * (1 + 1e-9)
+
+
+def test_remaining_reads_nothing_but_recorded_finishes() -> None:
+    """Two estimators fed the same finishes (in any order) give the same ranks: a rank is
+    a function of finished jobs' run times only, never of the job being ranked."""
+    finishes = [5.0, 7.0, 7.0, 60.0, 3600.0, 86400.0]
+    one, other = estimator_of(finishes), estimator_of(list(reversed(finishes)))
+    for age in (0, 6, 100, 5000):
+        assert one.remaining("q", 1, age) == other.remaining("q", 1, age)
