@@ -36,8 +36,11 @@ class Boards:
         board = self._boards.get(key)
         if board is None:
             board = self._boards[key] = Board(self._search, job)
+        if job.priority <= board.refused:
+            return None  # refused a job of this key as high already (see ``Board.refused``)
         best = board.best()
         if best is None or best[0][0] >= job.priority:
+            board.refused = max(board.refused, job.priority)
             return None
         return VictimSet(best[0][3], tuple(sorted(best[1], key=lambda v: v.id)))
 
@@ -75,6 +78,10 @@ class Board:
         self._need: dict[str, int] = {}  # node -> ``VictimSearch.need``
         self._fits = search.fits(job)
         self._log = len(search.log)
+        # The highest priority refused so far: taking victims only removes candidates
+        # and capacity does not change in step 5, so the cheapest set only gets dearer
+        # and every job of this key and queue with a priority as low is refused too.
+        self.refused: float = -math.inf
 
     def best(self) -> tuple[Cost, list[RunningJob]] | None:
         """The cheapest victim set and its cost, or None when no node has one."""

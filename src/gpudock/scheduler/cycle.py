@@ -49,7 +49,7 @@ from gpudock.core.job import PendingReason
 from gpudock.scheduler.admission import Admission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
 from gpudock.scheduler.capacity import CycleState, ReservationError, matches_model, usable_now
-from gpudock.scheduler.equivalence import EquivalenceCache, KeyVerdicts, VerdictCache
+from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
 from gpudock.scheduler.preemption import plan_preemptions, running_by_node
@@ -220,7 +220,6 @@ def place_gang(
     ``state`` unchanged; None when too few nodes can take a part now.
     """
     verdicts = cache.verdicts(job)
-    assert isinstance(verdicts, KeyVerdicts), "gangs take the generic path"
     nodes = verdicts.ranked()[: job.nodes]
     if len(nodes) < job.nodes:
         return None
@@ -245,7 +244,6 @@ def explain_gangs(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan
     """
     for job in blocked:
         verdicts = cache.verdicts(job)
-        assert isinstance(verdicts, KeyVerdicts), "gangs take the generic path"
         ready = verdicts.ranked()
         what = f"{job.gpus} GPUs" if not job.shared else f"{job.gpus} GPU shares"
         need = f"needs {job.nodes} nodes with {what} each, all at once"

@@ -44,6 +44,10 @@ class Verdicts(Protocol):
         """Why no node can take a job with this key: at least one reason."""
         ...
 
+    def ranked(self) -> list[str]:
+        """Every feasible node, best first (score, then name); multi-node gangs read it."""
+        ...
+
 
 class VerdictCache(Protocol):
     """Verdicts by placement key, kept current with the ``CycleState`` (step 3a-b, step 4)."""

@@ -298,6 +298,11 @@ class ClassIndex:
         """Whole-GPU buckets: ``(total, idle, idle_all)`` -> names, ascending."""
         return self._whole.read(self.fits)
 
+    def ranked_whole(self) -> list[tuple[int, WholeKey]]:
+        """Whole-GPU buckets as ``(sign * idle_all, key)``, best first (read after ``whole``)."""
+        self._whole.read(self.fits)
+        return self._whole.ranked
+
     def best_whole(self, gpus: int) -> str | None:
         """The best node with ``gpus`` idle GPUs of the class (by ``idle_all``)."""
         buckets = self.whole()

@@ -10,11 +10,14 @@ job in O(buckets) instead of running the policies on every node, and words
 pending reasons with the policies' own wording functions from the same
 counters.
 
-Three kinds of job go to the generic path (an ``EquivalenceCache`` kept
-inside, over the same ``CycleState``): multi-node gangs, jobs that require a
-GPU topology, and jobs asking for CPUs when some node counts CPUs. The index
-would need per-node detail for them; they are rare, and the generic path
-answers them exactly.
+Multi-node gangs of whole GPUs are answered from the index too: their
+feasible nodes, best first (``IndexedVerdicts.ranked``), are the whole-GPU
+buckets with enough idle GPUs, by score then name. Three kinds of job go to
+the generic path (an ``EquivalenceCache`` kept inside, over the same
+``CycleState``): gangs of GPU shares, jobs that require a GPU topology, and
+jobs asking for CPUs when some node counts CPUs. The index would need
+per-node detail for them; they are rare, and the generic path answers them
+exactly.
 
 Any other profile (custom filters, several scorers, other weights) takes the
 generic path (``equivalence.py``). Both must give the same Plan; the property
@@ -113,7 +116,7 @@ class IndexedCache:
     def generic(self, job: JobRequest) -> bool:
         """True for the jobs the index leaves to the generic path (see the module doc)."""
         return (
-            job.nodes > 1
+            (job.nodes > 1 and (job.shared or job.gpus == 0))
             or (job.topology is not None and job.gpus >= 2)
             or (bool(job.cpus) and self._cpu_nodes)
         )
@@ -124,7 +127,7 @@ class IndexedCache:
         A key already blocked stays blocked, so it is answered before catching up.
         """
         if (  # ``generic``, inlined: this runs for every job
-            job.nodes > 1
+            (job.nodes > 1 and (job.gpu_memory is not None or job.gpus == 0))
             or (job.topology is not None and job.gpus >= 2)
             or (job.cpus and self._cpu_nodes)
         ):
@@ -282,6 +285,25 @@ class IndexedVerdicts:
             name = index.best_whole(job.gpus)
         self.blocked = name is None  # capacity only shrinks within a cycle
         return name
+
+    def ranked(self) -> list[str]:
+        """Every feasible node for a whole-GPU request, best first (score, then name).
+
+        ``KeyVerdicts.ranked`` from the whole-GPU buckets: the nodes with at
+        least ``gpus`` idle GPUs of the class, by ``sign * idle_all``.
+        Multi-node gangs read it; O(feasible nodes log feasible nodes).
+        """
+        self._catalog.catch_up(self._class)
+        gpus, index = self._job.gpus, self._class.index
+        assert not self._job.shared, "shared gangs take the generic path"
+        ranked = [
+            (rank, name)
+            for rank, key in index.ranked_whole()
+            if key[1] >= gpus
+            for name in index.whole()[key]
+        ]
+        ranked.sort()
+        return [name for _, name in ranked]
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order.

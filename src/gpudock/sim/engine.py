@@ -456,7 +456,7 @@ class Simulator:
         job.reprioritize_at = now + max(REPRIORITIZE_EVERY, 0.01 * remaining)
         priority = remaining_priority(remaining)
         if priority != job.request.priority:
-            job.request = replace(job.request, priority=priority)
+            job.request = _with_priority(job.request, priority)
             job.running_view = None
 
     # ── bookkeeping ──────────────────────────────────────────────────────
@@ -517,6 +517,30 @@ def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
         if job is not None:
             group.append(job)
     return out
+
+
+def _with_priority(request: JobRequest, priority: int) -> JobRequest:
+    """``replace(request, priority=priority)``, about 8 times faster: dynamic policies
+    change hundreds of thousands of priorities in a long replay, and ``dataclasses.replace``
+    introspects the fields on every call. A test pins it to ``replace``."""
+    r = request
+    return JobRequest(
+        r.id,
+        r.gpus,
+        r.submitted_at,
+        r.gpu_memory,
+        r.gpu_model,
+        priority,
+        r.queue,
+        r.user,
+        r.nodes,
+        r.cpus,
+        r.max_runtime,
+        r.can_preempt,
+        r.node_selector,
+        r.tolerations,
+        r.topology,
+    )
 
 
 def _label(queue: str) -> str:
