@@ -88,7 +88,7 @@ class _Job:
     service: float = 0.0  # GPU-seconds held while running
     ran: float = 0.0  # seconds run over all attempts (attained service)
     preempted_for: int | None = None
-    running_view: RunningJob | None = None
+    running_views: tuple[RunningJob, ...] = ()  # its snapshot entries (one per node); () stale
     reprioritize_at: float = -math.inf  # dynamic priorities: next recomputation
 
     @property
@@ -335,7 +335,7 @@ class Simulator:
     def _start(self, job: _Job, parts: tuple[Placement, ...], now: float) -> None:
         job.state, job.parts, job.attempt_start = "running", parts, now
         job.version += 1
-        job.running_view = None
+        job.running_views = ()
         if job.first_start is None:
             job.first_start = now
             indices = [self._uuid_index[u][1] for part in parts for u in part.gpu_uuids]
@@ -359,7 +359,7 @@ class Simulator:
         self.record.preemptions += 1
         job.state, job.preempted_for = "stopping", preemptor
         job.version += 1
-        job.running_view = None
+        job.running_views = ()
         self._push(now + self.config.preempt_grace, RELEASED, job.request.id, job.version)
 
     def _progress(self, job: _Job, now: float) -> None:
@@ -401,12 +401,14 @@ class Simulator:
     def _running_views(self, now: float, running: dict[int, _Job]) -> list[RunningJob]:
         views: list[RunningJob] = []
         for job in running.values():
-            view = job.running_view
-            if view is None:
-                view = job.running_view = self._running_view(job, now)
-            views.append(view)
-            for part in job.parts[1:]:  # a gang holds GPUs on several nodes
-                views.append(replace(view, node=part.node, gpu_uuids=part.gpu_uuids))
+            own = job.running_views
+            if not own:
+                view = self._running_view(job, now)
+                own = job.running_views = (
+                    view,  # a gang holds GPUs on several nodes: one entry per node
+                    *(replace(view, node=p.node, gpu_uuids=p.gpu_uuids) for p in job.parts[1:]),
+                )
+            views.extend(own)
         return views
 
     def _running_view(self, job: _Job, now: float) -> RunningJob:
@@ -457,7 +459,7 @@ class Simulator:
         priority = remaining_priority(remaining)
         if priority != job.request.priority:
             job.request = _with_priority(job.request, priority)
-            job.running_view = None
+            job.running_views = ()
 
     # ── bookkeeping ──────────────────────────────────────────────────────
 
