@@ -12,13 +12,13 @@ only chooses its inputs:
 ``fair-share`` declared queues: DRF order, quotas, borrowing and reclaim
 ``sjf-oracle`` shortest true duration first (oracle; non-preemptive)
 ``srtf-oracle`` shortest true remaining time first, preemptive (oracle)
-``default``    shortest *expected* remaining time first, preemptive: the
-               expectation is learnt from finished jobs only
-               (``estimate.py``); no access to true durations. A running
-               job is preempted only by a job expected to finish in less
-               than half its own expected remaining time (``hysteresis``),
-               so estimates that grow as jobs run do not make jobs trade
-               GPUs back and forth
+``default``    smallest Gittins rank first, preemptive: ``1 / G(a)``, the
+               effective remaining time of a job that has run ``a``
+               seconds, from the Gittins index of the run times of
+               finished jobs of its class (``estimate.py``); no access to
+               true durations. No preemption margin (``hysteresis`` 1): the
+               Gittins rule has none, and ranks within a priority step
+               (about 1%) already tie
 =============  ==============================================================
 
 Dynamic priorities (``srtf-oracle``, ``default``) are recomputed before
@@ -59,7 +59,7 @@ class SimPolicy:
     """How one simulated run drives the scheduler.
 
     ``priority``: ``static`` (the trace's), ``srtf`` (true remaining time:
-    oracle) or ``estimate`` (expected remaining time from finished jobs).
+    oracle) or ``estimate`` (Gittins rank learnt from finished jobs).
     ``order``: ``priority`` (the profile's order) or ``sjf`` (true duration:
     oracle). ``queues``: use the cluster's declared queues (quotas, fair
     share, reclaim). ``partition``: static partitions per queue.
@@ -132,11 +132,10 @@ POLICIES: dict[str, SimPolicy] = {
         ),
         SimPolicy(
             "default",
-            "shortest expected remaining time first, preemptive; expectations "
+            "smallest Gittins rank (effective remaining time) first, preemptive; "
             "learnt from finished jobs only",
             priority="estimate",
             preemptive=True,
-            hysteresis=2.0,
         ),
     )
 }

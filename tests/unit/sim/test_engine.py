@@ -217,21 +217,25 @@ def test_srtf_restart_overhead_is_redone_after_each_restart() -> None:
 
 
 def test_default_without_history_is_least_attained_service() -> None:
-    """No job has finished, so every estimate is the attained time (at least 1 s).
+    """No job has finished, so every rank is the attained time (at least 1 s), and with
+    no preemption margin the job with less service runs, re-checked at 30 s refresh ticks.
     At 100 b (0 s) preempts a (100 s); a holds its GPUs until 110, b runs from 110.
     At 150 c,d (0 s) preempt b (40 s): b releases at 160, c,d run 160-170. Then b
-    (40 s attained) goes before a (100 s): 170-330; a resumes with 900 s left: 330-1230."""
+    (40 s) goes before a (100 s) from 170; at the 260 tick b has 130 s > 100 s: a runs
+    270-330 (160 s > 130 s at the tick), b 340-400 (190 s), a 410-470 (220 s), b ends
+    its last 10 s 480-490; a resumes with 780 s left: 490-1270."""
     jobs = [Job("a", 0, 1000, 8), Job("b", 100, 200, 8), Job("c", 150, 10, 4)]
     jobs.append(Job("d", 150, 10, 4))
     record, log = recorded("default", jobs)
     assert timeline(record) == {
-        "a": (0, 1230),
-        "b": (110, 330),
+        "a": (0, 1270),
+        "b": (110, 490),
         "c": (160, 170),
         "d": (160, 170),
     }
-    assert [(t, job) for t, what, job, _ in log if what == "stop"] == [(100, "a"), (150, "b")]
-    assert record.preemptions == 2
+    stops = [(100, "a"), (150, "b"), (260, "b"), (330, "a"), (400, "b"), (470, "a")]
+    assert [(t, job) for t, what, job, _ in log if what == "stop"] == stops
+    assert record.preemptions == 6
 
 
 def test_default_reevaluates_estimates_between_events() -> None:
