@@ -57,6 +57,10 @@ def gpu_bucket(gpus: float) -> int:
     return 16
 
 
+_TINY = 1e-9  # job-seconds: a later point is never closer than this (rounding guard)
+_EDGES = [math.expm1(b / PRIORITY_STEPS) for b in range(_BINS)]  # lower edge of each bin
+
+
 def _bin(seconds: float) -> int:
     return min(_BINS - 1, int(PRIORITY_STEPS * math.log1p(max(0.0, seconds))))
 
@@ -137,9 +141,9 @@ def _gittins_table(values: dict[int, dict[float, int]], n: int) -> list[float]:
 
     Points ``(n E[min(D, t)], n P(D <= t))`` at each recorded duration ``t``;
     ``G`` at age ``a`` is the steepest slope from ``a``'s point to a later
-    one, found on the upper hull of the later points (a stack, leftmost last)
-    by a search for the tangent: slopes along a hull from a point left of it
-    rise, then fall.
+    one. That one lies on the upper hull of the later points (a stack,
+    leftmost last); slopes along the hull from a point left of it rise, then
+    fall, so a walk from the previous bin's tangent finds it.
     """
     runs = sorted((v, float(k)) for b in values for v, k in values[b].items())
     done_below, work_below = [0.0], [0.0]  # finishes and their seconds, up to each run
@@ -147,18 +151,19 @@ def _gittins_table(values: dict[int, dict[float, int]], n: int) -> list[float]:
         done_below.append(done_below[-1] + count)
         work_below.append(work_below[-1] + count * value)
     top = _bin(runs[-1][0])
-    table = [0.0] * (top + 1)
+    table = [math.inf] * (top + 1)
     hull: list[tuple[float, float]] = []
-    k = len(runs) - 1
+    k, tangent = len(runs) - 1, 0
     for b in range(top, -1, -1):
-        edge = math.expm1(b / PRIORITY_STEPS)
+        edge = _EDGES[b]
         while k >= 0 and runs[k][0] > edge:  # the runs that outlast this age
             t, done = runs[k][0], done_below[k + 1]
             _push(hull, (work_below[k + 1] + (n - done) * t, done))
             k -= 1
-        done = done_below[k + 1]
-        steepest = _steepest(hull, (work_below[k + 1] + (n - done) * edge, done))
-        table[b] = 1.0 / steepest if steepest > 0 else math.inf
+        if hull:
+            done = done_below[k + 1]
+            tangent, steepest = _tangent(hull, work_below[k + 1] + (n - done) * edge, done, tangent)
+            table[b] = 1.0 / steepest
     return table
 
 
@@ -173,22 +178,22 @@ def _push(hull: list[tuple[float, float]], point: tuple[float, float]) -> None:
     hull.append(point)
 
 
-def _steepest(hull: list[tuple[float, float]], point: tuple[float, float]) -> float:
-    """Largest slope from ``point`` (left of the hull) to a hull point; -inf if none is right."""
-    x, y = point
-
-    def slope(i: int) -> float:
-        dx = hull[i][0] - x
-        return (hull[i][1] - y) / dx if dx > 0 else -math.inf
-
-    lo, hi = 0, len(hull) - 1  # slopes rise from hull[-1] (leftmost) towards the tangent
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if slope(mid) < slope(mid + 1):
-            lo = mid + 1
-        else:
-            hi = mid
-    return slope(lo)
+def _tangent(hull: list[tuple[float, float]], x: float, y: float, i: int) -> tuple[int, float]:
+    """Index and slope of the hull point steepest from ``(x, y)``, left of the whole
+    hull, walking from index ``i`` (slopes along the hull are unimodal)."""
+    i = min(i, len(hull) - 1)
+    best = (hull[i][1] - y) / max(hull[i][0] - x, _TINY)
+    while i + 1 < len(hull):
+        slope = (hull[i + 1][1] - y) / max(hull[i + 1][0] - x, _TINY)
+        if slope < best:
+            break
+        i, best = i + 1, slope
+    while i > 0:
+        slope = (hull[i - 1][1] - y) / max(hull[i - 1][0] - x, _TINY)
+        if slope <= best:
+            break
+        i, best = i - 1, slope
+    return i, best
 
 
 class RemainingEstimator:
