@@ -34,6 +34,7 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "gpu_topology",
         "fgd",
+        "fgd_adaptive",
     }
     assert set(REGISTRY) == {
         "priority_fifo",
@@ -48,6 +49,8 @@ def test_every_policy_module_is_registered() -> None:
         "gpu_topology",
         "fgd",
         "fgd_picker",
+        "fgd_adaptive",
+        "fgd_adaptive_picker",
     }
 
 
@@ -158,7 +161,8 @@ def test_unknown_or_unsafe_policy_names_are_refused() -> None:
 
     bad = SchedulerConfig.model_validate({"policies": {"scorers": [{"name": "tetris"}]}})
     with pytest.raises(
-        ValueError, match="unknown score policy 'tetris' \\(known: binpack, fgd, spread\\)"
+        ValueError,
+        match="unknown score policy 'tetris' \\(known: binpack, fgd, fgd_adaptive, spread\\)",
     ):
         build_profile(bad)
     unsafe = SchedulerConfig.model_validate({"policies": {"filters": ["gpu_model"]}})

@@ -194,6 +194,13 @@ def fragmentation(workload: tuple[tuple[TaskType, float], ...]) -> Fragmentation
     return Fragmentation(workload)
 
 
+def _measure(workload: Workload | Fragmentation | None) -> Fragmentation:
+    """The ``Fragmentation`` given, or the shared one of ``workload`` (default when None)."""
+    if isinstance(workload, Fragmentation):
+        return workload
+    return fragmentation(tuple(workload or DEFAULT_WORKLOAD))
+
+
 def _replaced(free: tuple[int, ...], old: int, new: int) -> tuple[int, ...]:
     """``free`` with one GPU's ``old`` free capacity replaced by ``new`` (0: dropped)."""
     out = list(free)
@@ -312,13 +319,15 @@ class Fgd:
     """Prefers the node whose fragmentation rises least (falls most) when it takes the job.
 
     ``workload``: task types and popularity; None means ``DEFAULT_WORKLOAD``
-    (the registered ``fgd`` takes no arguments, so it uses that default).
+    (the registered ``fgd`` takes no arguments, so it uses that default); or
+    a ``Fragmentation`` to score with (another measure of ``F_n``).
     """
 
     name = "fgd"
 
-    def __init__(self, workload: Workload | None = None) -> None:
-        self._frag = fragmentation(tuple(workload or DEFAULT_WORKLOAD))
+    def __init__(self, workload: Workload | Fragmentation | None = None) -> None:
+        self.measure = _measure(workload)
+        self._frag = self.measure
         self._memo: dict[tuple[object, ...], float] = {}
 
     def score(self, job: JobRequest, node: NodeState) -> float:
@@ -357,13 +366,13 @@ class Fgd:
 class FgdPicker:
     """Picks the GPUs ``Fgd`` scored the node with (``best_choice``); never reserves them.
 
-    ``workload`` as for ``Fgd``; give both the same one.
+    ``workload`` as for ``Fgd``; give both the same one (or ``Fgd.measure``).
     """
 
     name = "fgd_picker"
 
-    def __init__(self, workload: Workload | None = None) -> None:
-        self._frag = fragmentation(tuple(workload or DEFAULT_WORKLOAD))
+    def __init__(self, workload: Workload | Fragmentation | None = None) -> None:
+        self._frag = _measure(workload)
 
     def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
         choice = best_choice(self._frag, job, node)

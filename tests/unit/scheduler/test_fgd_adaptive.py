@@ -1,0 +1,151 @@
+"""FGD with CPU-limited fragments and a learned workload (``fgd_adaptive``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
+from gpudock.scheduler.capacity import NodeState
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.framework import Profile
+from gpudock.scheduler.policies.fgd import (
+    DEFAULT_WORKLOAD,
+    Fgd,
+    FgdPicker,
+    Fragmentation,
+    TaskType,
+    Workload,
+    summarize,
+)
+from gpudock.scheduler.policies.fgd_adaptive import (
+    MIN_JOBS,
+    AdaptiveFgd,
+    AdaptiveFgdPicker,
+    CpuLimitedFragmentation,
+    WorkloadLearner,
+)
+from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.snapshot import NodeView
+
+from .builders import make_job, make_node, make_snapshot
+
+
+def state_of(view: NodeView) -> NodeState:
+    return NodeState.from_view(view)
+
+
+def adaptive_profile() -> Profile:
+    config = SchedulerConfig(
+        policies=PoliciesConfig(
+            scorers=[ScorerWeight(name="fgd_adaptive")], picker="fgd_adaptive_picker"
+        )
+    )
+    return build_profile(config)
+
+
+def measure_profile(frag: Fragmentation) -> Profile:
+    """``fgd`` + ``fgd_picker`` scoring with ``frag``."""
+    base = build_profile(
+        SchedulerConfig(
+            policies=PoliciesConfig(scorers=[ScorerWeight(name="fgd")], picker="fgd_picker")
+        )
+    )
+    return replace(base, scorers=((Fgd(frag), 1.0),), picker=FgdPicker(frag))
+
+
+def f_n(workload: Workload, view: NodeView) -> float:
+    return CpuLimitedFragmentation(workload).of(summarize(state_of(view)))
+
+
+# ── the CPU-limited measure ───────────────────────────────────────────────
+
+
+def test_gpus_beyond_what_the_free_cpus_can_serve_are_fragments() -> None:
+    # 8 idle GPUs, 24 CPUs free: two 12-CPU tasks fit, 6 GPUs can never be used by this type.
+    node = make_node("n").gpus(8).cpus(96, used=72).build()
+    workload = [(TaskType(1, cpus=12), 1.0)]
+    assert f_n(workload, node) == pytest.approx(6)
+    # FGD's own measure counts nothing until not even one task fits.
+    assert Fragmentation(workload).of(summarize(state_of(node))) == 0
+
+
+def test_shares_beyond_what_the_free_cpus_can_serve_are_fragments() -> None:
+    # Two idle GPUs hold four 0.5 shares, but 4 free CPUs allow one 4-CPU share.
+    node = make_node("n").gpus(2).cpus(16, used=12).build()
+    assert f_n([(TaskType(0.5, cpus=4), 1.0)], node) == pytest.approx(2 - 0.5)
+    # With CPUs for all four, only GPUs with too little free count (FGD's rule): none here.
+    roomy = make_node("m").gpus(2).cpus(16).build()
+    assert f_n([(TaskType(0.5, cpus=4), 1.0)], roomy) == 0
+
+
+def test_a_task_the_cpus_cannot_serve_once_fragments_all_free_gpus() -> None:
+    node = make_node("n").gpus(2).shared(0, "40GiB").cpus(16, used=10).build()
+    assert f_n([(TaskType(0.25, cpus=8), 1.0)], node) == pytest.approx(1.5)
+
+
+def test_without_cpu_limits_the_measure_is_fgds() -> None:
+    node = make_node("n").gpus(4).shared(0, "40GiB").exclusive(1).build()  # no CPU counting
+    for workload in (DEFAULT_WORKLOAD, [(TaskType(0.75, cpus=2), 1.0), (TaskType(2, cpus=4), 3)]):
+        summary = summarize(state_of(node))
+        assert CpuLimitedFragmentation(workload).of(summary) == pytest.approx(
+            Fragmentation(workload).of(summary)
+        )
+
+
+def test_cpu_heavy_jobs_go_where_cpus_are_plentiful_for_the_gpus_left() -> None:
+    workload = [(TaskType(1, cpus=11), 1.0)]
+    tight = make_node("a-tight").gpus(8).cpus(96).build()  # 12 CPUs per GPU
+    roomy = make_node("b-roomy").gpus(8).cpus(200).build()
+    job = make_job(1).gpus(0).cpus(32).build()
+    snapshot = make_snapshot([tight, roomy], [job])
+    plan = run_cycle(snapshot, measure_profile(CpuLimitedFragmentation(workload)))
+    assert plan.placements[0].node == "b-roomy"
+    # FGD sees no rise on either (an 11-CPU task still fits) and takes the first name.
+    plan = run_cycle(snapshot, measure_profile(Fragmentation(workload)))
+    assert plan.placements[0].node == "a-tight"
+
+
+# ── the learned workload ──────────────────────────────────────────────────
+
+
+def test_the_workload_is_the_gpu_jobs_seen_each_counted_once() -> None:
+    learner = WorkloadLearner()
+    node = state_of(make_node("n").gpus(2, memory="80GiB").build())
+    learner.observe(make_job(1).gpu_memory("20GiB").cpus(3).build(), node)
+    learner.observe(make_job(1).gpu_memory("20GiB").cpus(3).build(), node)  # same id
+    learner.observe(make_job(2).gpus(2).cpus(8).build(), node)
+    learner.observe(make_job(3).gpus(2).cpus(8).build(), node)
+    learner.observe(make_job(4).gpus(0).cpus(8).build(), node)  # CPU-only: not a task type
+    assert learner.workload() == [(TaskType(2, cpus=8), 2.0), (TaskType(0.25, cpus=3), 1.0)]
+
+
+def test_the_default_workload_is_used_until_enough_jobs_are_seen() -> None:
+    learner = WorkloadLearner()
+    node = state_of(make_node("n").gpus(8).cpus(96).build())
+    first = learner.scorer
+    for i in range(MIN_JOBS - 1):
+        learner.observe(make_job(i).gpus(1).cpus(12).build(), node)
+    assert learner.scorer is first
+    learner.observe(make_job(MIN_JOBS).gpus(1).cpus(12).build(), node)
+    assert learner.scorer is not first
+    # The learned type asks 12 CPUs per GPU: 72 CPUs serve only 6 of 8 idle GPUs.
+    busy = state_of(make_node("m").gpus(8).cpus(96, used=24).build())
+    assert learner.scorer.measure.of(summarize(busy)) == pytest.approx(2)
+
+
+def test_the_profile_shares_one_learned_workload_between_scorer_and_picker() -> None:
+    profile = adaptive_profile()
+    scorer = profile.scorers[0][0]
+    assert isinstance(scorer, AdaptiveFgd)
+    assert isinstance(profile.picker, AdaptiveFgdPicker)
+    assert profile.picker.learner is scorer.learner
+    assert adaptive_profile().picker is not profile.picker  # one learner per profile
+
+
+def test_a_half_gpu_share_fills_the_half_used_gpu() -> None:
+    node = make_node("n").gpus(2).shared(1, "40GiB").cpus(32).build()
+    job = make_job(1).gpu_memory("40GiB").cpus(2).build()
+    plan = run_cycle(make_snapshot([node], [job]), adaptive_profile())
+    assert plan.placements[0].gpu_uuids == (node.gpus[1].uuid,)
