@@ -244,16 +244,8 @@ class Cluster:
         gpus = list(view.gpus)
         chosen = set(placement.gpu_uuids)
         for i, gpu in enumerate(gpus):
-            if gpu.uuid not in chosen:
-                continue
-            if placement.memory_per_gpu is None:
-                gpus[i] = replace(gpu, exclusive=True, used_memory=gpu.memory_total)
-            else:
-                gpus[i] = replace(
-                    gpu,
-                    used_memory=gpu.used_memory + placement.memory_per_gpu,
-                    shared_jobs=gpu.shared_jobs + 1,
-                )
+            if gpu.uuid in chosen:
+                gpus[i] = gpu.with_job(placement.memory_per_gpu)
         used = view.used_cpus
         if view.cpus is not None and job.cpus:
             self.used_cpu_milli[name] += round(job.cpus * MILLI)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpudock.core.affinity import Taint, Toleration, Topology
 from gpudock.core.job import PendingReason
@@ -31,6 +31,23 @@ class GpuView:
     @property
     def idle(self) -> bool:
         return not self.exclusive and self.shared_jobs == 0
+
+    def with_job(self, memory_per_gpu: int | None, sign: int = 1) -> GpuView:
+        """This GPU once a job takes it (``sign`` 1) or lets it go (-1).
+
+        ``memory_per_gpu`` None: the job holds the GPU whole (exclusive, all
+        its memory); else it holds a share of that many bytes. What the
+        store's snapshot shows for the jobs a GPU holds; the simulator and
+        benchmarks apply Plans with it.
+        """
+        if memory_per_gpu is None:
+            taken = sign > 0
+            return replace(self, exclusive=taken, used_memory=self.memory_total if taken else 0)
+        return replace(
+            self,
+            used_memory=self.used_memory + sign * memory_per_gpu,
+            shared_jobs=self.shared_jobs + sign,
+        )
 
 
 @dataclass(frozen=True, slots=True)

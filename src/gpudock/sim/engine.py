@@ -383,17 +383,7 @@ class Simulator:
         gpus = self._gpus[part.node]
         for uuid in part.gpu_uuids:
             _, index = self._uuid_index[uuid]
-            gpu = gpus[index]
-            if part.memory_per_gpu is None:
-                gpus[index] = replace(
-                    gpu, exclusive=sign > 0, used_memory=gpu.memory_total if sign > 0 else 0
-                )
-            else:
-                gpus[index] = replace(
-                    gpu,
-                    used_memory=gpu.used_memory + sign * part.memory_per_gpu,
-                    shared_jobs=gpu.shared_jobs + sign,
-                )
+            gpus[index] = gpus[index].with_job(part.memory_per_gpu, sign)
         view = self._nodes[part.node]
         used = view.used_cpus + sign * (request.cpus or 0.0) if view.cpus is not None else 0.0
         self._nodes[part.node] = replace(view, gpus=tuple(gpus), used_cpus=max(0.0, used))

@@ -303,16 +303,8 @@ def _hold(view: NodeView, running: Sequence[RunningJob]) -> NodeView:
     for job in running:
         for uuid in job.gpu_uuids:
             gpu = gpus.get(uuid)
-            if gpu is None:
-                continue
-            if job.memory_per_gpu is None:
-                gpus[uuid] = replace(gpu, exclusive=True, used_memory=gpu.memory_total)
-            else:
-                gpus[uuid] = replace(
-                    gpu,
-                    used_memory=gpu.used_memory + job.memory_per_gpu,
-                    shared_jobs=gpu.shared_jobs + 1,
-                )
+            if gpu is not None:
+                gpus[uuid] = gpu.with_job(job.memory_per_gpu)
     return replace(view, gpus=tuple(gpus[g.uuid] for g in view.gpus))
 
 

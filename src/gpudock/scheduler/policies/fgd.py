@@ -63,7 +63,7 @@ from gpudock.scheduler.snapshot import JobRequest
 
 MILLI = 1000
 """Free capacity is counted in thousandths of a GPU."""
-_CPU_EPSILON = 1e-9  # as the cpu_capacity filter
+CPU_EPSILON = 1e-9  # as the cpu_capacity filter
 MEMO_LIMIT = 200_000
 """Node states remembered per workload (a few tens of MB at most)."""
 RISE_STEP = 1e-6
@@ -170,15 +170,12 @@ class Fragmentation:
 
     def _compute(self, summary: NodeSummary) -> float:
         free, cpus = summary
-        total = sum(free)
+        total, below, idle, partial = free_profile(free)
         if total == 0:
             return 0.0
-        below = [0, *accumulate(free)]  # below[i]: free capacity of the i least free GPUs
-        idle = len(free) - bisect_left(free, MILLI)
-        partial = total - MILLI * idle
         frag = 0.0
         for whole, share, task_cpus, p in self._tasks:
-            if cpus is not None and task_cpus > cpus + _CPU_EPSILON:
+            if cpus is not None and task_cpus > cpus + CPU_EPSILON:
                 frag += p * total
             elif whole:
                 frag += p * (partial if idle >= whole else total)
@@ -186,6 +183,17 @@ class Fragmentation:
                 first = bisect_left(free, share)  # GPUs before it have less than the share free
                 frag += p * (below[first] if first < len(free) else total)
         return frag / MILLI
+
+
+def free_profile(free: tuple[int, ...]) -> tuple[int, list[int], int, int]:
+    """``(total, below, idle, partial)`` of a ``NodeSummary``'s free capacities.
+
+    ``below[i]``: the free capacity of the ``i`` least free GPUs; ``idle``:
+    idle GPUs; ``partial``: the free capacity of the partly used ones.
+    """
+    total = sum(free)
+    idle = len(free) - bisect_left(free, MILLI)
+    return total, [0, *accumulate(free)], idle, total - MILLI * idle
 
 
 @lru_cache(maxsize=16)

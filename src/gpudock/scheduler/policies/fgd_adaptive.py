@@ -47,10 +47,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import Counter
-from itertools import accumulate
 
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.policies.fgd import (
+    CPU_EPSILON,
     DEFAULT_WORKLOAD,
     MILLI,
     Fgd,
@@ -58,10 +58,10 @@ from gpudock.scheduler.policies.fgd import (
     Fragmentation,
     NodeSummary,
     TaskType,
+    free_profile,
 )
 from gpudock.scheduler.snapshot import JobRequest
 
-_CPU_EPSILON = 1e-9  # as the cpu_capacity filter
 MIN_JOBS = 50
 """GPU jobs seen before the learned workload replaces ``DEFAULT_WORKLOAD``."""
 REBUILD_EVERY = 500
@@ -75,12 +75,9 @@ class CpuLimitedFragmentation(Fragmentation):
 
     def _compute(self, summary: NodeSummary) -> float:
         free, cpus = summary
-        total = sum(free)
+        total, below, idle, partial = free_profile(free)
         if total == 0:
             return 0.0
-        below = [0, *accumulate(free)]  # below[i]: free capacity of the i least free GPUs
-        idle = len(free) - bisect_left(free, MILLI)
-        partial = total - MILLI * idle
         frag = 0.0
         for whole, share, task_cpus, p in self._tasks:
             copies = _cpu_copies(cpus, task_cpus)
@@ -108,7 +105,7 @@ def _cpu_copies(cpus: float | None, task_cpus: float) -> int | None:
     """Copies of a task asking ``task_cpus`` that ``cpus`` free CPUs allow; None: no limit."""
     if cpus is None or task_cpus <= 0:
         return None
-    return math.floor((cpus + _CPU_EPSILON) / task_cpus)
+    return math.floor((cpus + CPU_EPSILON) / task_cpus)
 
 
 class WorkloadLearner:
