@@ -1,0 +1,157 @@
+"""Step 5's victim search gives the answers of its definition, job after job.
+
+``plan_preemptions`` answers the priority kind with ``victims.VictimSearch``
+and ``boards.Board`` (bounds, best-first, victims taken as the cycle goes);
+``preemption.choose_victims`` is the definition: try every node. Here random
+nodes carry running jobs that hold whole GPUs or shares of them, of several
+queues, priorities, ages, some protected or already stopping; blocked jobs of
+several shapes then ask in turn, and each must get exactly the victim set the
+definition gives it over the candidates not taken by the jobs before it.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.preemption import (
+    Preemption,
+    choose_victims,
+    could_fit_if_freed,
+    plan_preemptions,
+    running_by_node,
+)
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
+
+from .builders import GiB, gpu_uuid
+
+TOTAL = 80 * GiB
+QUEUES = ["a", "b"]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
+    """Nodes of 0-8 GPUs and the running jobs that hold them, consistent with each other."""
+    now = 1000.0
+    nodes: list[NodeView] = []
+    running: list[RunningJob] = []
+    next_id = 1000
+    for n in range(draw(st.integers(1, 6))):
+        name = f"n{n}"
+        count = draw(st.sampled_from([0, 2, 4, 8, 8, 8]))
+        used = [0] * count
+        exclusive = [False] * count
+        shares = [0] * count
+        healthy = [draw(st.sampled_from([True] * 9 + [False])) for _ in range(count)]
+        for _ in range(draw(st.integers(0, 10))):
+            whole = draw(st.sampled_from([True, True, True, False]))
+            if whole:
+                idle = [i for i in range(count) if not exclusive[i] and shares[i] == 0]
+                if not idle:
+                    continue
+                k = min(len(idle), draw(st.sampled_from([1, 1, 1, 2, 2, 4])))
+                taken = draw(st.permutations(idle))[:k]
+                for i in taken:
+                    exclusive[i], used[i] = True, TOTAL
+                memory = None
+            else:
+                share = draw(st.sampled_from([10 * GiB, 20 * GiB, 40 * GiB]))
+                open_ = [i for i in range(count) if not exclusive[i] and TOTAL - used[i] >= share]
+                if not open_:
+                    continue
+                i = draw(st.sampled_from(open_))
+                used[i] += share
+                shares[i] += 1
+                taken, memory = [i], share
+            next_id += 1
+            running.append(
+                RunningJob(
+                    id=next_id,
+                    queue=draw(st.sampled_from(["a", "a", "a", "b"])),
+                    priority=draw(st.integers(0, 3)),
+                    node=name,
+                    gpu_uuids=tuple(gpu_uuid(name, i) for i in sorted(taken)),
+                    memory_per_gpu=memory,
+                    started_at=now - draw(st.sampled_from([0.0, 10.0, 10.0, 50.0, 300.0])),
+                    min_runtime=draw(st.sampled_from([None, None, None, 100.0])),
+                    preemptible=draw(st.sampled_from([True] * 7 + [False])),
+                    stopping=draw(st.sampled_from([False] * 7 + [True])),
+                )
+            )
+        gpus = tuple(
+            GpuView(
+                gpu_uuid(name, i), i, "H100", TOTAL, used[i], exclusive[i], shares[i], healthy[i]
+            )
+            for i in range(count)
+        )
+        available = draw(st.sampled_from([True, True, True, True, False]))
+        nodes.append(NodeView(name, gpus, available))
+    return nodes, running, now
+
+
+@st.composite
+def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
+    """Jobs that repeat a few shapes (so boards are shared), in any priority order."""
+    shapes = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from([1, 2, 3, 4, 8, 8]),
+                st.sampled_from([None, None, 20 * GiB, 40 * GiB]),
+                st.sampled_from(QUEUES),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    jobs = []
+    for i in range(draw(st.integers(1, 12))):
+        gpus, share, queue = draw(st.sampled_from(shapes))
+        jobs.append(
+            JobRequest(
+                i + 1,
+                gpus,
+                float(i),
+                share,
+                priority=draw(st.integers(0, 5)),
+                queue=queue,
+                can_preempt=draw(st.sampled_from([True, True, True, False])),
+            )
+        )
+    return jobs
+
+
+def by_definition(
+    blocked: list[JobRequest], nodes: list[NodeView], running: list[RunningJob], now: float
+) -> list[Preemption]:
+    """The priority kind, one job at a time, each over what the jobs before it left."""
+    state = CycleState(nodes)
+    taken: set[int] = set()
+    out: list[Preemption] = []
+    for job in blocked:
+        if not job.can_preempt:
+            continue
+        left = [r for r in running if r.id not in taken]
+        choice = choose_victims(
+            job,
+            [state.nodes[v.name] for v in nodes if could_fit_if_freed(job, v)],
+            running_by_node(left),
+            lambda v, job=job: v.queue == job.queue and v.priority < job.priority,  # type: ignore[misc]
+            now,
+        )
+        if choice is None:
+            continue
+        taken |= set(choice.ids)
+        why = f"job {job.id} (priority {job.priority})"
+        out.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(clusters(), blocked_jobs())
+def test_each_blocked_job_gets_the_victims_of_the_definition(
+    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+) -> None:
+    nodes, running, now = cluster
+    preemptions, _ = plan_preemptions(blocked, CycleState(nodes), running, now)
+    assert preemptions == by_definition(blocked, nodes, running, now)
