@@ -168,40 +168,65 @@ class VictimSearch:
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
         self._releases: dict[tuple[PlacementKey, str], Release] = {}
-        ready = [v for v in running if preemptible_now(v, now)]
+        ready = []
+        for v in running:  # ``preemptible_now``, inlined: a busy cluster runs thousands
+            if v.stopping or not v.preemptible:
+                continue
+            started, least = v.started_at, v.min_runtime
+            if least is not None and started is not None and not now - started >= least:
+                continue
+            ready.append(v)
         # victim order (priority, seconds run, -id), then node
-        ready.sort(key=lambda v: (v.priority, seconds_run(v, now), v.node, -v.id))
+        ready.sort(
+            key=lambda v: (
+                v.priority,
+                now - v.started_at if v.started_at is not None else 0.0,
+                v.node,
+                -v.id,
+            )
+        )
+        self._ready = ready
         self.floor: dict[str, int] = {}  # per queue, the lowest priority of a candidate
-        self.by_node: dict[str, list[RunningJob]] = {}  # candidates not taken, in victim order
         # per queue, its candidates in that order by ``held`` (what they could free alone)
         self.singles: dict[str, dict[int, list[RunningJob]]] = {}
-        self._held: dict[int, int] = {}  # id(victim) -> ``held``
-        self._stocks: dict[tuple[str, str], Stock] = {}  # (queue, node) -> its candidates
+        self._lists: dict[str, dict[str, list[RunningJob]]] = {}  # queue -> node -> candidates
+        self._stocks: dict[tuple[str, str], Stock] = {}  # (queue, node) -> its ``Stock``
+        self._by_node: dict[str, list[RunningJob]] | None = None  # made on first need
+        self._gone: set[tuple[int, str]] = set()  # (victim id, node) taken
         unique = state.unique_uuids
-        by_node, stocks, helds = self.by_node, self._stocks, self._held
+        floor, all_singles, all_lists = self.floor, self.singles, self._lists
         for victim in ready:
             queue = victim.queue
-            singles = self.singles.get(queue)
+            singles = all_singles.get(queue)
             if singles is None:
-                self.floor[queue] = victim.priority
-                singles = self.singles[queue] = {}
-            held = helds[id(victim)] = len(victim.gpu_uuids) if unique else self.held(victim)
+                floor[queue] = victim.priority
+                singles = all_singles[queue] = {}
+                lists = all_lists[queue] = {}
+            else:
+                lists = all_lists[queue]
+            held = len(victim.gpu_uuids) if unique else self.held(victim)
             stream = singles.get(held)
             if stream is None:
                 singles[held] = [victim]
             else:
                 stream.append(victim)
-            node = by_node.get(victim.node)
-            if node is None:
-                by_node[victim.node] = [victim]
+            on_node = lists.get(victim.node)
+            if on_node is None:
+                lists[victim.node] = [victim]
             else:
-                node.append(victim)
-            stock = stocks.get((queue, victim.node))
-            if stock is None:
-                stocks[queue, victim.node] = Stock([victim], [held], now)
-            else:
-                stock.candidates.append(victim)
-                stock.held.append(held)
+                on_node.append(victim)
+
+    @property
+    def by_node(self) -> dict[str, list[RunningJob]]:
+        """Each node's candidates of every queue, not taken, in victim order."""
+        if self._by_node is None:
+            gone = self._gone
+            by_node: dict[str, list[RunningJob]] = {}
+            for victim in self._ready:
+                if not gone or (victim.id, victim.node) not in gone:
+                    by_node.setdefault(victim.node, []).append(victim)
+            self._by_node = by_node
+        return self._by_node
 
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
         """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
@@ -211,7 +236,8 @@ class VictimSearch:
             candidates = [v for v in ready if eligible(v)]
             if not candidates or not self.could_fit(job, name, fits):
                 continue
-            bound = self.bound(job, name, self.stock_of(candidates))
+            stock = Stock(candidates, [self.held(v) for v in candidates], self.now)
+            bound = self.bound(job, name, stock)
             if bound is None or (best is not None and bound > best[0]):
                 continue
             found = self.trial(job, name, candidates)
@@ -226,9 +252,14 @@ class VictimSearch:
         ids = set(choice.ids)
         self.taken |= ids
         name = choice.node
-        self.by_node[name] = [v for v in self.by_node.get(name, []) if v.id not in ids]
+        self._gone.update((i, name) for i in ids)
+        if self._by_node is not None:
+            self._by_node[name] = [v for v in self._by_node.get(name, []) if v.id not in ids]
         for queue in {v.queue for v in choice.victims}:
-            self._stocks.pop((queue, name), None)  # rebuilt from ``by_node`` when asked
+            lists = self._lists.get(queue, {})
+            if name in lists:
+                lists[name] = [v for v in lists[name] if v.id not in ids]
+                self._stocks.pop((queue, name), None)
         self.version[name] = self.version.get(name, 0) + 1
         self.log.append(name)
 
@@ -256,10 +287,10 @@ class VictimSearch:
         found = self._multis.get(key)
         if found is None:
             found = []
-            for name in self.by_node:
-                stock = self.stock(job.queue, name)
-                if not stock.candidates:
+            for name, candidates in self._lists.get(job.queue, {}).items():
+                if not candidates:
                     continue
+                stock = self.stock(job.queue, name)
                 bound = self.multi_bound(job, name, stock)
                 if bound is not None:
                     found.append((bound, name))
@@ -271,14 +302,10 @@ class VictimSearch:
         """Node ``name``'s candidates of ``queue`` (not taken), in victim order."""
         stock = self._stocks.get((queue, name))
         if stock is None:
-            stock = self.stock_of([v for v in self.by_node.get(name, ()) if v.queue == queue])
-            self._stocks[queue, name] = stock
+            candidates = self._lists.get(queue, {}).get(name, [])
+            held = [self.held(v) for v in candidates]
+            stock = self._stocks[queue, name] = Stock(candidates, held, self.now)
         return stock
-
-    def stock_of(self, candidates: list[RunningJob]) -> Stock:
-        """``candidates`` (of one node, in victim order) with what each holds."""
-        helds = self._held
-        return Stock(candidates, [helds[id(v)] for v in candidates], self.now)
 
     def held(self, victim: RunningJob) -> int:
         """At most how many of its node's GPUs ``victim`` holds (``freed_alone`` is no more)."""
