@@ -146,7 +146,7 @@ class Board:
         for name in search.log[self._log :]:
             found = self._found.get(name)
             if found is not None and found[0] != -1:
-                bound = search.bound(self._job, name, search.stock(self._job.queue, name))
+                bound = search.bound(self._job, name, search.candidates(self._job.queue, name))
                 if bound is not None:
                     heapq.heappush(self._heap, (bound, True, -1, name))
         self._log = len(search.log)
@@ -161,7 +161,7 @@ class Board:
         if not search.could_fit(self._job, name, self._fits):
             self._found[name] = (-1, None)
             return
-        candidates = search.stock(self._job.queue, name).candidates
+        candidates = search.candidates(self._job.queue, name)
         found = search.trial(self._job, name, candidates) if candidates else None
         self._found[name] = (version, None if found is None else found[1])
         if found is not None:

@@ -41,6 +41,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import attrgetter
 
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
@@ -113,35 +114,6 @@ def freed_alone(victim: RunningJob, gpus: Mapping[str, list[AnyGpu]]) -> tuple[i
     return whole, shared
 
 
-class Stock:
-    """One node's candidates of one queue (or of one eligibility rule), in victim order,
-    with ``held`` of each, and the sums ``multi_bound`` reads, made on first use.
-
-    The lists belong to the search: callers read them and never change them.
-    """
-
-    __slots__ = ("_most", "_now", "_ran", "candidates", "held")
-
-    def __init__(self, candidates: list[RunningJob], held: list[int], now: float) -> None:
-        self.candidates = candidates
-        self.held = held  # ``VictimSearch.held`` of each candidate
-        self._now = now
-        self._most: list[int] | None = None
-        self._ran: list[float] | None = None
-
-    def most(self) -> list[int]:
-        """``most[k]``: at most how many GPUs any k of the candidates hold (k = 0..n)."""
-        if self._most is None:
-            self._most = [0, *accumulate(sorted(self.held, reverse=True))]
-        return self._most
-
-    def ran(self) -> list[float]:
-        """The candidates' seconds run, shortest first."""
-        if self._ran is None:
-            self._ran = sorted(seconds_run(v, self._now) for v in self.candidates)
-        return self._ran
-
-
 class VictimSearch:
     """Cheapest victim sets for the blocked jobs of one cycle (step 5); see the module doc.
 
@@ -168,65 +140,35 @@ class VictimSearch:
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
         self._releases: dict[tuple[PlacementKey, str], Release] = {}
-        ready = []
-        for v in running:  # ``preemptible_now``, inlined: a busy cluster runs thousands
-            if v.stopping or not v.preemptible:
-                continue
-            started, least = v.started_at, v.min_runtime
-            if least is not None and started is not None and not now - started >= least:
-                continue
-            ready.append(v)
-        # victim order (priority, seconds run, -id), then node
-        ready.sort(
-            key=lambda v: (
-                v.priority,
-                now - v.started_at if v.started_at is not None else 0.0,
-                v.node,
-                -v.id,
-            )
-        )
-        self._ready = ready
+        ready = [v for v in running if preemptible_now(v, now)]
+        # victim order (priority, seconds run, -id), then node: stable sorts, last key first
+        ready.sort(key=lambda v: -v.id)
+        ready.sort(key=attrgetter("node"))
+        ready.sort(key=lambda v: seconds_run(v, now))
+        ready.sort(key=attrgetter("priority"))
         self.floor: dict[str, int] = {}  # per queue, the lowest priority of a candidate
+        self.by_node: dict[str, list[RunningJob]] = {}  # candidates not taken, in victim order
         # per queue, its candidates in that order by ``held`` (what they could free alone)
         self.singles: dict[str, dict[int, list[RunningJob]]] = {}
-        self._lists: dict[str, dict[str, list[RunningJob]]] = {}  # queue -> node -> candidates
-        self._stocks: dict[tuple[str, str], Stock] = {}  # (queue, node) -> its ``Stock``
-        self._by_node: dict[str, list[RunningJob]] | None = None  # made on first need
-        self._gone: set[tuple[int, str]] = set()  # (victim id, node) taken
         unique = state.unique_uuids
-        floor, all_singles, all_lists = self.floor, self.singles, self._lists
+        by_node = self.by_node
         for victim in ready:
             queue = victim.queue
-            singles = all_singles.get(queue)
+            singles = self.singles.get(queue)
             if singles is None:
-                floor[queue] = victim.priority
-                singles = all_singles[queue] = {}
-                lists = all_lists[queue] = {}
-            else:
-                lists = all_lists[queue]
+                self.floor[queue] = victim.priority
+                singles = self.singles[queue] = {}
             held = len(victim.gpu_uuids) if unique else self.held(victim)
             stream = singles.get(held)
             if stream is None:
                 singles[held] = [victim]
             else:
                 stream.append(victim)
-            on_node = lists.get(victim.node)
-            if on_node is None:
-                lists[victim.node] = [victim]
+            node = by_node.get(victim.node)
+            if node is None:
+                by_node[victim.node] = [victim]
             else:
-                on_node.append(victim)
-
-    @property
-    def by_node(self) -> dict[str, list[RunningJob]]:
-        """Each node's candidates of every queue, not taken, in victim order."""
-        if self._by_node is None:
-            gone = self._gone
-            by_node: dict[str, list[RunningJob]] = {}
-            for victim in self._ready:
-                if not gone or (victim.id, victim.node) not in gone:
-                    by_node.setdefault(victim.node, []).append(victim)
-            self._by_node = by_node
-        return self._by_node
+                node.append(victim)
 
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
         """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
@@ -236,8 +178,7 @@ class VictimSearch:
             candidates = [v for v in ready if eligible(v)]
             if not candidates or not self.could_fit(job, name, fits):
                 continue
-            stock = Stock(candidates, [self.held(v) for v in candidates], self.now)
-            bound = self.bound(job, name, stock)
+            bound = self.bound(job, name, candidates)
             if bound is None or (best is not None and bound > best[0]):
                 continue
             found = self.trial(job, name, candidates)
@@ -252,14 +193,7 @@ class VictimSearch:
         ids = set(choice.ids)
         self.taken |= ids
         name = choice.node
-        self._gone.update((i, name) for i in ids)
-        if self._by_node is not None:
-            self._by_node[name] = [v for v in self._by_node.get(name, []) if v.id not in ids]
-        for queue in {v.queue for v in choice.victims}:
-            lists = self._lists.get(queue, {})
-            if name in lists:
-                lists[name] = [v for v in lists[name] if v.id not in ids]
-                self._stocks.pop((queue, name), None)
+        self.by_node[name] = [v for v in self.by_node.get(name, []) if v.id not in ids]
         self.version[name] = self.version.get(name, 0) + 1
         self.log.append(name)
 
@@ -287,25 +221,17 @@ class VictimSearch:
         found = self._multis.get(key)
         if found is None:
             found = []
-            for name, candidates in self._lists.get(job.queue, {}).items():
-                if not candidates:
-                    continue
-                stock = self.stock(job.queue, name)
-                bound = self.multi_bound(job, name, stock)
+            for name in self.by_node:
+                bound = self.multi_bound(job, name, self.candidates(job.queue, name))
                 if bound is not None:
                     found.append((bound, name))
             found.sort()
             self._multis[key] = found
         return found
 
-    def stock(self, queue: str, name: str) -> Stock:
+    def candidates(self, queue: str, name: str) -> list[RunningJob]:
         """Node ``name``'s candidates of ``queue`` (not taken), in victim order."""
-        stock = self._stocks.get((queue, name))
-        if stock is None:
-            candidates = self._lists.get(queue, {}).get(name, [])
-            held = [self.held(v) for v in candidates]
-            stock = self._stocks[queue, name] = Stock(candidates, held, self.now)
-        return stock
+        return [v for v in self.by_node.get(name, ()) if v.queue == queue]
 
     def held(self, victim: RunningJob) -> int:
         """At most how many of its node's GPUs ``victim`` holds (``freed_alone`` is no more)."""
@@ -344,36 +270,38 @@ class VictimSearch:
             self._gains[id(victim)] = gains
         return gains[1] if job.gpu_memory is not None and job.gpus > 0 else gains[0]
 
-    def bound(self, job: JobRequest, name: str, stock: Stock) -> Cost | None:
-        """At most the cost of any victim set among ``stock``'s candidates that lets
+    def bound(self, job: JobRequest, name: str, candidates: Sequence[RunningJob]) -> Cost | None:
+        """At most the cost of any victim set among ``candidates`` (victim order) that lets
         ``job`` fit on ``name``; None when none can."""
         need = self.need(job, name)
         best: Cost | None = None
-        for victim in stock.candidates:  # the first that suffices alone costs least alone
+        for victim in candidates:  # the first that suffices alone costs least alone
             if self.gain(victim, job) >= need:
                 best = (float(victim.priority), 1, seconds_run(victim, self.now), name)
                 break
-        multi = self.multi_bound(job, name, stock)
+        multi = self.multi_bound(job, name, candidates)
         if multi is not None and (best is None or multi < best):
             best = multi
         return best
 
-    def multi_bound(self, job: JobRequest, name: str, stock: Stock) -> Cost | None:
-        """At most the cost of any two or more of ``stock``'s candidates that let ``job``
-        fit on ``name``; None when no such set can.
+    def multi_bound(
+        self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
+    ) -> Cost | None:
+        """At most the cost of any two or more of ``candidates`` (victim order) that let
+        ``job`` fit on ``name``; None when no such set can.
 
         At least k victims, where k is the fewest whose GPUs could make room
         (``releases_needed``): their top priority is at least the k-th lowest,
         the work they lose at least the k shortest runs.
         """
-        count = releases_needed(usable_bound(job, self.state.fit(name)), stock.most(), job.gpus)
+        most = list(accumulate(sorted((self.held(v) for v in candidates), reverse=True)))
+        count = releases_needed(usable_bound(job, self.state.fit(name)), [0, *most], job.gpus)
         if count is None:
             return None
         count = max(count, 2)
-        candidates = stock.candidates
         if count > len(candidates):
             return None
-        ran = stock.ran()[:count]
+        ran = sorted(seconds_run(v, self.now) for v in candidates)[:count]
         least = math.fsum(ran) - 1e-9 * (1.0 + math.fsum(abs(x) for x in ran))
         least = -math.inf if math.isnan(least) else least
         return (float(candidates[count - 1].priority), count, least, name)
