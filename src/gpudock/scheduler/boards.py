@@ -16,7 +16,7 @@ import math
 
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
-from gpudock.scheduler.victims import Cost, VictimSearch, VictimSet, seconds_run
+from gpudock.scheduler.victims import Cost, Multis, VictimSearch, VictimSet, seconds_run
 
 
 class Boards:
@@ -51,8 +51,8 @@ class Board:
     A best-first search over three sources, cheapest first: the queue's
     candidates that may suffice alone, in order of their one-victim cost
     (``VictimSearch.singles``: only those holding enough GPUs); the nodes by
-    their bound for two victims or more (``VictimSearch.multis``, built on
-    first need); and ``_heap``: tried nodes at their exact cost, changed
+    their bound for two victims or more (``VictimSearch.multis``: computed
+    only as far as the search reads them); and ``_heap``: tried nodes at their exact cost, changed
     ones at a bound, each entry with the node's version when pushed. A node
     is tried when one of its bounds comes up; every node not tried has its
     bounds still to come, so an exact, current entry cheaper than anything
@@ -68,7 +68,7 @@ class Board:
         self._heads = [(self._cost(s[0]), i, 0) for i, s in enumerate(self._streams)]
         heapq.heapify(self._heads)  # (one-victim cost, stream, position) of each stream's next
         floor = search.floor.get(job.queue)
-        self._multis: list[tuple[Cost, str]] | None = None  # built when first needed
+        self._multis: Multis | None = None  # asked for when first needed
         self._before_multis: Cost | None = None
         if floor is not None:
             self._before_multis = (float(floor), 2, -math.inf, "")  # below every multi bound
@@ -101,7 +101,9 @@ class Board:
                 elif self._multis is None:
                     self._multis = self._search.multis(self._job)
                 else:
-                    self._try(self._multis[self._next_multi][1])
+                    entry = self._multis.at(self._next_multi)
+                    assert entry is not None  # it came ahead
+                    self._try(entry[1])
                     self._next_multi += 1
                 continue
             if not heap:
@@ -122,9 +124,8 @@ class Board:
         """The next multi bound to come (before they are built: one below all of them)."""
         if self._multis is None:
             return self._before_multis
-        if self._next_multi < len(self._multis):
-            return self._multis[self._next_multi][0]
-        return None
+        entry = self._multis.at(self._next_multi)
+        return None if entry is None else entry[0]
 
     def _look(self, victim: RunningJob) -> None:
         """A candidate that may suffice alone: its node is tried if it does."""

@@ -37,6 +37,7 @@ than the cheapest set found. Exact trials use ``release.Release``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -135,7 +136,7 @@ class VictimSearch:
         self.taken: set[int] = set()  # ids of the victims chosen so far
         self._could_fit = could_fit
         self._fits: dict[PlacementKey, dict[str, bool]] = {}
-        self._multis: dict[tuple[str, int, int | None], list[tuple[Cost, str]]] = {}
+        self._multis: dict[tuple[str, int, int | None], Multis] = {}
         self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
@@ -214,19 +215,13 @@ class VictimSearch:
             memo[name] = fits
         return fits
 
-    def multis(self, job: JobRequest) -> list[tuple[Cost, str]]:
+    def multis(self, job: JobRequest) -> Multis:
         """Nodes by ``multi_bound``, for every job of ``job``'s queue, GPU count and share."""
         share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
         key = (job.queue, job.gpus, share)
         found = self._multis.get(key)
         if found is None:
-            found = []
-            for name in self.by_node:
-                bound = self.multi_bound(job, name, self.candidates(job.queue, name))
-                if bound is not None:
-                    found.append((bound, name))
-            found.sort()
-            self._multis[key] = found
+            found = self._multis[key] = Multis(self, job)
         return found
 
     def candidates(self, queue: str, name: str) -> list[RunningJob]:
@@ -321,3 +316,42 @@ class VictimSearch:
         if victims is None:
             return None
         return cost_of(victims, name, self.now), victims
+
+
+class Multis:
+    """The nodes in order of ``multi_bound`` for one (queue, GPU count, share), found as read.
+
+    ``at(i)`` is the i-th (bound, node) of the list sorted by bound, or None
+    past its end. A node's bound is computed only once it may come next:
+    nodes wait in a heap at a cheaper bound, ``(priority of its second
+    candidate, 2, -inf, node)`` (a set of two or more costs at least that),
+    and an exact bound is handed out once no waiting node can come before
+    it. Bounds are computed when first reached, from the candidates left
+    then; candidates are only taken away, so they stay lower bounds.
+    """
+
+    def __init__(self, search: VictimSearch, job: JobRequest) -> None:
+        self._search = search
+        self._job = job
+        self._waiting: list[tuple[Cost, str]] = []
+        for name in search.by_node:
+            candidates = search.candidates(job.queue, name)
+            if len(candidates) >= 2:
+                self._waiting.append(((float(candidates[1].priority), 2, -math.inf, name), name))
+        heapq.heapify(self._waiting)
+        self._known: list[tuple[Cost, str]] = []  # exact bounds not handed out yet
+        self._out: list[tuple[Cost, str]] = []  # handed out, in order
+
+    def at(self, i: int) -> tuple[Cost, str] | None:
+        out, waiting, known = self._out, self._waiting, self._known
+        search, job = self._search, self._job
+        while len(out) <= i:
+            while waiting and (not known or waiting[0][0] < known[0][0]):
+                _, name = heapq.heappop(waiting)
+                bound = search.multi_bound(job, name, search.candidates(job.queue, name))
+                if bound is not None:
+                    heapq.heappush(known, (bound, name))
+            if not known:
+                return None
+            out.append(heapq.heappop(known))
+        return out[i]
