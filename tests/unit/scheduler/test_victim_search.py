@@ -7,6 +7,8 @@ nodes carry running jobs that hold whole GPUs or shares of them, of several
 queues, priorities, ages, some protected or already stopping; blocked jobs of
 several shapes then ask in turn, and each must get exactly the victim set the
 definition gives it over the candidates not taken by the jobs before it.
+The nodes' multi-victim bounds, computed only as far as a search reads them,
+come in the order of computing them all.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gpudock.scheduler.preemption import (
     running_by_node,
 )
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
+from gpudock.scheduler.victims import VictimSearch
 
 from .builders import GiB, gpu_uuid
 
@@ -155,3 +158,23 @@ def test_each_blocked_job_gets_the_victims_of_the_definition(
     nodes, running, now = cluster
     preemptions, _ = plan_preemptions(blocked, CycleState(nodes), running, now)
     assert preemptions == by_definition(blocked, nodes, running, now)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), blocked_jobs())
+def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
+    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+) -> None:
+    nodes, running, now = cluster
+    views = {v.name: v for v in nodes}
+    search = VictimSearch(
+        CycleState(nodes), running, now, lambda job, name: could_fit_if_freed(job, views[name])
+    )
+    for job in blocked:
+        every = []
+        for name in search.by_node:
+            bound = search.multi_bound(job, name, search.candidates(job.queue, name))
+            if bound is not None:
+                every.append((bound, name))
+        multis = search.multis(job)
+        assert [multis.at(i) for i in range(len(every) + 1)] == [*sorted(every), None]
