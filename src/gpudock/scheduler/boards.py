@@ -38,7 +38,7 @@ class Boards:
             board = self._boards[key] = Board(self._search, job)
         if job.priority <= board.refused:
             return None  # refused a job of this key as high already (see ``Board.refused``)
-        best = board.best()
+        best = board.best(below=job.priority)
         if best is None or best[0][0] >= job.priority:
             board.refused = max(board.refused, job.priority)
             return None
@@ -83,14 +83,23 @@ class Board:
         # and every job of this key and queue with a priority as low is refused too.
         self.refused: float = -math.inf
 
-    def best(self) -> tuple[Cost, list[RunningJob]] | None:
-        """The cheapest victim set and its cost, or None when no node has one."""
+    def best(self, below: float = math.inf) -> tuple[Cost, list[RunningJob]] | None:
+        """The cheapest victim set and its cost, or None when no node has one.
+
+        Also None, early, once everything still to come costs ``below`` or more
+        (top victim priority): no set could be taken by a job of that priority.
+        The search keeps its place, so a later call goes on from there.
+        """
         self._catch_up()
         heap, heads, version = self._heap, self._heads, self._search.version
         while True:
-            multi = self._multi_ahead()
+            multi = self._multi_ahead(below)
             single = heads[0][0] if heads else None
             ahead = single if multi is None or (single is not None and single < multi) else multi
+            top = heap[0][0] if heap else None
+            least = ahead if top is None or (ahead is not None and ahead < top) else top
+            if least is not None and least[0] >= below:
+                return None
             if ahead is not None and (not heap or ahead < heap[0][0]):
                 if ahead is single:
                     _, i, at = heapq.heappop(heads)
@@ -120,11 +129,12 @@ class Board:
         """Its one-victim cost."""
         return (float(victim.priority), 1, seconds_run(victim, self._search.now), victim.node)
 
-    def _multi_ahead(self) -> Cost | None:
-        """The next multi bound to come (before they are built: one below all of them)."""
+    def _multi_ahead(self, below: float) -> Cost | None:
+        """The next multi bound to come (before they are built: one below all of them);
+        only a lower bound of it if that costs ``below`` or more (``Multis.at``)."""
         if self._multis is None:
             return self._before_multis
-        entry = self._multis.at(self._next_multi)
+        entry = self._multis.at(self._next_multi, below)
         return None if entry is None else entry[0]
 
     def _look(self, victim: RunningJob) -> None:

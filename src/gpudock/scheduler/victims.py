@@ -342,11 +342,15 @@ class Multis:
         self._known: list[tuple[Cost, str]] = []  # exact bounds not handed out yet
         self._out: list[tuple[Cost, str]] = []  # handed out, in order
 
-    def at(self, i: int) -> tuple[Cost, str] | None:
+    def at(self, i: int, below: float = math.inf) -> tuple[Cost, str] | None:
+        """The i-th (bound, node), or None past the end; but when it costs ``below`` or
+        more (top priority), possibly only a lower bound of it, itself that dear."""
         out, waiting, known = self._out, self._waiting, self._known
         search, job = self._search, self._job
         while len(out) <= i:
             while waiting and (not known or waiting[0][0] < known[0][0]):
+                if waiting[0][0][0] >= below:
+                    return waiting[0]  # everything still to come costs at least this
                 _, name = heapq.heappop(waiting)
                 bound = search.multi_bound(job, name, search.candidates(job.queue, name))
                 if bound is not None:
