@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from itertools import groupby
 from operator import itemgetter
-from typing import Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 ModelClass = frozenset[str] | None
 ANY_MODEL: ModelClass = None
@@ -181,9 +182,7 @@ class Buckets(Generic[K, E]):
     given; the first entry of a bucket is its best. Members marked dirty are
     moved when the buckets are next read, so a structure that is rarely read
     (a model class, two-GPU shares) moves a node once however often it
-    changed. Empty buckets are dropped. Building groups members with equal
-    fits (many nodes are alike), so ``bucket`` and ``value`` run once per
-    distinct fit.
+    changed. Empty buckets are dropped.
     """
 
     def __init__(
@@ -201,41 +200,51 @@ class Buckets(Generic[K, E]):
         self._values: dict[str, int] = {}  # each member's value (with ``value``)
         self._buckets: dict[K, list[E]] = {}
         self._dirty: set[str] = set()
-        groups: dict[NodeFit, list[str]] = {}
-        for name, fit in fits.items():
-            group = groups.get(fit)
-            if group is None:
-                groups[fit] = [name]
-            else:
-                group.append(name)
-        keys, values, buckets = self._keys, self._values, self._buckets
-        for fit, names in groups.items():
-            key = bucket(fit)
-            if key is None:
-                continue
-            entries = buckets.get(key)
-            if entries is None:
-                entries = buckets[key] = []
-            level = 0 if value is None else value(fit)
-            if len(names) == 1:  # most nodes of a busy cluster differ
-                name = names[0]
-                keys[name] = key
-                if value is None:
-                    entries.append(name)  # type: ignore[arg-type]
-                else:
-                    values[name] = level
-                    entries.append((level, name))  # type: ignore[arg-type]
-            elif value is None:
-                keys.update(dict.fromkeys(names, key))
-                entries.extend(names)  # type: ignore[arg-type]
-            else:
-                keys.update(dict.fromkeys(names, key))
-                values.update(dict.fromkeys(names, level))
-                entries.extend([(level, name) for name in names])  # type: ignore[misc]
-        for entries in self._buckets.values():
-            entries.sort()
+        if value is None:
+            self._fill(fits, bucket)
+        else:
+            self._fill_valued(fits, bucket, value)
         if rank is not None:
             self.ranked = sorted((rank(key), key) for key in self._buckets)
+
+    def _fill(self, fits: dict[str, NodeFit], bucket: Callable[[NodeFit], K | None]) -> None:
+        """Entries are names: each bucket's names, sorted."""
+        keys = self._keys
+        buckets: dict[K, list[Any]] = self._buckets
+        for name, key in zip(fits, map(bucket, fits.values()), strict=True):
+            if key is None:
+                continue
+            keys[name] = key
+            entries = buckets.get(key)
+            if entries is None:
+                buckets[key] = [name]
+            else:
+                entries.append(name)
+        for entries in buckets.values():
+            entries.sort()
+
+    def _fill_valued(
+        self,
+        fits: dict[str, NodeFit],
+        bucket: Callable[[NodeFit], K | None],
+        value: Callable[[NodeFit], int],
+    ) -> None:
+        """Entries are ``(value, name)``: one sort of ``(bucket, value, name)``, split by bucket
+        (most nodes of a busy cluster differ, so sorting beats grouping equal fits)."""
+        rows = sorted(
+            [
+                (key, level, name)
+                for key, level, name in zip(
+                    map(bucket, fits.values()), map(value, fits.values()), fits, strict=True
+                )
+                if key is not None
+            ]
+        )
+        self._keys = {name: key for key, _, name in rows}
+        self._values = {name: level for _, level, name in rows}
+        buckets: dict[K, list[Any]] = self._buckets
+        for key, group in groupby(rows, _first):
+            buckets[key] = [(level, name) for _, level, name in group]
 
     def mark(self, name: str) -> None:
         self._dirty.add(name)
@@ -249,17 +258,18 @@ class Buckets(Generic[K, E]):
 
     def _move(self, name: str, fit: NodeFit) -> None:
         key = self._bucket(fit)
-        level = 0 if self._value is None or key is None else self._value(fit)
+        valued = self._value is not None
+        level = self._value(fit) if self._value is not None and key is not None else 0
         old_key = self._keys.get(name)
+        buckets: dict[K, list[Any]] = self._buckets
         if old_key is not None:
             old_level = self._values.get(name, 0)
             if old_key == key and old_level == level:
                 return
-            entries = self._buckets[old_key]
-            old_entry = cast(E, name if self._value is None else (old_level, name))
-            del entries[bisect_left(entries, old_entry)]
+            entries = buckets[old_key]
+            del entries[bisect_left(entries, (old_level, name) if valued else name)]
             if not entries:
-                del self._buckets[old_key]
+                del buckets[old_key]
                 if self._rank is not None:
                     ranked = (self._rank(old_key), old_key)
                     del self.ranked[bisect_left(self.ranked, ranked)]
@@ -268,14 +278,14 @@ class Buckets(Generic[K, E]):
             self._values.pop(name, None)
             return
         self._keys[name] = key
-        if self._value is not None:
+        if valued:
             self._values[name] = level
-        entries = self._buckets.get(key)  # type: ignore[assignment]
-        if entries is None:
-            entries = self._buckets[key] = []
+        target = buckets.get(key)
+        if target is None:
+            target = buckets[key] = []
             if self._rank is not None:
                 insort(self.ranked, (self._rank(key), key))
-        insort(entries, cast(E, name if self._value is None else (level, name)))
+        insort(target, (level, name) if valued else name)
 
 
 class ClassIndex:
@@ -360,6 +370,9 @@ def _shared_level(gpus: int) -> Callable[[NodeFit], int | None]:
 
     return level
 
+
+_first = itemgetter(0)
+"""The first item of a tuple, without a Python call."""
 
 _whole_key = itemgetter(0, 1, 4)
 """``NodeFit.whole_key`` (``total``, ``idle``, ``idle_all``), without a Python call."""
