@@ -313,8 +313,8 @@ class ClassIndex:
         self._whole.read(self.fits)
         return self._whole.ranked
 
-    def best_whole(self, gpus: int) -> str | None:
-        """The best node with ``gpus`` idle GPUs of the class (by ``idle_all``)."""
+    def best_whole(self, gpus: int) -> tuple[int, str] | None:
+        """``(sign * idle_all, name)`` of the best node with ``gpus`` idle GPUs of the class."""
         buckets = self.whole()
         best: tuple[int, str] | None = None
         for rank, key in self._whole.ranked:  # by ``sign * idle_all``
@@ -324,10 +324,11 @@ class ClassIndex:
                 candidate = (rank, buckets[key][0])
                 if best is None or candidate < best:
                     best = candidate
-        return None if best is None else best[1]
+        return best
 
-    def best_shared(self, gpus: int, share: int) -> str | None:
-        """The best node where ``gpus`` GPUs of the class take ``share`` each (by ``free_all``)."""
+    def best_shared(self, gpus: int, share: int) -> SharedEntry | None:
+        """``(sign * free_all, name)`` of the best node where ``gpus`` GPUs of the class take
+        ``share`` each."""
         structure = self._shared.get(gpus)
         if structure is None:
             sign = self._sign
@@ -342,7 +343,7 @@ class ClassIndex:
                 candidate = entries[0]
                 if best is None or candidate < best:
                     best = candidate
-        return None if best is None else best[1]
+        return best
 
     def update(self, name: str, fit: NodeFit) -> None:
         """Record the new ``fit`` of ``name`` (an available member); buckets follow when read."""
