@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
@@ -82,7 +83,14 @@ class ModelClassIndex:
 
 
 class Catalog:
-    """The classes in use this cycle and the parts they share, over ``CycleState.fit``."""
+    """The classes in use this cycle and the parts they share, over ``CycleState.fit``.
+
+    ``_recent``: the products' indexes of the latest cycle, by product and
+    scorer sign, that the next cycle brings up to date instead of building
+    anew (``_reuse``).
+    """
+
+    _recent: ClassVar[dict[tuple[str, int], ClassIndex]] = {}
 
     def __init__(self, state: CycleState, sign: int) -> None:
         self._state = state
@@ -92,6 +100,7 @@ class Catalog:
         self._classes: dict[ClassKey, ModelClassIndex] = {}
         self._tainted = any(v.taints for v in state.views.values())
         self._products: dict[str, Part] | None = None  # by product name; see ``_split``
+        self._kept: dict[tuple[str, int], ClassIndex] = {}  # for the next cycle (``_reuse``)
         self._others: list[str] = []  # available nodes in no product's part
         self._unavailable: list[str] = []
 
@@ -188,12 +197,39 @@ class Catalog:
                         by_product[only] = {name: fit}
                     else:
                         fits[name] = fit
-            seen, sign = len(self._state.changes), self._sign
+            seen = len(self._state.changes)
             self._products = {
-                product: Part(ClassIndex(fits, sign), ANY_MODEL, seen)
+                product: Part(self._reuse(product, fits), ANY_MODEL, seen)
                 for product, fits in sorted(by_product.items())
             }
+            Catalog._recent = self._kept
         return self._products
+
+    def _reuse(self, product: str, fits: dict[str, NodeFit]) -> ClassIndex:
+        """A copy of the last cycle's index of ``product`` (kept in ``_recent``), brought to
+        ``fits``; a new one when the product's available nodes are not the same.
+
+        The kept index is taken out of ``_recent`` while it is brought up to
+        date (a concurrent cycle builds its own), and moves only the nodes
+        whose fit is not the very same summary (``CycleState.fit`` returns
+        the same object for a GPU tuple it has seen in the last cycle). Its
+        buckets are then those a new index of ``fits`` would have, so the
+        Plan is the same; the shared structures asked for last time are
+        built ahead, and the cycle works on a copy.
+        """
+        key = (product, self._sign)
+        kept = Catalog._recent.pop(key, None)
+        if kept is None or kept.fits.keys() != fits.keys():
+            kept = ClassIndex(fits, self._sign)
+        else:
+            old = kept.fits
+            for name, fit in fits.items():
+                if old[name] is not fit:
+                    kept.update(name, fit)
+        for gpus in list(kept.shapes):
+            kept.shared(gpus)
+        self._kept[key] = kept
+        return kept.copy()
 
     def _shared_class(self, members: ModelClass) -> ModelClassIndex:
         """A class without node affinity: the parts of its products, and one of its own for the

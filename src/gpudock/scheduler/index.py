@@ -185,6 +185,8 @@ class Buckets(Generic[K, E]):
     changed. Empty buckets are dropped.
     """
 
+    __slots__ = ("_bucket", "_buckets", "_dirty", "_keys", "_rank", "_value", "_values", "ranked")
+
     def __init__(
         self,
         fits: dict[str, NodeFit],
@@ -249,6 +251,18 @@ class Buckets(Generic[K, E]):
     def mark(self, name: str) -> None:
         self._dirty.add(name)
 
+    def copy(self, fits: dict[str, NodeFit]) -> Buckets[K, E]:
+        """An independent copy, after moving the dirty members to where ``fits`` put them."""
+        buckets = self.read(fits)
+        clone = Buckets.__new__(Buckets)
+        clone._bucket, clone._value, clone._rank = self._bucket, self._value, self._rank
+        clone.ranked = list(self.ranked)
+        clone._keys = dict(self._keys)
+        clone._values = dict(self._values)
+        clone._buckets = {key: list(entries) for key, entries in buckets.items()}
+        clone._dirty = set()
+        return clone
+
     def read(self, fits: dict[str, NodeFit]) -> dict[K, list[E]]:
         """The buckets, after moving the dirty members to where their ``fits`` put them."""
         for name in self._dirty:
@@ -293,16 +307,45 @@ class ClassIndex:
 
     ``sign`` is 1 for binpack (fewest free first) and -1 for spread (most
     free first). ``fits`` is every available member's current fit.
+    ``shapes``: the GPU counts shared jobs have asked for (their structures
+    are built on first use), shared with every ``copy``.
     """
+
+    __slots__ = ("_shared", "_sign", "_whole", "fits", "shapes", "version")
 
     def __init__(self, fits: dict[str, NodeFit], sign: int) -> None:
         self.fits = fits
         self.version = 0  # counts updates
+        self.shapes: set[int] = set()
         self._sign = sign
         self._whole: Buckets[WholeKey, str] = Buckets(
             fits, _whole_key, rank=lambda key: sign * key[2]
         )
         self._shared: dict[int, Buckets[int, SharedEntry]] = {}  # by the job's GPU count
+
+    def copy(self) -> ClassIndex:
+        """An independent copy of the index as it is now, with the structures built so far."""
+        clone = ClassIndex.__new__(ClassIndex)
+        clone.fits = dict(self.fits)
+        clone.version = 0
+        clone.shapes = self.shapes
+        clone._sign = self._sign
+        clone._whole = self._whole.copy(self.fits)
+        clone._shared = {gpus: s.copy(self.fits) for gpus, s in self._shared.items()}
+        return clone
+
+    def shared(self, gpus: int) -> Buckets[int, SharedEntry]:
+        """The buckets for shared jobs of ``gpus`` GPUs, built on first use."""
+        structure = self._shared.get(gpus)
+        if structure is None:
+            self.shapes.add(gpus)
+            sign = self._sign
+            structure = self._shared[gpus] = Buckets(
+                self.fits,
+                _shared_level(gpus),
+                _free_all if sign == 1 else lambda fit: sign * fit.free_all,
+            )
+        return structure
 
     def whole(self) -> dict[WholeKey, list[str]]:
         """Whole-GPU buckets: ``(total, idle, idle_all)`` -> names, ascending."""
@@ -329,16 +372,8 @@ class ClassIndex:
     def best_shared(self, gpus: int, share: int) -> SharedEntry | None:
         """``(sign * free_all, name)`` of the best node where ``gpus`` GPUs of the class take
         ``share`` each."""
-        structure = self._shared.get(gpus)
-        if structure is None:
-            sign = self._sign
-            structure = self._shared[gpus] = Buckets(
-                self.fits,
-                _shared_level(gpus),
-                _free_all if sign == 1 else lambda fit: sign * fit.free_all,
-            )
         best: SharedEntry | None = None
-        for level, entries in structure.read(self.fits).items():
+        for level, entries in self.shared(gpus).read(self.fits).items():
             if level >= share:
                 candidate = entries[0]
                 if best is None or candidate < best:
