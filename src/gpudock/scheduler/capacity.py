@@ -340,7 +340,7 @@ class CycleState:
                 )
             node.free_cpus -= job.cpus
         share = self._take(job, node, chosen)
-        return Placement(job.id, node_name, tuple(g.uuid for g in chosen), share)
+        return Placement(job.id, node_name, tuple([g.uuid for g in chosen]), share)
 
     def hold(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> None:
         """Keep GPUs for ``job`` without placing it (a preemptor waiting for its victims).

@@ -132,14 +132,13 @@ class IndexedVerdicts:
         if self.blocked:
             return None
         self._catalog.catch_up(self._class)
-        job = self._job
+        gpus, share = self._job.gpus, self._job.gpu_memory
         best: tuple[int, str] | None = None
         for part in self._class.parts:  # the best of the parts' best nodes
-            if job.shared:
-                assert job.gpu_memory is not None
-                found = part.index.best_shared(job.gpus, job.gpu_memory)
+            if share is not None and gpus > 0:  # ``job.shared``, inlined
+                found = part.index.best_shared(gpus, share)
             else:
-                found = part.index.best_whole(job.gpus)
+                found = part.index.best_whole(gpus)
             if found is not None and (best is None or found < best):
                 best = found
         self.blocked = best is None  # capacity only shrinks within a cycle
