@@ -212,7 +212,9 @@ class Catalog:
         The kept index is taken out of ``_recent`` while it is brought up to
         date (a concurrent cycle builds its own), and moves only the nodes
         whose fit is not the very same summary (``CycleState.fit`` returns
-        the same object for a GPU tuple it has seen in the last cycle). Its
+        the same object for a GPU tuple it has seen in the last cycle); when
+        more than a quarter changed (a caller that builds fresh views every
+        cycle), a new index is built instead. Its
         buckets are then those a new index of ``fits`` would have, so the
         Plan is the same; the shared structures asked for last time are
         built ahead, and the cycle works on a copy.
@@ -223,9 +225,13 @@ class Catalog:
             kept = ClassIndex(fits, self._sign)
         else:
             old = kept.fits
-            for name, fit in fits.items():
-                if old[name] is not fit:
-                    kept.update(name, fit)
+            changed = [name for name, fit in fits.items() if old[name] is not fit]
+            if len(changed) > len(fits) // 4:  # fresh views: building beats moving them all
+                shapes, kept = kept.shapes, ClassIndex(fits, self._sign)
+                kept.shapes = shapes
+            else:
+                for name in changed:
+                    kept.update(name, fits[name])
         for gpus in list(kept.shapes):
             kept.shared(gpus)
         self._kept[key] = kept

@@ -16,9 +16,11 @@ scorers read. ``ClassIndex`` keeps the class's available nodes in buckets:
 
 A reservation changes one node: ``ClassIndex.update`` marks it, and each
 bucket structure moves it the next time it is read (O(log nodes)). Building
-a class costs O(nodes), once per cycle. ``indexed.py`` turns these answers
-into verdicts; ``tests/unit/scheduler/test_indexed.py`` checks them against
-the generic path.
+an index costs O(nodes); ``ClassIndex.copy`` is the cheap way to start a
+cycle from an index brought up to date (``catalog.py`` keeps the last
+cycle's). ``catalog.py`` assembles classes from indexes, ``indexed.py``
+turns their answers into verdicts; ``tests/unit/scheduler/test_indexed.py``
+checks them against the generic path.
 """
 
 from __future__ import annotations

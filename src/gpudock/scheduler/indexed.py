@@ -5,8 +5,10 @@ When a profile runs exactly the built-in filters (``node_affinity`` →
 ``gpu_topology``) and one ``binpack`` or ``spread`` scorer of weight 1 (the
 default profile, ``indexable``), the feasible nodes of a job and their order
 follow from a few counters per node and *class* (the GPU models and node
-affinity a job asks for: ``index.py``). ``IndexedCache`` then answers each
-job in O(buckets) instead of running the policies on every node, and words
+affinity a job asks for: ``catalog.py``, over the indexes of ``index.py``).
+``IndexedCache`` then answers each job in O(buckets) instead of running the
+policies on every node (a class made of several parts: the best of their
+best nodes), and words
 pending reasons with the policies' own wording functions from the same
 counters.
 
