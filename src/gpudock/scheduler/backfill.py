@@ -66,12 +66,12 @@ class Reservation:
         for one at least); a node that comes up gets the tighter bound of
         ``_earliest``, and is tried when that comes up in turn.
         """
-        now = running.now
+        now, gpus, fit, holders = running.now, job.gpus, state.fit, running.holders
         order: list[tuple[float, str, bool]] = []  # (bound, node, tight?)
         for name in state.views:
-            if usable_bound(job, state.fit(name)) >= job.gpus:
+            if usable_bound(job, fit(name)) >= gpus:
                 order.append((now, name, False))
-            elif name in running.holders:
+            elif name in holders:
                 order.append((running.first_end(name), name, False))
         heapq.heapify(order)
         best: tuple[float, str] | None = None

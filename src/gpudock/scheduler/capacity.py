@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
+from typing import ClassVar
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
@@ -238,13 +239,28 @@ class NodeStates(Mapping[str, NodeState]):
         return 0.0 if view.cpus is None else view.cpus - view.used_cpus
 
 
+ViewFits = dict[int, tuple[tuple[GpuView, ...], NodeFit]]
+"""``node_fit(gpus, ANY_MODEL)`` of snapshot GPU tuples, by ``id``; each entry keeps its tuple."""
+
+
 class CycleState:
     """Per-cycle capacity of every node, by name.
 
     Only ``reserve`` changes capacity; ``changes`` logs the name of every node
     it changed, in order, so readers can catch up on what changed since.
     ``views`` are the snapshot's nodes (never changed), by name.
+
+    ``fit`` of a node not copied yet reuses the summary that the previous
+    cycle made of the very same GPU tuple (``_recent_fits``: by identity,
+    each entry holding its tuple, so an id is never mistaken; snapshots are
+    immutable, so the summary is the one ``node_fit`` would compute). A
+    caller that keeps an unchanged node's ``NodeView`` from cycle to cycle
+    (the simulator, ``benchmarks/scheduler_scale.py``) skips summarising it
+    again; a fresh view costs one dictionary lookup. Only the latest cycle's
+    summaries are kept, and no answer depends on them.
     """
+
+    _recent_fits: ClassVar[ViewFits] = {}
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.views: dict[str, NodeView] = {}
@@ -257,6 +273,9 @@ class CycleState:
         self._fits: dict[str, NodeFit] = {}
         self._stale: dict[str, NodeFit] = {}  # fits of nodes changed since, to refit from
         self._unique_uuids: bool | None = None
+        self._known = CycleState._recent_fits  # the snapshot GPU tuples the last cycle fitted
+        self._fitted: ViewFits = {}  # those this cycle fits, for the next one
+        CycleState._recent_fits = self._fitted
 
     @property
     def unique_uuids(self) -> bool:
@@ -275,8 +294,15 @@ class CycleState:
         fit = self._fits.get(name)
         if fit is None:
             old = self._stale.pop(name, None)
-            if old is None:
-                fit = node_fit(self.nodes.gpus_of(name), ANY_MODEL)
+            gpus = self.nodes.gpus_of(name)
+            if old is None and gpus is self.views[name].gpus:  # the snapshot's, not copied
+                known = self._known.get(id(gpus))
+                fit = known[1] if known is not None and known[0] is gpus else None
+                if fit is None:
+                    fit = node_fit(gpus, ANY_MODEL)
+                self._fitted[id(gpus)] = (gpus, fit)
+            elif old is None:
+                fit = node_fit(gpus, ANY_MODEL)
             else:
                 node = self.nodes[name]  # copied already: it changed
                 fit = refit(old, node.gpus, node.idle_gpus, node.free_memory)
@@ -314,7 +340,7 @@ class CycleState:
                 )
             node.free_cpus -= job.cpus
         share = self._take(job, node, chosen)
-        return Placement(job.id, node_name, tuple(g.uuid for g in chosen), share)
+        return Placement(job.id, node_name, tuple([g.uuid for g in chosen]), share)
 
     def hold(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> None:
         """Keep GPUs for ``job`` without placing it (a preemptor waiting for its victims).

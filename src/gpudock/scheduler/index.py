@@ -16,17 +16,20 @@ scorers read. ``ClassIndex`` keeps the class's available nodes in buckets:
 
 A reservation changes one node: ``ClassIndex.update`` marks it, and each
 bucket structure moves it the next time it is read (O(log nodes)). Building
-a class costs O(nodes), once per cycle. ``indexed.py`` turns these answers
-into verdicts; ``tests/unit/scheduler/test_indexed.py`` checks them against
-the generic path.
+an index costs O(nodes); ``ClassIndex.copy`` is the cheap way to start a
+cycle from an index brought up to date (``catalog.py`` keeps the last
+cycle's). ``catalog.py`` assembles classes from indexes, ``indexed.py``
+turns their answers into verdicts; ``tests/unit/scheduler/test_indexed.py``
+checks them against the generic path.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from itertools import groupby
 from operator import itemgetter
-from typing import Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 ModelClass = frozenset[str] | None
 ANY_MODEL: ModelClass = None
@@ -181,10 +184,10 @@ class Buckets(Generic[K, E]):
     given; the first entry of a bucket is its best. Members marked dirty are
     moved when the buckets are next read, so a structure that is rarely read
     (a model class, two-GPU shares) moves a node once however often it
-    changed. Empty buckets are dropped. Building groups members with equal
-    fits (many nodes are alike), so ``bucket`` and ``value`` run once per
-    distinct fit.
+    changed. Empty buckets are dropped.
     """
+
+    __slots__ = ("_bucket", "_buckets", "_dirty", "_keys", "_rank", "_value", "_values", "ranked")
 
     def __init__(
         self,
@@ -201,44 +204,66 @@ class Buckets(Generic[K, E]):
         self._values: dict[str, int] = {}  # each member's value (with ``value``)
         self._buckets: dict[K, list[E]] = {}
         self._dirty: set[str] = set()
-        groups: dict[NodeFit, list[str]] = {}
-        for name, fit in fits.items():
-            group = groups.get(fit)
-            if group is None:
-                groups[fit] = [name]
-            else:
-                group.append(name)
-        keys, values, buckets = self._keys, self._values, self._buckets
-        for fit, names in groups.items():
-            key = bucket(fit)
-            if key is None:
-                continue
-            entries = buckets.get(key)
-            if entries is None:
-                entries = buckets[key] = []
-            level = 0 if value is None else value(fit)
-            if len(names) == 1:  # most nodes of a busy cluster differ
-                name = names[0]
-                keys[name] = key
-                if value is None:
-                    entries.append(name)  # type: ignore[arg-type]
-                else:
-                    values[name] = level
-                    entries.append((level, name))  # type: ignore[arg-type]
-            elif value is None:
-                keys.update(dict.fromkeys(names, key))
-                entries.extend(names)  # type: ignore[arg-type]
-            else:
-                keys.update(dict.fromkeys(names, key))
-                values.update(dict.fromkeys(names, level))
-                entries.extend([(level, name) for name in names])  # type: ignore[misc]
-        for entries in self._buckets.values():
-            entries.sort()
+        if value is None:
+            self._fill(fits, bucket)
+        else:
+            self._fill_valued(fits, bucket, value)
         if rank is not None:
             self.ranked = sorted((rank(key), key) for key in self._buckets)
 
+    def _fill(self, fits: dict[str, NodeFit], bucket: Callable[[NodeFit], K | None]) -> None:
+        """Entries are names: each bucket's names, sorted."""
+        keys = self._keys
+        buckets: dict[K, list[Any]] = self._buckets
+        for name, key in zip(fits, map(bucket, fits.values()), strict=True):
+            if key is None:
+                continue
+            keys[name] = key
+            entries = buckets.get(key)
+            if entries is None:
+                buckets[key] = [name]
+            else:
+                entries.append(name)
+        for entries in buckets.values():
+            entries.sort()
+
+    def _fill_valued(
+        self,
+        fits: dict[str, NodeFit],
+        bucket: Callable[[NodeFit], K | None],
+        value: Callable[[NodeFit], int],
+    ) -> None:
+        """Entries are ``(value, name)``: one sort of ``(bucket, value, name)``, split by bucket
+        (most nodes of a busy cluster differ, so sorting beats grouping equal fits)."""
+        rows = sorted(
+            [
+                (key, level, name)
+                for key, level, name in zip(
+                    map(bucket, fits.values()), map(value, fits.values()), fits, strict=True
+                )
+                if key is not None
+            ]
+        )
+        self._keys = {name: key for key, _, name in rows}
+        self._values = {name: level for _, level, name in rows}
+        buckets: dict[K, list[Any]] = self._buckets
+        for key, group in groupby(rows, _first):
+            buckets[key] = [(level, name) for _, level, name in group]
+
     def mark(self, name: str) -> None:
         self._dirty.add(name)
+
+    def copy(self, fits: dict[str, NodeFit]) -> Buckets[K, E]:
+        """An independent copy, after moving the dirty members to where ``fits`` put them."""
+        buckets = self.read(fits)
+        clone = Buckets.__new__(Buckets)
+        clone._bucket, clone._value, clone._rank = self._bucket, self._value, self._rank
+        clone.ranked = list(self.ranked)
+        clone._keys = dict(self._keys)
+        clone._values = dict(self._values)
+        clone._buckets = {key: list(entries) for key, entries in buckets.items()}
+        clone._dirty = set()
+        return clone
 
     def read(self, fits: dict[str, NodeFit]) -> dict[K, list[E]]:
         """The buckets, after moving the dirty members to where their ``fits`` put them."""
@@ -249,17 +274,18 @@ class Buckets(Generic[K, E]):
 
     def _move(self, name: str, fit: NodeFit) -> None:
         key = self._bucket(fit)
-        level = 0 if self._value is None or key is None else self._value(fit)
+        valued = self._value is not None
+        level = self._value(fit) if self._value is not None and key is not None else 0
         old_key = self._keys.get(name)
+        buckets: dict[K, list[Any]] = self._buckets
         if old_key is not None:
             old_level = self._values.get(name, 0)
             if old_key == key and old_level == level:
                 return
-            entries = self._buckets[old_key]
-            old_entry = cast(E, name if self._value is None else (old_level, name))
-            del entries[bisect_left(entries, old_entry)]
+            entries = buckets[old_key]
+            del entries[bisect_left(entries, (old_level, name) if valued else name)]
             if not entries:
-                del self._buckets[old_key]
+                del buckets[old_key]
                 if self._rank is not None:
                     ranked = (self._rank(old_key), old_key)
                     del self.ranked[bisect_left(self.ranked, ranked)]
@@ -268,14 +294,14 @@ class Buckets(Generic[K, E]):
             self._values.pop(name, None)
             return
         self._keys[name] = key
-        if self._value is not None:
+        if valued:
             self._values[name] = level
-        entries = self._buckets.get(key)  # type: ignore[assignment]
-        if entries is None:
-            entries = self._buckets[key] = []
+        target = buckets.get(key)
+        if target is None:
+            target = buckets[key] = []
             if self._rank is not None:
                 insort(self.ranked, (self._rank(key), key))
-        insort(entries, cast(E, name if self._value is None else (level, name)))
+        insort(target, (level, name) if valued else name)
 
 
 class ClassIndex:
@@ -283,16 +309,45 @@ class ClassIndex:
 
     ``sign`` is 1 for binpack (fewest free first) and -1 for spread (most
     free first). ``fits`` is every available member's current fit.
+    ``shapes``: the GPU counts shared jobs have asked for (their structures
+    are built on first use), shared with every ``copy``.
     """
+
+    __slots__ = ("_shared", "_sign", "_whole", "fits", "shapes", "version")
 
     def __init__(self, fits: dict[str, NodeFit], sign: int) -> None:
         self.fits = fits
         self.version = 0  # counts updates
+        self.shapes: set[int] = set()
         self._sign = sign
         self._whole: Buckets[WholeKey, str] = Buckets(
             fits, _whole_key, rank=lambda key: sign * key[2]
         )
         self._shared: dict[int, Buckets[int, SharedEntry]] = {}  # by the job's GPU count
+
+    def copy(self) -> ClassIndex:
+        """An independent copy of the index as it is now, with the structures built so far."""
+        clone = ClassIndex.__new__(ClassIndex)
+        clone.fits = dict(self.fits)
+        clone.version = 0
+        clone.shapes = self.shapes
+        clone._sign = self._sign
+        clone._whole = self._whole.copy(self.fits)
+        clone._shared = {gpus: s.copy(self.fits) for gpus, s in self._shared.items()}
+        return clone
+
+    def shared(self, gpus: int) -> Buckets[int, SharedEntry]:
+        """The buckets for shared jobs of ``gpus`` GPUs, built on first use."""
+        structure = self._shared.get(gpus)
+        if structure is None:
+            self.shapes.add(gpus)
+            sign = self._sign
+            structure = self._shared[gpus] = Buckets(
+                self.fits,
+                _shared_level(gpus),
+                _free_all if sign == 1 else lambda fit: sign * fit.free_all,
+            )
+        return structure
 
     def whole(self) -> dict[WholeKey, list[str]]:
         """Whole-GPU buckets: ``(total, idle, idle_all)`` -> names, ascending."""
@@ -303,8 +358,8 @@ class ClassIndex:
         self._whole.read(self.fits)
         return self._whole.ranked
 
-    def best_whole(self, gpus: int) -> str | None:
-        """The best node with ``gpus`` idle GPUs of the class (by ``idle_all``)."""
+    def best_whole(self, gpus: int) -> tuple[int, str] | None:
+        """``(sign * idle_all, name)`` of the best node with ``gpus`` idle GPUs of the class."""
         buckets = self.whole()
         best: tuple[int, str] | None = None
         for rank, key in self._whole.ranked:  # by ``sign * idle_all``
@@ -314,25 +369,18 @@ class ClassIndex:
                 candidate = (rank, buckets[key][0])
                 if best is None or candidate < best:
                     best = candidate
-        return None if best is None else best[1]
+        return best
 
-    def best_shared(self, gpus: int, share: int) -> str | None:
-        """The best node where ``gpus`` GPUs of the class take ``share`` each (by ``free_all``)."""
-        structure = self._shared.get(gpus)
-        if structure is None:
-            sign = self._sign
-            structure = self._shared[gpus] = Buckets(
-                self.fits,
-                _shared_level(gpus),
-                _free_all if sign == 1 else lambda fit: sign * fit.free_all,
-            )
+    def best_shared(self, gpus: int, share: int) -> SharedEntry | None:
+        """``(sign * free_all, name)`` of the best node where ``gpus`` GPUs of the class take
+        ``share`` each."""
         best: SharedEntry | None = None
-        for level, entries in structure.read(self.fits).items():
+        for level, entries in self.shared(gpus).read(self.fits).items():
             if level >= share:
                 candidate = entries[0]
                 if best is None or candidate < best:
                     best = candidate
-        return None if best is None else best[1]
+        return best
 
     def update(self, name: str, fit: NodeFit) -> None:
         """Record the new ``fit`` of ``name`` (an available member); buckets follow when read."""
@@ -360,6 +408,9 @@ def _shared_level(gpus: int) -> Callable[[NodeFit], int | None]:
 
     return level
 
+
+_first = itemgetter(0)
+"""The first item of a tuple, without a Python call."""
 
 _whole_key = itemgetter(0, 1, 4)
 """``NodeFit.whole_key`` (``total``, ``idle``, ``idle_all``), without a Python call."""

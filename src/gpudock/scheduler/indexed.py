@@ -5,8 +5,10 @@ When a profile runs exactly the built-in filters (``node_affinity`` →
 ``gpu_topology``) and one ``binpack`` or ``spread`` scorer of weight 1 (the
 default profile, ``indexable``), the feasible nodes of a job and their order
 follow from a few counters per node and *class* (the GPU models and node
-affinity a job asks for: ``index.py``). ``IndexedCache`` then answers each
-job in O(buckets) instead of running the policies on every node, and words
+affinity a job asks for: ``catalog.py``, over the indexes of ``index.py``).
+``IndexedCache`` then answers each job in O(buckets) instead of running the
+policies on every node (a class made of several parts: the best of their
+best nodes), and words
 pending reasons with the policies' own wording functions from the same
 counters.
 
@@ -32,40 +34,30 @@ tests compare them on random clusters. What the fast path relies on:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState, model_name_matches
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.catalog import Catalog, Group, ModelClassIndex, Part
 from gpudock.scheduler.equivalence import (
     EquivalenceCache,
     KeyVerdicts,
-    constraints_reason,
     fallback_reason,
     no_nodes_reason,
 )
-from gpudock.scheduler.framework import PlacementKey, Profile, Status, placement_key
-from gpudock.scheduler.index import (
-    ANY_MODEL,
-    ClassIndex,
-    ModelClass,
-    NodeFit,
-    class_fit,
-)
+from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
+from gpudock.scheduler.index import ANY_MODEL
 from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
 from gpudock.scheduler.policies.gpu_model import GpuModel, model_reason
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
-from gpudock.scheduler.policies.node_affinity import NodeAffinity, admits, affinity_reason
+from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
 from gpudock.scheduler.snapshot import JobRequest
 
 _FILTERS = (NodeAffinity, GpuModel, NodeHealth, CpuCapacity, GpuCapacity, GpuTopology)
-
-Affinity = tuple[tuple[tuple[str, str], ...], tuple[Toleration, ...]]
-ClassKey = tuple[ModelClass, Affinity]
 
 
 def indexable(profile: Profile) -> bool:
@@ -74,24 +66,6 @@ def indexable(profile: Profile) -> bool:
         return False
     scorer, weight = profile.scorers[0]
     return type(scorer) in (Binpack, Spread) and weight == 1.0
-
-
-@dataclass(slots=True)
-class ModelClassIndex:
-    """One model class: its index of available members, and its unavailable members by name."""
-
-    members: ModelClass
-    index: ClassIndex
-    down: list[tuple[str, str | None]]
-    excluded: int  # nodes the job's node affinity rules out
-    seen: int  # entries of ``CycleState.changes`` applied to ``index``
-    _groups: tuple[int, list[Group]] | None = None  # (index version, groups)
-
-    def groups(self) -> list[Group]:
-        """``shared_groups`` of the available members, recomputed only after a change."""
-        if self._groups is None or self._groups[0] != self.index.version:
-            self._groups = (self.index.version, shared_groups(self.index.fits))
-        return self._groups[1]
 
 
 class IndexedCache:
@@ -145,123 +119,6 @@ class IndexedCache:
         return verdicts
 
 
-class Catalog:
-    """One ``ClassIndex`` per model class in use this cycle, over ``CycleState.fit``."""
-
-    def __init__(self, state: CycleState, sign: int) -> None:
-        self._state = state
-        self._sign = sign
-        self._gpu_names: frozenset[str] | None = None
-        self._models: dict[str, frozenset[str]] = {}
-        self._classes: dict[ClassKey, ModelClassIndex] = {}
-        self._tainted = any(v.taints for v in state.views.values())
-
-    @property
-    def node_count(self) -> int:
-        return len(self._state.views)
-
-    @property
-    def gpu_names(self) -> frozenset[str]:
-        """Every GPU product name in the snapshot."""
-        if self._gpu_names is None:
-            names: set[str] = set()
-            fit = self._state.fit
-            for name, view in self._state.views.items():
-                only = fit(name).only_name  # the name of all its GPUs, if they share one
-                if only is not None:
-                    names.add(only)
-                else:
-                    names.update(g.name for g in view.gpus)
-            self._gpu_names = frozenset(names)
-        return self._gpu_names
-
-    def model_class(self, job: JobRequest) -> ModelClassIndex:
-        """The index of the class ``job`` asks for (GPU models, node affinity), built once."""
-        members = self._members(job)
-        affinity: Affinity = (
-            job.node_selector,
-            job.tolerations if self._tainted else (),
-        )
-        key = (members, affinity)
-        return self._classes.get(key) or self._add_class(key, job)
-
-    def catch_up(self, klass: ModelClassIndex) -> int:
-        """Re-summarise in ``klass`` the nodes reserved on since it last caught up.
-
-        Each class catches up only when read, so one that few jobs ask for
-        re-summarises a node once however often it changed. Returns how many
-        changes ``klass`` has applied.
-        """
-        state = self._state
-        changes = state.changes
-        if klass.seen != len(changes):
-            index, members = klass.index, klass.members
-            fresh = changes[-1:] if klass.seen == len(changes) - 1 else set(changes[klass.seen :])
-            for name in fresh:
-                if name in index.fits:
-                    fit = state.fit(name)
-                    if members is not ANY_MODEL:
-                        fit = class_fit(fit, state.nodes[name].gpus, members)
-                    index.update(name, fit)
-            klass.seen = len(changes)
-        return klass.seen
-
-    def _members(self, job: JobRequest) -> ModelClass:
-        """The GPU names ``job``'s model constraint matches; ``ANY_MODEL`` when none applies."""
-        model = job.gpu_model
-        if model is None or job.gpus == 0:
-            return ANY_MODEL
-        members = self._models.get(model)
-        if members is None:
-            names = (n for n in self.gpu_names if model_name_matches(model, n))
-            members = self._models[model] = frozenset(names)
-        return members
-
-    def _add_class(self, key: ClassKey, job: JobRequest) -> ModelClassIndex:
-        members, affinity = key
-        fits: dict[str, NodeFit] = {}
-        down: list[tuple[str, str | None]] = []
-        excluded = 0
-        gpus_of = self._state.nodes.gpus_of
-        base = self._state.fit
-        check = self._tainted or bool(affinity[0])
-        for name, view in self._state.views.items():
-            if check and not admits(job, view.labels, view.taints):
-                excluded += 1
-                continue  # node_affinity rejects it
-            fit = base(name)
-            if members is not None:  # a model class
-                if fit.only_name is not None or fit.total == 0:  # ``class_fit``'s fast path
-                    if fit.only_name not in members:
-                        continue  # no GPU of the model: gpu_model rejects it
-                else:
-                    fit = class_fit(fit, gpus_of(name), members)
-                    if fit.total == 0:
-                        continue
-            if view.available:
-                fits[name] = fit
-            else:
-                down.append((name, view.unavailable_reason))
-        index = ClassIndex(fits, self._sign)
-        klass = ModelClassIndex(members, index, sorted(down), excluded, len(self._state.changes))
-        self._classes[key] = klass
-        return klass
-
-    def constraints_reason(self, job: JobRequest) -> PendingReason:
-        """``equivalence.constraints_reason`` from each node's first constraint rejection."""
-        statuses: list[Status] = []
-        for name in sorted(self._state.views):
-            node = self._state.nodes[name]
-            status = NodeAffinity().filter(job, node)
-            statuses.append(status if not status.ok else GpuModel().filter(job, node))
-        return constraints_reason(statuses)
-
-    def affinity_reason(self, job: JobRequest) -> PendingReason:
-        """``node_affinity``'s reason when it rules out every node."""
-        views = sorted(self._state.views.values(), key=lambda v: v.name)
-        return affinity_reason(job, [(v.name, v.labels, v.taints) for v in views])
-
-
 class IndexedVerdicts:
     """``KeyVerdicts`` for one placement key, answered from its model class's index."""
 
@@ -277,14 +134,17 @@ class IndexedVerdicts:
         if self.blocked:
             return None
         self._catalog.catch_up(self._class)
-        job, index = self._job, self._class.index
-        if job.shared:
-            assert job.gpu_memory is not None
-            name = index.best_shared(job.gpus, job.gpu_memory)
-        else:
-            name = index.best_whole(job.gpus)
-        self.blocked = name is None  # capacity only shrinks within a cycle
-        return name
+        gpus, share = self._job.gpus, self._job.gpu_memory
+        best: tuple[int, str] | None = None
+        for part in self._class.parts:  # the best of the parts' best nodes
+            if share is not None and gpus > 0:  # ``job.shared``, inlined
+                found = part.index.best_shared(gpus, share)
+            else:
+                found = part.index.best_whole(gpus)
+            if found is not None and (best is None or found < best):
+                best = found
+        self.blocked = best is None  # capacity only shrinks within a cycle
+        return None if best is None else best[1]
 
     def ranked(self) -> list[str]:
         """Every feasible node for a whole-GPU request, best first (score, then name).
@@ -294,13 +154,14 @@ class IndexedVerdicts:
         Multi-node gangs read it; O(feasible nodes log feasible nodes).
         """
         self._catalog.catch_up(self._class)
-        gpus, index = self._job.gpus, self._class.index
+        gpus = self._job.gpus
         assert not self._job.shared, "shared gangs take the generic path"
         ranked = [
             (rank, name)
-            for rank, key in index.ranked_whole()
+            for part in self._class.parts
+            for rank, key in part.index.ranked_whole()
             if key[1] >= gpus
-            for name in index.whole()[key]
+            for name in part.index.whole()[key]
         ]
         ranked.sort()
         return [name for _, name in ranked]
@@ -319,7 +180,7 @@ class IndexedVerdicts:
         job, klass, total = self._job, self._class, self._catalog.node_count
         if total == 0:
             return [no_nodes_reason()]
-        fits = klass.index.fits
+        fits = klass.has_members()
         if not fits and not klass.down:
             if klass.excluded == total:
                 return [self._catalog.affinity_reason(job)]  # node_affinity rules out all
@@ -334,49 +195,29 @@ class IndexedVerdicts:
                 assert job.gpu_memory is not None
                 closest = closest_shared(klass.groups(), job.gpus, job.gpu_memory)
             else:
-                closest = closest_whole(klass.index, job.gpus)
+                closest = closest_whole(klass.parts, job.gpus)
             reasons.append(capacity_reason(job, closest))
         return reasons or [fallback_reason(total)]
 
 
-def closest_whole(index: ClassIndex, gpus: int) -> Closest:
+def closest_whole(parts: Sequence[Part], gpus: int) -> Closest:
     """``gpu_capacity.closest`` for a blocked whole-GPU job, from the whole-GPU buckets.
 
     Busy nodes (``UNSCHEDULABLE``) are those with at least ``gpus`` GPUs of
     the class; when there are none, all are compared by their GPU count.
     """
-    buckets = index.whole()
-    busy = [(idle, names) for (total, idle, _), names in buckets.items() if total >= gpus]
+    buckets = [item for part in parts for item in part.index.whole().items()]
+    busy = [(idle, names) for (total, idle, _), names in buckets if total >= gpus]
     free = sum(idle * len(names) for idle, names in busy)
     if busy:
         count = max(idle for idle, _ in busy)
         node = min(names[0] for idle, names in busy if idle == count)
         single = sum(len(names) for _, names in busy) == 1
         return Closest(False, single, count, node, total=free)
-    count = max(total for total, _, _ in buckets)
-    node = min(names[0] for (total, _, _), names in buckets.items() if total == count)
-    single = sum(len(names) for names in buckets.values()) == 1
+    count = max(total for (total, _, _), _ in buckets)
+    node = min(names[0] for (total, _, _), names in buckets if total == count)
+    single = sum(len(names) for _, names in buckets) == 1
     return Closest(True, single, count, node, total=free)
-
-
-Group = tuple[tuple[int, ...], tuple[int, ...], str, int]
-"""Available members with equal ``(frees, sizes)``: those, the lowest name, how many."""
-
-
-def shared_groups(fits: dict[str, NodeFit]) -> list[Group]:
-    """Group nodes that every shared job sees alike (``GpuCapacity`` reads only these)."""
-    first: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
-    count: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-    for name, fit in fits.items():
-        key = (fit.frees, fit.sizes)
-        names = first.get(key)
-        if names is None:
-            first[key], count[key] = [name], 1
-        else:
-            count[key] += 1
-            if name < names[0]:
-                names[0] = name
-    return [(frees, sizes, first[frees, sizes][0], n) for (frees, sizes), n in count.items()]
 
 
 def closest_shared(groups: list[Group], gpus: int, share: int) -> Closest:

@@ -1,0 +1,64 @@
+"""``CycleState.fit`` reuses the last cycle's summary of an unchanged GPU tuple; Plans never differ.
+
+Callers such as the simulator keep a node's ``NodeView`` while it is
+unchanged, so a cycle finds most GPU tuples of the previous snapshot again
+and skips summarising them. The Plan must not depend on it: a snapshot of
+reused views and one of fresh, equal views get the same Plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.unit.scheduler.builders import make_job, make_node, make_snapshot
+
+from gpudock.config import SchedulerConfig
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.index import ANY_MODEL, node_fit
+from gpudock.scheduler.snapshot import Snapshot
+
+
+def a_snapshot() -> Snapshot:
+    nodes = [make_node(f"n{i}").gpus(4 + i % 5) for i in range(6)]
+    jobs = [make_job(j).gpus(1 + j % 4) for j in range(1, 12)]
+    jobs += [make_job(20 + j).gpu_memory("10GiB") for j in range(4)]
+    return make_snapshot(nodes, jobs)
+
+
+def fresh_views(snapshot: Snapshot) -> Snapshot:
+    """Equal views, none of them (nor their GPU tuples) the same object."""
+    nodes = tuple(replace(v, gpus=tuple(replace(g) for g in v.gpus)) for v in snapshot.nodes)
+    return replace(snapshot, nodes=nodes)
+
+
+def test_reused_and_fresh_views_get_the_same_plan() -> None:
+    snapshot, config = a_snapshot(), SchedulerConfig()
+    first = schedule(snapshot, config)
+    again = schedule(snapshot, config)  # every GPU tuple known from the last cycle
+    fresh = schedule(fresh_views(snapshot), config)  # none known
+    assert first == again == fresh
+    assert first.placements
+
+
+def test_only_the_latest_cycle_is_remembered_and_its_fits_are_node_fit() -> None:
+    old, new = a_snapshot(), fresh_views(a_snapshot())
+    state = CycleState(old.nodes)
+    for view in old.nodes:
+        state.fit(view.name)
+    state = CycleState(new.nodes)
+    for view in new.nodes:
+        assert state.fit(view.name) == node_fit(view.gpus, ANY_MODEL)
+    remembered = {id(gpus) for gpus, _ in CycleState._recent_fits.values()}
+    assert remembered == {id(v.gpus) for v in new.nodes}
+
+
+def test_a_changed_node_is_refitted_not_taken_from_the_last_cycle() -> None:
+    snapshot = a_snapshot()
+    state = CycleState(snapshot.nodes)
+    before = state.fit("n0")
+    job = make_job(99).gpus(2).build()
+    state.reserve(job, "n0", [0, 1])
+    after = CycleState(snapshot.nodes).fit("n0")  # a new cycle: the snapshot's GPUs again
+    assert before == after == node_fit(snapshot.nodes[0].gpus, ANY_MODEL)
+    assert state.fit("n0").idle == before.idle - 2
