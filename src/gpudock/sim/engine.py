@@ -230,8 +230,15 @@ class Simulator:
     def run(self) -> RunRecord:
         """Replay every job; returns the filled ``RunRecord``."""
         started = time.perf_counter()
+        nodes = tuple(self._nodes.values())
+        refused: dict[tuple[object, ...], bool] = {}  # by what ``never_fits`` reads of a job
         for number, job in enumerate(self._jobs, start=1):
-            if never_fits(job.request, tuple(self._nodes.values())) is not None:
+            r = job.request
+            key = (r.nodes, r.gpus, r.gpu_model, r.gpu_memory if r.shared else None)
+            never = refused.get(key)
+            if never is None:
+                never = refused[key] = never_fits(r, nodes) is not None
+            if never:
                 job.state = "skipped"
                 self.record.skipped_jobs += 1
                 continue
