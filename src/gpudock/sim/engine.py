@@ -90,6 +90,7 @@ class _Job:
     preempted_for: int | None = None
     running_views: tuple[RunningJob, ...] = ()  # its snapshot entries (one per node); () stale
     reprioritize_at: float = -math.inf  # dynamic priorities: next recomputation
+    rank_version: int = -1  # dynamic priorities: the estimator's version it was computed with
 
     @property
     def gpus(self) -> float:
@@ -425,19 +426,29 @@ class Simulator:
     def _reprioritize(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
         """Refresh remaining-time priorities that may have moved by a step (about 1%).
 
-        A job's priority is recomputed when it arrives or returns to pending
-        and then at most every ``REPRIORITIZE_EVERY`` seconds or 1% of its
-        remaining time, whichever is longer, as a live scheduler refreshes
-        priorities periodically rather than every second.
+        A pending job's attained time stands still, so its priority is
+        recomputed only when it arrives or returns to pending and when what
+        the estimator learnt about its class changes (its ``version``). A
+        running job's is recomputed at most every ``REPRIORITIZE_EVERY``
+        seconds or 1% of its remaining time, whichever is longer, as a live
+        scheduler refreshes priorities periodically rather than every second.
         """
         for job in pending.values():
-            if now >= job.reprioritize_at:
+            version = self._rank_version(job)
+            if version != job.rank_version or job.reprioritize_at == -math.inf:
+                job.rank_version = version
                 self._set_priority(job, now, self._remaining(job, job.ran))
         margin = self.policy.hysteresis
         for job in running.values():
             if job.state == "running" and now >= job.reprioritize_at:
                 ran = job.ran + (now - job.attempt_start)
                 self._set_priority(job, now, self._remaining(job, ran) / margin)
+
+    def _rank_version(self, job: _Job) -> int:
+        """Changes whenever a pending job's remaining time may have changed."""
+        if self.policy.priority == "srtf":
+            return 0  # the true remaining time stands still while pending
+        return self._estimator.version(job.trace.queue, job.gpus)
 
     def _remaining(self, job: _Job, ran: float) -> float:
         if self.policy.priority == "srtf":
