@@ -65,6 +65,7 @@ def gpu_bucket(gpus: float) -> int:
 
 _TINY = 1e-9  # job-seconds: a later point is never closer than this (rounding guard)
 _EDGES = [math.expm1(b / PRIORITY_STEPS) for b in range(_BINS)]  # lower edge of each bin
+_UPPER = [*_EDGES[1:], math.inf]  # upper edge of each bin (the last one has none)
 
 
 def _bin(seconds: float) -> int:
@@ -148,6 +149,12 @@ class _History:
 
     def gittins_remaining(self, attained: float) -> float | None:
         """``1 / G(a)`` (module doc); None when no recorded run outlasted ``attained``."""
+        ranked = self.gittins_ranked(attained)
+        return None if ranked is None else ranked[0]
+
+    def gittins_ranked(self, attained: float) -> tuple[float, float] | None:
+        """``(1 / G(a), until)``: the rank holds for every age from ``attained`` up to
+        ``until`` (its bin's upper edge, or the longest run) while ``version`` stands."""
         if attained >= self.longest:
             return None
         if self._stale:
@@ -155,7 +162,7 @@ class _History:
             self._built_at, self._stale = self.count, False
         b = _bin(attained)
         rank = self._table[b] if b < len(self._table) else math.inf
-        return rank if math.isfinite(rank) else None
+        return (rank, min(self.longest, _UPPER[b])) if math.isfinite(rank) else None
 
 
 def _gittins_table(
@@ -175,48 +182,37 @@ def _gittins_table(
     n = float(sum(counts.values()))
     done, work = n, sum(sums.values())  # finishes, and their seconds, before the age
     table = [math.inf] * (bins[-1] + 1)
-    hull: list[tuple[float, float]] = []
-    tangent, k = 0, len(bins) - 1
+    hx: list[float] = []  # the hull's points (x, y), leftmost last
+    hy: list[float] = []
+    i, k = 0, len(bins) - 1  # i: the previous bin's tangent point
     for b in range(bins[-1], -1, -1):
         edge = _EDGES[b]
         while k >= 0 and longest[bins[k]] > edge:  # bins whose runs (some) outlast this age
             c = bins[k]
-            _push(hull, (work + (n - done) * longest[c], done))  # the quantum to longest[c]
+            x, y = work + (n - done) * longest[c], done  # the quantum to longest[c]
+            while len(hx) >= 2 and (hy[-1] - y) * (hx[-2] - x) <= (hy[-2] - y) * (hx[-1] - x):
+                hx.pop()  # not on the upper hull once (x, y) is left of it
+                hy.pop()
+            hx.append(x)
+            hy.append(y)
             done, work = done - counts[c], work - sums[c]
             k -= 1
-        if hull:
-            tangent, steepest = _tangent(hull, work + (n - done) * edge, done, tangent)
-            table[b] = 1.0 / steepest
+        if hx:  # the steepest hull point from the age's: slopes rise, then fall
+            x, y, last = work + (n - done) * edge, done, len(hx) - 1
+            i = min(i, last)
+            best = (hy[i] - y) / max(hx[i] - x, _TINY)
+            while i < last:
+                slope = (hy[i + 1] - y) / max(hx[i + 1] - x, _TINY)
+                if slope < best:
+                    break
+                i, best = i + 1, slope
+            while i > 0:
+                slope = (hy[i - 1] - y) / max(hx[i - 1] - x, _TINY)
+                if slope <= best:
+                    break
+                i, best = i - 1, slope
+            table[b] = 1.0 / best
     return table
-
-
-def _push(hull: list[tuple[float, float]], point: tuple[float, float]) -> None:
-    """Add ``point`` left of every hull point, keeping the upper hull."""
-    x, y = point
-    while len(hull) >= 2:
-        (x2, y2), (x1, y1) = hull[-2], hull[-1]
-        if (y1 - y) * (x2 - x) > (y2 - y) * (x1 - x):
-            break
-        hull.pop()
-    hull.append(point)
-
-
-def _tangent(hull: list[tuple[float, float]], x: float, y: float, i: int) -> tuple[int, float]:
-    """Index and slope of the hull point steepest from ``(x, y)``, left of the whole
-    hull, walking from index ``i`` (slopes along the hull are unimodal)."""
-    i = min(i, len(hull) - 1)
-    best = (hull[i][1] - y) / max(hull[i][0] - x, _TINY)
-    while i + 1 < len(hull):
-        slope = (hull[i + 1][1] - y) / max(hull[i + 1][0] - x, _TINY)
-        if slope < best:
-            break
-        i, best = i + 1, slope
-    while i > 0:
-        slope = (hull[i - 1][1] - y) / max(hull[i - 1][0] - x, _TINY)
-        if slope <= best:
-            break
-        i, best = i - 1, slope
-    return i, best
 
 
 class RemainingEstimator:
@@ -228,6 +224,7 @@ class RemainingEstimator:
         self._by_class: dict[tuple[str, int], _History] = {}
         self._by_gpus: dict[int, _History] = {}
         self._all = _History()
+        self.changes = 0  # moves whenever any class's ``version`` does
 
     def record(self, queue: str, gpus: float, duration: float) -> None:
         """A job of ``queue`` using ``gpus`` GPUs finished after running ``duration`` seconds."""
@@ -237,9 +234,12 @@ class RemainingEstimator:
             self._by_gpus.setdefault(bucket, _History()),
             self._all,
         ):
+            before = history.version
             history.add(duration)
             if self._rule == "mean" or history.count == self._min:
                 history.version += 1  # every finish moves the mean; a class starts to count
+            if history.version != before:
+                self.changes += 1
 
     def version(self, queue: str, gpus: float) -> int:
         """A number that changes whenever ``remaining`` for this class may change at a
@@ -250,14 +250,22 @@ class RemainingEstimator:
 
     def remaining(self, queue: str, gpus: float, attained: float) -> float:
         """Effective seconds left for a job that has run ``attained`` seconds (module doc)."""
+        return self.ranked(queue, gpus, attained)[0]
+
+    def ranked(self, queue: str, gpus: float, attained: float) -> tuple[float, float]:
+        """``(remaining(queue, gpus, attained), until)``: the same value holds for every
+        attained time from ``attained`` up to (not including) ``until``, as long as
+        ``version(queue, gpus)`` does not change."""
         bucket = gpu_bucket(gpus)
         for history in (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all):
             if history is None or history.count < self._min:
                 continue
             if self._rule == "mean":
-                estimate = history.expected_remaining(attained)
+                mean = history.expected_remaining(attained)
+                if mean is not None:
+                    return mean, attained  # exact: it moves with every second
             else:
-                estimate = history.gittins_remaining(attained)
-            if estimate is not None:
-                return estimate
-        return max(attained, 1.0)  # nothing known: least attained service
+                ranked = history.gittins_ranked(attained)
+                if ranked is not None:
+                    return ranked
+        return max(attained, 1.0), attained  # nothing known: least attained service

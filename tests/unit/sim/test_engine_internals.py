@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import replace
+
+import pytest
 
 from gpudock.core.affinity import Toleration
 from gpudock.scheduler.snapshot import JobRequest
@@ -60,3 +63,32 @@ def test_a_pending_job_is_ranked_again_only_when_its_rank_may_have_moved() -> No
     assert record.cycles > 20  # a's refresh ticks
     assert simulator.calls["a"] > 20
     assert simulator.calls["b"] == 1
+
+
+class _NoKeptRanks(Simulator):
+    """Reads the estimator for every rank, as before ranks were kept."""
+
+    def _remaining(self, job: _Job, ran: float) -> float:
+        job.rank_changes = -1
+        return super()._remaining(job, ran)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kept_ranks_change_no_decision(seed: int) -> None:
+    """A rank kept while the attained time stays in its range and the estimator learns
+    nothing is the estimator's own: a run without keeping any is the same run.
+    Mixed 1-8 GPU jobs, short and long, in two queues with enough finishes to learn."""
+    rng = random.Random(seed)
+    jobs, now = [], 0.0
+    for i in range(150):
+        now += rng.expovariate(1 / 100)
+        duration = rng.uniform(3000, 60000) if rng.random() < 0.3 else rng.uniform(5, 600)
+        gpus = rng.choice([1, 2, 4, 8])
+        jobs.append(TraceJob(f"j{i}", round(now, 1), round(duration, 1), gpus, queue=f"q{i % 2}"))
+    cluster = parse_cluster("2x8")
+    kept = Simulator(jobs, cluster, POLICIES["default"]).run()
+    fresh = _NoKeptRanks(jobs, cluster, POLICIES["default"]).run()
+    assert kept.preemptions > 0
+    assert [(j.start, j.end, j.preemptions) for j in kept.jobs] == [
+        (j.start, j.end, j.preemptions) for j in fresh.jobs
+    ]

@@ -175,3 +175,17 @@ def test_the_mean_rule_moves_with_every_finish() -> None:
     before = estimator.version("q", 1)
     estimator.record("q", 1, 10)
     assert estimator.version("q", 1) != before
+
+
+def test_ranked_says_how_long_a_rank_holds() -> None:
+    """Finished 10, 10, 100, 1000 s. At 50 s the rank (100 s) is read from the 1% bin
+    holding 50 s, so it holds until the bin's upper edge; in the bin holding the longest
+    run, until that run (past it, ranks fall back to the attained time, which moves with
+    every second: it holds nowhere beyond)."""
+    estimator = estimator_of([10.0, 10.0, 100.0, 1000.0])
+    rank, until = estimator.ranked("q", 1, 50)
+    assert rank == pytest.approx(100, rel=0.01)
+    assert until == pytest.approx(math.expm1((_bin(50) + 1) / PRIORITY_STEPS))
+    assert estimator.remaining("q", 1, until * (1 - 1e-9)) == rank
+    assert estimator.ranked("q", 1, 999.5)[1] == 1000  # 999.5 and 1000 share a bin
+    assert estimator.ranked("q", 1, 1500) == (1500, 1500)
