@@ -90,6 +90,11 @@ class _Job:
     preempted_for: int | None = None
     running_views: tuple[RunningJob, ...] = ()  # its snapshot entries (one per node); () stale
     reprioritize_at: float = -math.inf  # dynamic priorities: next recomputation
+    rank: float = 0.0  # dynamic priorities: the last remaining time computed
+    rank_from: float = math.inf  # ... which holds for attained times from this
+    rank_until: float = -math.inf  # ... up to (not including) this
+    rank_changes: int = -1  # ... while the estimator's ``changes`` is this
+    rank_version: int = -1  # pending: the estimator's version for its class when ranked
 
     @property
     def gpus(self) -> float:
@@ -134,6 +139,8 @@ class Simulator:
         self._tick_at = math.inf
         self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
         self._estimator = RemainingEstimator()
+        self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
+        self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job, version)
         self._seq = 0
         self._allocated = 0.0
@@ -266,6 +273,8 @@ class Simulator:
                 if kind == ARRIVE:
                     job.state = "pending"
                     pending[number] = job
+                    if self.policy.dynamic:
+                        self._fresh.append(job)
                     changed = True
                 elif kind == FINISH and job.state == "running" and job.version == version:
                     self._finish(job, at)
@@ -277,6 +286,8 @@ class Simulator:
                     job.reprioritize_at = -math.inf
                     running.pop(number)
                     pending[number] = job
+                    if self.policy.dynamic:
+                        self._fresh.append(job)
                     changed = True
             if changed and pending:
                 self._cycle(now, pending, running)
@@ -432,13 +443,27 @@ class Simulator:
     def _reprioritize(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
         """Refresh remaining-time priorities that may have moved by a step (about 1%).
 
-        A job's priority is recomputed when it arrives or returns to pending
-        and then at most every ``REPRIORITIZE_EVERY`` seconds or 1% of its
-        remaining time, whichever is longer, as a live scheduler refreshes
-        priorities periodically rather than every second.
+        A pending job's attained time stands still, so its priority is
+        recomputed only when it arrives or returns to pending and when what
+        the estimator learnt about its class changes (its ``version``). A
+        running job's is recomputed at most every ``REPRIORITIZE_EVERY``
+        seconds or 1% of its remaining time, whichever is longer, as a live
+        scheduler refreshes priorities periodically rather than every second.
         """
-        for job in pending.values():
-            if now >= job.reprioritize_at:
+        fresh, self._fresh = self._fresh, []
+        if self._estimator.changes != self._seen_changes:  # some class learnt: check them all
+            self._seen_changes = self._estimator.changes
+            fresh = list(pending.values())
+        versions: dict[tuple[str, float], int] = {}
+        for job in fresh:
+            if job.state != "pending":
+                continue
+            key = (job.trace.queue, job.gpus)
+            version = versions.get(key)
+            if version is None:
+                version = versions[key] = self._rank_version(job)
+            if job.reprioritize_at == -math.inf or version != job.rank_version:
+                job.rank_version = version
                 self._set_priority(job, now, self._remaining(job, job.ran))
         margin = self.policy.hysteresis
         for job in running.values():
@@ -446,10 +471,23 @@ class Simulator:
                 ran = job.ran + (now - job.attempt_start)
                 self._set_priority(job, now, self._remaining(job, ran) / margin)
 
+    def _rank_version(self, job: _Job) -> int:
+        """Changes whenever a job's remaining time may have changed at a fixed attained time."""
+        if self.policy.priority == "srtf":
+            return 0  # the true remaining time depends on the attained time only
+        return self._estimator.version(job.trace.queue, job.gpus)
+
     def _remaining(self, job: _Job, ran: float) -> float:
+        """The job's remaining time after ``ran`` seconds of service: true (``srtf``) or
+        the estimator's, which is kept with the attained times it holds for and read
+        again only outside them or once the estimator has learnt anything since."""
         if self.policy.priority == "srtf":
             return job.trace.duration - min(ran, job.trace.duration)
-        return self._estimator.remaining(job.trace.queue, job.gpus, ran)
+        changes = self._estimator.changes
+        if changes != job.rank_changes or not job.rank_from <= ran < job.rank_until:
+            job.rank, job.rank_until = self._estimator.ranked(job.trace.queue, job.gpus, ran)
+            job.rank_from, job.rank_changes = ran, changes
+        return job.rank
 
     def _set_priority(self, job: _Job, now: float, remaining: float) -> None:
         job.reprioritize_at = now + max(REPRIORITIZE_EVERY, 0.01 * remaining)

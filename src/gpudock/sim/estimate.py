@@ -23,12 +23,18 @@ Resolution: durations fall into log bins of ``PRIORITY_STEPS`` per factor e
 (about 1% wide: the resolution of the policies' priorities). Counts and sums
 per bin live in Fenwick trees, so ``record`` and the conditional mean take
 O(log bins); the mean is exact (the bin holding ``a`` is split by value).
-The Gittins index is exact for the empirical distribution, at the lower
-edge of the bin holding ``a`` (ages are rounded down by under 1%). Its table over all bins
-(upper concave hull of the curve ``(E[min(D, t)], P(D <= t))``, whose slopes
-from the point at ``a`` are the ratios above) is rebuilt when a history has
-grown by ``sqrt(n)`` finishes since the last build: ``k`` new finishes move
-the empirical CDF by at most ``k / n``, below its sampling error ``1 / sqrt(n)``.
+The Gittins index is taken at the lower edge of the bin holding ``a`` (ages
+are rounded down by under 1%), over quanta that end at the longest run of a
+bin (one ending inside a bin stops under 1% of its end sooner), so a rank is
+never below the exact one and, for a quantum that starts well before it ends,
+at most about 1% above it. Its table over all bins (upper concave hull of the curve
+``(E[min(D, t)], P(D <= t))``, whose slopes from the point at ``a`` are the
+ratios above) takes O(bins), however many jobs finished, and is rebuilt when
+a history has grown by ``sqrt(n)`` finishes since the last build: ``k`` new
+finishes move the empirical CDF by at most ``k / n``, below its sampling
+error ``1 / sqrt(n)``. ``version`` tells when a class's ranks may have moved
+(a rebuild is due, a longer run finished, a class starts to count), so a job
+whose attained time stands still (pending) need not be ranked again before.
 
 Classes with too little history fall back to the history of all jobs of
 that GPU count, then to all jobs; with no history at all the estimate is
@@ -59,6 +65,7 @@ def gpu_bucket(gpus: float) -> int:
 
 _TINY = 1e-9  # job-seconds: a later point is never closer than this (rounding guard)
 _EDGES = [math.expm1(b / PRIORITY_STEPS) for b in range(_BINS)]  # lower edge of each bin
+_UPPER = [*_EDGES[1:], math.inf]  # upper edge of each bin (the last one has none)
 
 
 def _bin(seconds: float) -> int:
@@ -89,7 +96,7 @@ class _Fenwick:
 
 
 class _History:
-    """The finished run times of one class: binned counts and sums, exact values per bin."""
+    """The finished run times of one class: binned counts, sums and longest runs."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -98,16 +105,31 @@ class _History:
         self._counts = _Fenwick(_BINS)
         self._sums = _Fenwick(_BINS)
         self._values: dict[int, dict[float, int]] = {}  # bin -> duration -> finishes
+        self._bin_counts: dict[int, int] = {}  # bin -> finishes (for the Gittins table)
+        self._bin_sums: dict[int, float] = {}  # bin -> their seconds
+        self._bin_longest: dict[int, float] = {}  # bin -> its longest run
         self._table: list[float] = []  # bin of a -> 1 / G(lower edge of the bin)
         self._built_at = 0  # count when the table was built
+        self._stale = True  # the table misses enough finishes to be rebuilt at the next look-up
+        self.version = 0  # changes whenever a Gittins rank read from here may change
 
     def add(self, duration: float) -> None:
+        """Record a finish; bumps ``version`` when the table goes stale or the longest
+        run grows (a rank that fell back past the longest run may now come from here)."""
         duration = max(0.0, duration)
+        if duration > self.longest:
+            self.version += 1
+        if not self._stale and (self.count + 1 - self._built_at) ** 2 >= self._built_at:
+            self._stale = True
+            self.version += 1
         b = _bin(duration)
         self._counts.add(b, 1.0)
         self._sums.add(b, duration)
         values = self._values.setdefault(b, {})
         values[duration] = values.get(duration, 0) + 1
+        self._bin_counts[b] = self._bin_counts.get(b, 0) + 1
+        self._bin_sums[b] = self._bin_sums.get(b, 0.0) + duration
+        self._bin_longest[b] = max(self._bin_longest.get(b, 0.0), duration)
         self.count += 1
         self.total += duration
         self.longest = max(self.longest, duration)
@@ -127,73 +149,70 @@ class _History:
 
     def gittins_remaining(self, attained: float) -> float | None:
         """``1 / G(a)`` (module doc); None when no recorded run outlasted ``attained``."""
+        ranked = self.gittins_ranked(attained)
+        return None if ranked is None else ranked[0]
+
+    def gittins_ranked(self, attained: float) -> tuple[float, float] | None:
+        """``(1 / G(a), until)``: the rank holds for every age from ``attained`` up to
+        ``until`` (its bin's upper edge, or the longest run) while ``version`` stands."""
         if attained >= self.longest:
             return None
-        if not self._table or (self.count - self._built_at) ** 2 >= self._built_at:
-            self._table, self._built_at = _gittins_table(self._values, self.count), self.count
+        if self._stale:
+            self._table = _gittins_table(self._bin_counts, self._bin_sums, self._bin_longest)
+            self._built_at, self._stale = self.count, False
         b = _bin(attained)
         rank = self._table[b] if b < len(self._table) else math.inf
-        return rank if math.isfinite(rank) else None
+        return (rank, min(self.longest, _UPPER[b])) if math.isfinite(rank) else None
 
 
-def _gittins_table(values: dict[int, dict[float, int]], n: int) -> list[float]:
+def _gittins_table(
+    counts: dict[int, int], sums: dict[int, float], longest: dict[int, float]
+) -> list[float]:
     """``1 / G`` at the lower edge of every bin up to the longest run, from the right.
 
-    Points ``(n E[min(D, t)], n P(D <= t))`` at each recorded duration ``t``;
-    ``G`` at age ``a`` is the steepest slope from ``a``'s point to a later
-    one. That one lies on the upper hull of the later points (a stack,
-    leftmost last); slopes along the hull from a point left of it rise, then
-    fall, so a walk from the previous bin's tangent finds it.
+    Quanta end at the longest run of a bin (the end that completes the whole
+    bin; one inside it is at most 1% shorter). Points ``(n E[min(D, t)],
+    n P(D <= t))`` at those ends ``t``; ``G`` at age ``a`` is the steepest
+    slope from ``a``'s point to a later one. That one lies on the upper hull
+    of the later points (a stack, leftmost last); slopes along the hull from
+    a point left of it rise, then fall, so a walk from the previous bin's
+    tangent finds it. O(bins) per build, however many jobs finished.
     """
-    runs = sorted((v, float(k)) for b in values for v, k in values[b].items())
-    done_below, work_below = [0.0], [0.0]  # finishes and their seconds, up to each run
-    for value, count in runs:
-        done_below.append(done_below[-1] + count)
-        work_below.append(work_below[-1] + count * value)
-    top = _bin(runs[-1][0])
-    table = [math.inf] * (top + 1)
-    hull: list[tuple[float, float]] = []
-    k, tangent = len(runs) - 1, 0
-    for b in range(top, -1, -1):
+    bins = sorted(counts)
+    n = float(sum(counts.values()))
+    done, work = n, sum(sums.values())  # finishes, and their seconds, before the age
+    table = [math.inf] * (bins[-1] + 1)
+    hx: list[float] = []  # the hull's points (x, y), leftmost last
+    hy: list[float] = []
+    i, k = 0, len(bins) - 1  # i: the previous bin's tangent point
+    for b in range(bins[-1], -1, -1):
         edge = _EDGES[b]
-        while k >= 0 and runs[k][0] > edge:  # the runs that outlast this age
-            t, done = runs[k][0], done_below[k + 1]
-            _push(hull, (work_below[k + 1] + (n - done) * t, done))
+        while k >= 0 and longest[bins[k]] > edge:  # bins whose runs (some) outlast this age
+            c = bins[k]
+            x, y = work + (n - done) * longest[c], done  # the quantum to longest[c]
+            while len(hx) >= 2 and (hy[-1] - y) * (hx[-2] - x) <= (hy[-2] - y) * (hx[-1] - x):
+                hx.pop()  # not on the upper hull once (x, y) is left of it
+                hy.pop()
+            hx.append(x)
+            hy.append(y)
+            done, work = done - counts[c], work - sums[c]
             k -= 1
-        if hull:
-            done = done_below[k + 1]
-            tangent, steepest = _tangent(hull, work_below[k + 1] + (n - done) * edge, done, tangent)
-            table[b] = 1.0 / steepest
+        if hx:  # the steepest hull point from the age's: slopes rise, then fall
+            x, y, last = work + (n - done) * edge, done, len(hx) - 1
+            i = min(i, last)
+            best = (hy[i] - y) / max(hx[i] - x, _TINY)
+            while i < last:
+                slope = (hy[i + 1] - y) / max(hx[i + 1] - x, _TINY)
+                if slope < best:
+                    break
+                i, best = i + 1, slope
+            while i > 0:
+                slope = (hy[i - 1] - y) / max(hx[i - 1] - x, _TINY)
+                if slope <= best:
+                    break
+                i, best = i - 1, slope
+            table[b] = 1.0 / best
     return table
-
-
-def _push(hull: list[tuple[float, float]], point: tuple[float, float]) -> None:
-    """Add ``point`` left of every hull point, keeping the upper hull."""
-    x, y = point
-    while len(hull) >= 2:
-        (x2, y2), (x1, y1) = hull[-2], hull[-1]
-        if (y1 - y) * (x2 - x) > (y2 - y) * (x1 - x):
-            break
-        hull.pop()
-    hull.append(point)
-
-
-def _tangent(hull: list[tuple[float, float]], x: float, y: float, i: int) -> tuple[int, float]:
-    """Index and slope of the hull point steepest from ``(x, y)``, left of the whole
-    hull, walking from index ``i`` (slopes along the hull are unimodal)."""
-    i = min(i, len(hull) - 1)
-    best = (hull[i][1] - y) / max(hull[i][0] - x, _TINY)
-    while i + 1 < len(hull):
-        slope = (hull[i + 1][1] - y) / max(hull[i + 1][0] - x, _TINY)
-        if slope < best:
-            break
-        i, best = i + 1, slope
-    while i > 0:
-        slope = (hull[i - 1][1] - y) / max(hull[i - 1][0] - x, _TINY)
-        if slope <= best:
-            break
-        i, best = i - 1, slope
-    return i, best
 
 
 class RemainingEstimator:
@@ -205,24 +224,48 @@ class RemainingEstimator:
         self._by_class: dict[tuple[str, int], _History] = {}
         self._by_gpus: dict[int, _History] = {}
         self._all = _History()
+        self.changes = 0  # moves whenever any class's ``version`` does
 
     def record(self, queue: str, gpus: float, duration: float) -> None:
         """A job of ``queue`` using ``gpus`` GPUs finished after running ``duration`` seconds."""
         bucket = gpu_bucket(gpus)
-        self._by_class.setdefault((queue, bucket), _History()).add(duration)
-        self._by_gpus.setdefault(bucket, _History()).add(duration)
-        self._all.add(duration)
+        for history in (
+            self._by_class.setdefault((queue, bucket), _History()),
+            self._by_gpus.setdefault(bucket, _History()),
+            self._all,
+        ):
+            before = history.version
+            history.add(duration)
+            if self._rule == "mean" or history.count == self._min:
+                history.version += 1  # every finish moves the mean; a class starts to count
+            if history.version != before:
+                self.changes += 1
+
+    def version(self, queue: str, gpus: float) -> int:
+        """A number that changes whenever ``remaining`` for this class may change at a
+        fixed ``attained`` (so a pending job's rank need not be recomputed until then)."""
+        bucket = gpu_bucket(gpus)
+        chain = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all)
+        return sum(history.version for history in chain if history is not None)
 
     def remaining(self, queue: str, gpus: float, attained: float) -> float:
         """Effective seconds left for a job that has run ``attained`` seconds (module doc)."""
+        return self.ranked(queue, gpus, attained)[0]
+
+    def ranked(self, queue: str, gpus: float, attained: float) -> tuple[float, float]:
+        """``(remaining(queue, gpus, attained), until)``: the same value holds for every
+        attained time from ``attained`` up to (not including) ``until``, as long as
+        ``version(queue, gpus)`` does not change."""
         bucket = gpu_bucket(gpus)
         for history in (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all):
             if history is None or history.count < self._min:
                 continue
             if self._rule == "mean":
-                estimate = history.expected_remaining(attained)
+                mean = history.expected_remaining(attained)
+                if mean is not None:
+                    return mean, attained  # exact: it moves with every second
             else:
-                estimate = history.gittins_remaining(attained)
-            if estimate is not None:
-                return estimate
-        return max(attained, 1.0)  # nothing known: least attained service
+                ranked = history.gittins_ranked(attained)
+                if ranked is not None:
+                    return ranked
+        return max(attained, 1.0), attained  # nothing known: least attained service

@@ -25,12 +25,14 @@ def estimator_of(durations: list[float], rule: Rule = "gittins") -> RemainingEst
     return estimator
 
 
-def brute_gittins(durations: list[float], age: float) -> float:
-    """``1 / G(age)`` by trying every quantum that ends at a recorded duration."""
+def brute_gittins(durations: list[float], age: float, binned: bool = False) -> float:
+    """``1 / G(age)`` by trying every quantum that ends at a recorded duration (``binned``:
+    only at the longest run of each 1% bin, as the estimator's table does)."""
     above = [d for d in durations if d > age]
-    best = max(
-        sum(d <= end for d in above) / sum(min(d, end) - age for d in above) for end in set(above)
-    )
+    ends = set(above)
+    if binned:
+        ends = {max(d for d in above if _bin(d) == _bin(end)) for end in ends}
+    best = max(sum(d <= end for d in above) / sum(min(d, end) - age for d in above) for end in ends)
     return 1 / best
 
 
@@ -94,7 +96,7 @@ def test_the_conditional_mean_rule_is_exact() -> None:
     assert estimator.remaining("q", 1, 19.99) == pytest.approx(50 - 19.99)  # 20 counts
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.integers(0, 5000), min_size=1, max_size=40),
     st.floats(0, 6000, allow_nan=False),
@@ -103,7 +105,9 @@ def test_gittins_matches_brute_force_and_never_exceeds_the_mean(
     durations: list[int], age: float
 ) -> None:
     """For any sample: the rank equals the brute-force ``1 / G`` at the lower edge of
-    the age's bin, and is at most the expected remaining time (the quantum ``Δ = ∞``)."""
+    the age's bin over quanta that end at a bin's longest run; it is never below the
+    exact ``1 / G`` there (fewer quanta) and at most the expected remaining time (the
+    quantum ``Δ = ∞``)."""
     sample = [float(d) for d in durations]
     gittins, mean = estimator_of(sample), estimator_of(sample, "mean")
     rank = gittins.remaining("q", 1, age)
@@ -111,7 +115,8 @@ def test_gittins_matches_brute_force_and_never_exceeds_the_mean(
         assert rank == max(age, 1.0)
         return
     edge = math.expm1(_bin(age) / PRIORITY_STEPS)
-    assert rank == pytest.approx(brute_gittins(sample, edge), rel=1e-9)
+    assert rank == pytest.approx(brute_gittins(sample, edge, binned=True), rel=1e-9)
+    assert rank >= brute_gittins(sample, edge) * (1 - 1e-9)
     assert rank <= mean.remaining("q", 1, edge) * (1 + 1e-9)
 
 
@@ -122,3 +127,65 @@ def test_remaining_reads_nothing_but_recorded_finishes() -> None:
     one, other = estimator_of(finishes), estimator_of(list(reversed(finishes)))
     for age in (0, 6, 100, 5000):
         assert one.remaining("q", 1, age) == other.remaining("q", 1, age)
+
+
+def test_a_quantum_ends_at_the_longest_run_of_a_bin() -> None:
+    """Finished 200 x 9.92 s, 1 x 10.02 s (one 1% bin, [9.913, 10.023) s) and 1000 x 1000 s.
+    Quanta end at a bin's longest run: at age 0, to 10.02 s completes 201 of 1201 for
+    200 x 9.92 + 1001 x 10.02 s of service, rank 59.77 s (to 1000 s: 836 s). Ending
+    inside the bin, at 9.92 s, would be slightly better (1201 x 9.92 / 200 = 59.57 s): the
+    table gives up under 1% for not splitting bins."""
+    estimator = estimator_of([9.92] * 200 + [10.02] + [1000.0] * 1000)
+    assert _bin(9.92) == _bin(10.02)
+    rank = estimator.remaining("q", 1, 0)
+    assert rank == pytest.approx((200 * 9.92 + 1001 * 10.02) / 201)
+    assert brute_gittins([9.92] * 200 + [10.02] + [1000.0] * 1000, 0) == pytest.approx(
+        1201 * 9.92 / 200
+    )
+    assert rank / (1201 * 9.92 / 200) < 1.01
+
+
+def test_version_moves_only_when_a_rank_may_move() -> None:
+    """A pending job's rank is recomputed only when ``version`` changes: when a class
+    starts to count (``min_history``), when its table goes stale (sqrt(n) new finishes
+    since it was built) and when its longest run grows; not after every finish."""
+    estimator = RemainingEstimator(min_history=4)
+    seen = [estimator.version("q", 1)]
+    for duration in (10.0, 10.0, 100.0, 1000.0):
+        estimator.record("q", 1, duration)
+        seen.append(estimator.version("q", 1))
+    assert seen[4] != seen[3]  # the class (and the others) reached min_history
+    assert estimator.remaining("q", 1, 0) == pytest.approx(20)  # built at n = 4
+    before = estimator.version("q", 1)
+    estimator.record("q", 1, 10)
+    assert estimator.version("q", 1) == before  # 1 finish < sqrt(4): same ranks
+    assert estimator.remaining("q", 1, 0) == pytest.approx(20)
+    estimator.record("q", 1, 10)
+    assert estimator.version("q", 1) != before  # 2 finishes: stale, rebuilt on look-up
+    assert estimator.remaining("q", 1, 0) == pytest.approx(15)
+    after = estimator.version("q", 1)
+    estimator.record("q", 1, 5000)  # a new longest run: ranks past 1000 s now come from here
+    assert estimator.version("q", 1) != after
+    assert estimator.remaining("q", 1, 2000) == pytest.approx(3000, rel=0.01)
+
+
+def test_the_mean_rule_moves_with_every_finish() -> None:
+    """``rule="mean"`` is exact, so any finish may move it: ``version`` changes each time."""
+    estimator = estimator_of([10.0, 20.0], "mean")
+    before = estimator.version("q", 1)
+    estimator.record("q", 1, 10)
+    assert estimator.version("q", 1) != before
+
+
+def test_ranked_says_how_long_a_rank_holds() -> None:
+    """Finished 10, 10, 100, 1000 s. At 50 s the rank (100 s) is read from the 1% bin
+    holding 50 s, so it holds until the bin's upper edge; in the bin holding the longest
+    run, until that run (past it, ranks fall back to the attained time, which moves with
+    every second: it holds nowhere beyond)."""
+    estimator = estimator_of([10.0, 10.0, 100.0, 1000.0])
+    rank, until = estimator.ranked("q", 1, 50)
+    assert rank == pytest.approx(100, rel=0.01)
+    assert until == pytest.approx(math.expm1((_bin(50) + 1) / PRIORITY_STEPS))
+    assert estimator.remaining("q", 1, until * (1 - 1e-9)) == rank
+    assert estimator.ranked("q", 1, 999.5)[1] == 1000  # 999.5 and 1000 share a bin
+    assert estimator.ranked("q", 1, 1500) == (1500, 1500)
