@@ -52,8 +52,9 @@ class Board:
     candidates that may suffice alone, in order of their one-victim cost
     (``VictimSearch.singles``: only those holding enough GPUs); the nodes by
     their bound for two victims or more (``VictimSearch.multis``: computed
-    only as far as the search reads them); and ``_heap``: tried nodes at their exact cost, changed
-    ones at a bound, each entry with the node's version when pushed. A node
+    only as far as the search reads them); and ``_heap``: tried nodes at
+    their exact cost, changed ones at a bound, each entry with the node's
+    version when pushed. A node
     is tried when one of its bounds comes up; every node not tried has its
     bounds still to come, so an exact, current entry cheaper than anything
     still to come is the cheapest of all.
