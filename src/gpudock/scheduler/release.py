@@ -312,18 +312,11 @@ class RunningOn:
             jobs = self._jobs.get(node)
             if jobs is not None:
                 first = jobs.ends[0] if jobs.ends else math.inf
-            else:  # min of ``expected_end``: now if one is stopping, else its earliest limit
-                now, first = self.now, math.inf
-                for r in self.holders.get(node, ()):
-                    if r.stopping:
-                        first = now
-                        break
-                    if r.max_runtime is not None and r.started_at is not None:
-                        end = r.started_at + r.max_runtime
-                        if not end > now:
-                            end = now  # max(now, end), as ``expected_end``
-                        if end < first:
-                            first = end
+            else:
+                now = self.now
+                first = min(
+                    (expected_end(r, now) for r in self.holders.get(node, ())), default=math.inf
+                )
             self._first[node] = first
         return first
 
