@@ -31,7 +31,7 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
-from gpudock.store.snapshot import load_snapshot
+from gpudock.store.snapshot import SnapshotCache
 
 log = logging.getLogger("gpudock.controller")
 
@@ -47,6 +47,7 @@ class Controller:
         self._events: EventStream | None = None
         self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
         self._history_saved = 0.0
+        self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -74,7 +75,7 @@ class Controller:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
         ctx = self.ctx
         with ctx.db.read() as session:
-            snapshot = load_snapshot(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
+            snapshot = self._snapshots.load(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
         snapshot = self._with_history(snapshot)
         if not snapshot.pending:
             return ApplyResult()

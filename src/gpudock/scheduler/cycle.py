@@ -54,9 +54,10 @@ from gpudock.scheduler.capacity import CycleState, ReservationError, matches_mod
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
-from gpudock.scheduler.preemption import plan_preemptions, running_by_node
+from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.release import RunningOn
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import (
     GangPlacement,
     JobRequest,
@@ -146,9 +147,10 @@ def _run_cycle(
     plan = Plan()
     blocked: list[JobRequest] = []
     quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
-    nominated = nominations(snapshot)
+    running = RunningIndex.of(snapshot.running, snapshot.now)
+    nominated = running.preempted_for  # preemptors whose victims are still stopping
     admission = Admission(queues, snapshot) if queues is not None else None
-    holders = RunningOn(running_by_node(snapshot.running), snapshot.now)
+    holders = RunningOn(running)
     reservation: Reservation | None = None
     reservation_tries = 0
     gangs_blocked: list[JobRequest] = []
@@ -216,7 +218,9 @@ def _run_cycle(
         reservation.release(state)  # what is held for the reserved job is free to it
         first = reservation.job
         plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
-    preempting = preempt_for_blocked(blocked, state, snapshot, plan, admission, quota_blocked)
+    preempting = preempt_for_blocked(
+        blocked, state, snapshot, plan, admission, quota_blocked, running
+    )
     if reservation is not None and eta is not None and reservation.job.id in preempting:
         # it preempts (or waits for its victims): it starts on their GPUs, not at the ETA
         plan.pending[reservation.job.id].remove(eta)
@@ -319,6 +323,7 @@ def preempt_for_blocked(
     plan: Plan,
     admission: Admission | None = None,
     quota_blocked: Sequence[JobRequest] = (),
+    running: RunningIndex | None = None,
 ) -> set[int]:
     """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
 
@@ -328,7 +333,7 @@ def preempt_for_blocked(
     if not (blocked or quota_blocked) or not snapshot.running:
         return set()
     preemptions, reasons = plan_preemptions(
-        blocked, state, snapshot.running, snapshot.now, admission, quota_blocked
+        blocked, state, snapshot.running, snapshot.now, admission, quota_blocked, running
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
@@ -386,15 +391,6 @@ def explain_reservation(
                 *plan.pending.get(job.id, []),
             ]
     return reservation.reason(now)
-
-
-def nominations(snapshot: Snapshot) -> dict[int, list[RunningJob]]:
-    """Preemptors whose victims are still stopping, with those victims."""
-    out: dict[int, list[RunningJob]] = {}
-    for job in snapshot.running:
-        if job.preempted_for is not None:
-            out.setdefault(job.preempted_for, []).append(job)
-    return out
 
 
 def hold_for_preemptor(job: JobRequest, victims: Sequence[RunningJob], state: CycleState) -> None:

@@ -31,6 +31,7 @@ from gpudock.scheduler.boards import Boards
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
 from gpudock.scheduler.policies.node_affinity import admits
 from gpudock.scheduler.release import Release, pick_victims
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
 from gpudock.scheduler.topology import largest_group
 from gpudock.scheduler.victims import (
@@ -73,7 +74,7 @@ def choose_victims(
         candidates = [
             v for v in holders.get(node.name, ()) if preemptible_now(v, now) and eligible(v)
         ]
-        victims = _victims_on(job, node, candidates, now)
+        victims = _victims_on(job, node, candidates)
         if victims is None:
             continue
         cost = cost_of(victims, node.name, now)
@@ -83,11 +84,11 @@ def choose_victims(
 
 
 def _victims_on(
-    job: JobRequest, node: NodeState, candidates: Sequence[RunningJob], now: float
+    job: JobRequest, node: NodeState, candidates: Sequence[RunningJob]
 ) -> list[RunningJob] | None:
     """Steps 1 and 2 on one node: a minimal victim list, or None if even all do not suffice."""
     release = Release(job, node.gpus, node.cpus, node.free_cpus)
-    return pick_victims(release, sorted(candidates, key=lambda v: victim_order(v, now)))
+    return pick_victims(release, sorted(candidates, key=victim_order))
 
 
 def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> bool:
@@ -150,6 +151,7 @@ def plan_preemptions(
     now: float,
     reclaim: Reclaimer | None = None,
     quota_blocked: Sequence[JobRequest] = (),
+    index: RunningIndex | None = None,
 ) -> tuple[list[Preemption], dict[int, PendingReason]]:
     """Step 5 of the cycle: preemptions for blocked jobs, highest order first.
 
@@ -166,16 +168,14 @@ def plan_preemptions(
     lent) may only reclaim. Returns the preemptions and, per affected job, a
     ``priority`` or ``fairness`` reason. Victims are found by
     ``victims.VictimSearch``: the answers of ``choose_victims``, without
-    trying every node for every job.
+    trying every node for every job. ``index`` is ``running`` at ``now``
+    indexed (``RunningIndex.of``), when the caller has it.
     """
-    stopping: dict[int, list[RunningJob]] = {}
-    for r in running:
-        if r.preempted_for is not None:
-            stopping.setdefault(r.preempted_for, []).append(r)
+    if index is None:
+        index = RunningIndex.of(running, now)
+    stopping = index.preempted_for
     views = state.views
-    search = VictimSearch(
-        state, running, now, lambda job, name: could_fit_if_freed(job, views[name])
-    )
+    search = VictimSearch(state, index, lambda job, name: could_fit_if_freed(job, views[name]))
     boards = Boards(search)
     floor = search.floor  # per queue, the lowest priority that may be preempted now
     preemptions: list[Preemption] = []

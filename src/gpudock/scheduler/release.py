@@ -25,6 +25,7 @@ from itertools import accumulate
 
 from gpudock.scheduler.capacity import AnyGpu, model_name_matches, usable_now
 from gpudock.scheduler.index import NodeFit
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 from gpudock.scheduler.topology import group_of
 
@@ -297,28 +298,19 @@ class NodeJobs:
 
 
 class RunningOn:
-    """The running jobs holding GPUs on each node, with per-node summaries built on first use."""
+    """The running jobs holding GPUs on each node (``index.holders``), with per-node
+    summaries built on first use."""
 
-    def __init__(self, holders: Mapping[str, Sequence[RunningJob]], now: float) -> None:
-        self.holders = holders
-        self.now = now
+    def __init__(self, index: RunningIndex) -> None:
+        self.holders = index.holders
+        self.now = index.now
+        self._nodes = index.nodes
         self._jobs: dict[str, NodeJobs] = {}
-        self._first: dict[str, float] = {}
 
     def first_end(self, node: str) -> float:
         """The earliest ``expected_end`` of a running job on ``node`` (inf when none)."""
-        first = self._first.get(node)
-        if first is None:
-            jobs = self._jobs.get(node)
-            if jobs is not None:
-                first = jobs.ends[0] if jobs.ends else math.inf
-            else:
-                now = self.now
-                first = min(
-                    (expected_end(r, now) for r in self.holders.get(node, ())), default=math.inf
-                )
-            self._first[node] = first
-        return first
+        found = self._nodes.get(node)
+        return math.inf if found is None else found.first_end(self.now)
 
     def jobs(self, node: str, gpus: Sequence[AnyGpu], unique: bool = False) -> NodeJobs:
         """``node``'s summary; ``gpus`` are its GPUs (only their uuids are read), ``unique``

@@ -42,14 +42,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import attrgetter
+from typing import ClassVar
 
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
-from gpudock.scheduler.snapshot import JobRequest, RunningJob
+from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
+Singles = dict[str, dict[int, list[RunningJob]]]  # queue -> held -> candidates
+Fits = dict[str, tuple[NodeView, bool]]  # node -> (its view, ``could_fit_if_freed``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +74,16 @@ def preemptible_now(victim: RunningJob, now: float) -> bool:
     return True
 
 
-def victim_order(victim: RunningJob, now: float) -> tuple[float, float, int]:
-    """Preference: lowest priority, then youngest (least run), then highest id."""
-    ran = now - victim.started_at if victim.started_at is not None else 0.0
-    return (victim.priority, ran, -victim.id)
+def victim_order(victim: RunningJob) -> tuple[int, bool, float, int]:
+    """Preference: lowest priority, then youngest (not started yet, then started latest),
+    then highest id. Start times, not ``now``: the order of two jobs never changes."""
+    started = victim.started_at
+    return (
+        victim.priority,
+        started is not None,
+        -started if started is not None else 0.0,
+        -victim.id,
+    )
 
 
 def cost_of(victims: Sequence[RunningJob], node: str, now: float) -> Cost:
@@ -120,65 +129,69 @@ class VictimSearch:
 
     ``state`` must not change while the search is used (step 5 only reads it).
     ``could_fit(job, node)`` is ``could_fit_if_freed``.
+
+    Two answers are kept for the next cycle, as they depend on immutable
+    snapshot objects only: ``could_fit`` per placement key and node view
+    (``_recent_fits``: those of the placement keys this search used, each
+    entry with its view, checked by identity), and ``freed_alone`` of the
+    victims on a node whose GPUs are the snapshot's (``NodeRunning.gains``).
     """
+
+    _recent_fits: ClassVar[dict[PlacementKey, Fits]] = {}
 
     def __init__(
         self,
         state: CycleState,
-        running: Sequence[RunningJob],
-        now: float,
+        running: RunningIndex,
         could_fit: Callable[[JobRequest, str], bool],
     ) -> None:
         self.state = state
-        self.now = now
+        self.now = running.now
         self.version: dict[str, int] = {}  # bumped when a node loses candidates
         self.log: list[str] = []  # nodes that lost candidates, in order
         self.taken: set[int] = set()  # ids of the victims chosen so far
+        self._running = running.nodes
         self._could_fit = could_fit
-        self._fits: dict[PlacementKey, dict[str, bool]] = {}
+        self._fits: dict[PlacementKey, Fits] = {}  # those this search used, for the next
+        self._kept = VictimSearch._recent_fits
+        VictimSearch._recent_fits = self._fits
         self._multis: dict[tuple[str, int, int | None], Multis] = {}
         self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
         self._releases: dict[tuple[PlacementKey, str], Release] = {}
-        # ``preemptible_now`` and ``seconds_run`` inlined: thousands of running jobs
-        ready = [
-            v
-            for v in running
-            if not v.stopping
-            and v.preemptible
-            and (
-                v.min_runtime is None or v.started_at is None or now - v.started_at >= v.min_runtime
+        # candidates not taken, in victim order, by node
+        self.by_node = {name: node.ready for name, node in running.nodes.items() if node.ready}
+        # per queue, its candidates by ``held`` (what they could free alone), in order of
+        # their one-victim cost: the index's streams when they are in that order (every
+        # start before ``now``) and count ``held`` (uuids unique), else sorted here
+        self.floor: dict[str, int] = running.floor  # per queue, the lowest candidate priority
+        self.singles: Singles = running.streams
+        if running.latest_start >= self.now or not state.unique_uuids:
+            self.singles, self.floor = self._singles(running)
+
+    def _singles(self, running: RunningIndex) -> tuple[Singles, dict[str, int]]:
+        """``singles`` and ``floor``, sorted at ``now`` (priority, seconds run, node, -id)."""
+        now = self.now
+        ready = sorted(
+            (
+                v.priority,
+                now - v.started_at if v.started_at is not None else 0.0,
+                v.node,
+                -v.id,
+                id(v),
+                v,
             )
-        ]
-        # victim order (priority, seconds run, -id), then node: stable sorts, last key first
-        ready.sort(key=lambda v: -v.id)
-        ready.sort(key=attrgetter("node"))
-        ready.sort(key=lambda v: now - v.started_at if v.started_at is not None else 0.0)
-        ready.sort(key=attrgetter("priority"))
-        self.floor: dict[str, int] = {}  # per queue, the lowest priority of a candidate
-        self.by_node: dict[str, list[RunningJob]] = {}  # candidates not taken, in victim order
-        # per queue, its candidates in that order by ``held`` (what they could free alone)
-        self.singles: dict[str, dict[int, list[RunningJob]]] = {}
-        unique = state.unique_uuids
-        by_node, all_singles = self.by_node, self.singles
-        for victim in ready:
-            queue = victim.queue
-            singles = all_singles.get(queue)
-            if singles is None:
-                self.floor[queue] = victim.priority
-                singles = all_singles[queue] = {}
-            held = len(victim.gpu_uuids) if unique else self.held(victim)
-            stream = singles.get(held)
-            if stream is None:
-                singles[held] = [victim]
-            else:
-                stream.append(victim)
-            node = by_node.get(victim.node)
-            if node is None:
-                by_node[victim.node] = [victim]
-            else:
-                node.append(victim)
+            for node in running.nodes.values()
+            for v in node.ready
+        )
+        singles: Singles = {}
+        floor: dict[str, int] = {}
+        for *_, victim in ready:
+            floor.setdefault(victim.queue, victim.priority)
+            held = singles.setdefault(victim.queue, {})
+            held.setdefault(self.held(victim), []).append(victim)
+        return singles, floor
 
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
         """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
@@ -207,21 +220,28 @@ class VictimSearch:
         self.version[name] = self.version.get(name, 0) + 1
         self.log.append(name)
 
-    def fits(self, job: JobRequest) -> dict[str, bool]:
-        """The memo of ``could_fit`` for ``job``'s placement key."""
-        return self._fits.setdefault(placement_key(job), {})
+    def fits(self, job: JobRequest) -> Fits:
+        """The memo of ``could_fit`` for ``job``'s placement key (the previous search's, if
+        it had one: its entries hold for the very same node views)."""
+        key = placement_key(job)
+        memo = self._fits.get(key)
+        if memo is None:
+            memo = self._fits[key] = self._kept.get(key, {})
+        return memo
 
-    def could_fit(self, job: JobRequest, name: str, memo: dict[str, bool]) -> bool:
+    def could_fit(self, job: JobRequest, name: str, memo: Fits) -> bool:
         """``could_fit_if_freed`` for ``job`` on node ``name``; ``memo`` is ``fits(job)``."""
-        fits = memo.get(name)
-        if fits is None:
-            only = self.state.fit(name).only_name  # the name of all the node's GPUs, if one
-            model = job.gpu_model
-            if model is not None and only is not None and not model_name_matches(model, only):
-                fits = False  # no GPU of the model at all
-            else:
-                fits = self._could_fit(job, name)
-            memo[name] = fits
+        view = self.state.views[name]
+        entry = memo.get(name)
+        if entry is not None and entry[0] is view:
+            return entry[1]
+        only = self.state.fit(name).only_name  # the name of all the node's GPUs, if one
+        model = job.gpu_model
+        if model is not None and only is not None and not model_name_matches(model, only):
+            fits = False  # no GPU of the model at all
+        else:
+            fits = self._could_fit(job, name)
+        memo[name] = (view, fits)
         return fits
 
     def multis(self, job: JobRequest) -> Multis:
@@ -233,8 +253,11 @@ class VictimSearch:
             found = self._multis[key] = Multis(self, job)
         return found
 
-    def candidates(self, queue: str, name: str) -> list[RunningJob]:
-        """Node ``name``'s candidates of ``queue`` (not taken), in victim order."""
+    def candidates(self, queue: str, name: str) -> Sequence[RunningJob]:
+        """Node ``name``'s candidates of ``queue`` (not taken), in victim order; read-only."""
+        if name not in self.version:  # none taken there: the index's list
+            node = self._running.get(name)
+            return () if node is None else node.queue(queue).candidates
         return [v for v in self.by_node.get(name, ()) if v.queue == queue]
 
     def held(self, victim: RunningJob) -> int:
@@ -270,7 +293,17 @@ class VictimSearch:
         """``freed_alone`` of ``victim`` for ``job``'s kind (whole GPUs or shares)."""
         gains = self._gains.get(id(victim))
         if gains is None:
-            gains = freed_alone(victim, self.gpus_by_uuid(victim.node))
+            name = victim.node
+            node = self._running.get(name)
+            gpus = self.state.nodes.gpus_of(name)
+            if node is not None and gpus is self.state.views[name].gpus:  # as in the snapshot
+                gains = node.gains(gpus).get(id(victim))  # the node's jobs keep the ids apart
+                if gains is None:
+                    gains = node.gains(gpus)[id(victim)] = freed_alone(
+                        victim, self.gpus_by_uuid(name)
+                    )
+            else:
+                gains = freed_alone(victim, self.gpus_by_uuid(name))
             self._gains[id(victim)] = gains
         return gains[1] if job.gpu_memory is not None and job.gpus > 0 else gains[0]
 
@@ -312,10 +345,27 @@ class VictimSearch:
             return None
         now = self.now  # ``seconds_run``, inlined
         ran = sorted([now - v.started_at if v.started_at is not None else 0.0 for v in candidates])
-        ran = ran[:count]
-        least = math.fsum(ran) - 1e-9 * (1.0 + math.fsum(abs(x) for x in ran))
-        least = -math.inf if math.isnan(least) else least
-        return (float(candidates[count - 1].priority), count, least, name)
+        return (float(candidates[count - 1].priority), count, _least(ran[:count]), name)
+
+    def multi_bound_at(self, job: JobRequest, name: str) -> Cost | None:
+        """``multi_bound(job, name, candidates(job.queue, name))``, from the index's summary
+        of the node's candidates while none is taken there."""
+        node = self._running.get(name)
+        if node is None or name in self.version or not self.state.unique_uuids:
+            return self.multi_bound(job, name, self.candidates(job.queue, name))
+        found = node.queue(job.queue)
+        now, started = self.now, found.started
+        if started and started[0] > now:  # a run shorter than not started: sort them all
+            return self.multi_bound(job, name, found.candidates)
+        count = releases_needed(usable_bound(job, self.state.fit(name)), found.most, job.gpus)
+        if count is None:
+            return None
+        count = max(count, 2)
+        if count > len(found.candidates):
+            return None
+        unstarted = min(found.unstarted, count)
+        ran = [0.0] * unstarted + [now - s for s in started[: count - unstarted]]
+        return (float(found.candidates[count - 1].priority), count, _least(ran), name)
 
     def trial(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
@@ -332,6 +382,12 @@ class VictimSearch:
         if victims is None:
             return None
         return cost_of(victims, name, self.now), victims
+
+
+def _least(ran: list[float]) -> float:
+    """Just under the sum of ``ran`` (rounding aside), as a lower bound of seconds lost."""
+    least = math.fsum(ran) - 1e-9 * (1.0 + math.fsum(abs(x) for x in ran))
+    return -math.inf if math.isnan(least) else least
 
 
 class Multis:
@@ -368,7 +424,7 @@ class Multis:
                 if waiting[0][0][0] >= below:
                     return waiting[0]  # everything still to come costs at least this
                 _, name = heapq.heappop(waiting)
-                bound = search.multi_bound(job, name, search.candidates(job.queue, name))
+                bound = search.multi_bound_at(job, name)
                 if bound is not None:
                     heapq.heappush(known, (bound, name))
             if not known:

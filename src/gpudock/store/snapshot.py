@@ -3,11 +3,21 @@
 A fixed number of queries, never one per row: nodes, GPUs, the CPU cores
 held per node (one aggregate), pending jobs, running jobs and allocations.
 Taints and tolerations are stored canonically and parsed here (memoised).
+
+``SnapshotCache`` makes consecutive snapshots incremental: a node or a
+running job equal to the previous snapshot's comes back as that very
+object, so the scheduler reuses what it derived from it last cycle
+(``scheduler/capacity.py``, ``catalog.py``, ``running.py``: caches checked
+by identity).
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from functools import lru_cache
+from operator import is_
+from typing import TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -19,6 +29,8 @@ from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
 from gpudock.store.inventory import used_cpus_by_node
 from gpudock.store.jobs import ACTIVE_STATES
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
+
+T = TypeVar("T", NodeView, RunningJob)
 
 _taint = lru_cache(maxsize=4096)(parse_taint)
 _toleration = lru_cache(maxsize=4096)(parse_toleration)
@@ -172,3 +184,43 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
         )
         for r in session.execute(stmt)
     )
+
+
+class SnapshotCache:
+    """Loads snapshots whose unchanged parts are the previous snapshot's objects.
+
+    ``intern`` swaps each node view equal to the last one of its name, and
+    each running job equal to the last one of its id, for that object; the
+    running tuple itself when every job is. Equal frozen objects answer
+    every question alike, so a Plan never depends on it; it only lets the
+    scheduler's identity-checked caches hit. It keeps the latest snapshot's
+    objects only; concurrent callers take turns.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, NodeView] = {}
+        self._jobs: dict[int, RunningJob] = {}
+        self._running: tuple[RunningJob, ...] = ()
+
+    def load(self, session: Session, now: float, limit: int | None = None) -> Snapshot:
+        """``load_snapshot``, interned."""
+        return self.intern(load_snapshot(session, now, limit))
+
+    def intern(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the previous snapshot's objects wherever they are equal."""
+        with self._lock:
+            old_nodes, old_jobs = self._nodes, self._jobs
+            nodes = tuple(_same(old_nodes.get(view.name), view) for view in snapshot.nodes)
+            running = tuple(_same(old_jobs.get(job.id), job) for job in snapshot.running)
+            if len(running) == len(self._running) and all(map(is_, running, self._running)):
+                running = self._running
+            self._nodes = {view.name: view for view in nodes}
+            self._jobs = {job.id: job for job in running}
+            self._running = running
+        return replace(snapshot, nodes=nodes, running=running)
+
+
+def _same(old: T | None, new: T) -> T:
+    """``old`` when it equals ``new``, else ``new``."""
+    return old if old is not None and old == new else new

@@ -24,6 +24,7 @@ from gpudock.scheduler.preemption import (
     plan_preemptions,
     running_by_node,
 )
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
 from gpudock.scheduler.victims import VictimSearch
 
@@ -168,7 +169,9 @@ def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
     nodes, running, now = cluster
     views = {v.name: v for v in nodes}
     search = VictimSearch(
-        CycleState(nodes), running, now, lambda job, name: could_fit_if_freed(job, views[name])
+        CycleState(nodes),
+        RunningIndex(running, now),
+        lambda job, name: could_fit_if_freed(job, views[name]),
     )
     for job in blocked:
         every = []

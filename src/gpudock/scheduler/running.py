@@ -1,0 +1,280 @@
+"""The snapshot's running jobs by node, summarised once and kept from cycle to cycle.
+
+Step 3e (the EASY reservation) reads, per node, when its running jobs end;
+step 5 (preemption) reads the preemptible ones in victim order, per node,
+and across nodes per queue and GPU count. On a 1,000-node cluster that is
+thousands of running jobs to group, filter and sort every cycle, although
+few of them change from one cycle to the next.
+
+``RunningIndex`` is that work, done once per snapshot. It keeps the previous
+cycle's summary of a node (``NodeRunning``) when the node's running jobs are
+the very same objects, in the same order, and the summary still holds at
+the new ``now``; only the other nodes are summarised again, and the
+cross-node victim streams are patched for them. Snapshots are immutable,
+so a summary of the same objects is the one a fresh cycle would make: no
+answer depends on what was kept (``tests/unit/scheduler/test_running.py``
+replays snapshot sequences both ways). A caller that keeps unchanged
+``RunningJob`` objects from one snapshot to the next (the simulator, the
+store's ``SnapshotLoader``, ``benchmarks/scheduler_scale.py``) skips that
+work; fresh objects cost one comparison each.
+
+Only time can change a summary of the same jobs: a job passes its
+``min_runtime`` and becomes a candidate. Victim order reads start times,
+not ``now`` (``victims.victim_order``), and expected ends move with
+``now`` only by ``max(now, ...)``, so a summary is checked for exactly
+those jobs. A clock that goes backwards rebuilds it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import accumulate
+from operator import is_
+from typing import ClassVar
+
+from gpudock.scheduler.snapshot import RunningJob
+
+Stream = list[RunningJob]
+Keyed = list[tuple[tuple[int, bool, float, str, int], int, RunningJob]]
+
+
+def global_order(victim: RunningJob) -> tuple[int, bool, float, str, int]:
+    """``victims.victim_order``, then the node: the order of a queue's candidates across nodes."""
+    started = victim.started_at
+    return (
+        victim.priority,
+        started is not None,
+        -started if started is not None else 0.0,
+        victim.node,
+        -victim.id,
+    )
+
+
+class QueueVictims:
+    """One node's candidates of one queue, with what ``VictimSearch.multi_bound`` reads of them.
+
+    ``most[k]``: the GPUs the k candidates holding the most hold (by their
+    uuids); ``unstarted`` how many have not started; ``started`` the start
+    times of the others, latest first (shortest run first).
+    """
+
+    __slots__ = ("candidates", "most", "started", "unstarted")
+
+    def __init__(self, candidates: Stream) -> None:
+        self.candidates = candidates
+        self.most = list(
+            accumulate(sorted([len(v.gpu_uuids) for v in candidates], reverse=True), initial=0)
+        )
+        started = [v.started_at for v in candidates if v.started_at is not None]
+        started.sort(reverse=True)
+        self.started = started
+        self.unstarted = len(candidates) - len(started)
+
+
+class NodeRunning:
+    """The running jobs on one node, and what steps 3e and 5 read of them.
+
+    ``first_raw_end``: ``expected_end`` of each job is ``max(now, raw)`` with
+    raw ``-inf`` for a stopping job, ``inf`` without ``max_runtime``, else
+    its start plus ``max_runtime``; the least raw end gives the node's first
+    end at any ``now``. ``ready``: the jobs ``preemptible_now`` at ``now``,
+    in victim order. ``waiting``: (start, ``min_runtime``) of the preemptible
+    jobs not yet past their ``min_runtime``, the only ones time can change.
+    """
+
+    __slots__ = (
+        "_gains",
+        "_gains_of",
+        "_queues",
+        "first_raw_end",
+        "jobs",
+        "latest_start",
+        "now",
+        "ready",
+        "waiting",
+    )
+
+    def __init__(self, jobs: tuple[RunningJob, ...], now: float) -> None:
+        self.jobs = jobs
+        self.now = now
+        first = math.inf
+        ready: Stream = []
+        waiting: list[tuple[float, float]] = []
+        for r in jobs:
+            if r.stopping:
+                first = -math.inf
+                continue
+            if r.max_runtime is not None and r.started_at is not None:
+                first = min(first, r.started_at + r.max_runtime)
+            if not r.preemptible:
+                continue
+            started, least = r.started_at, r.min_runtime
+            if least is not None and started is not None and now - started < least:
+                waiting.append((started, least))  # not ``preemptible_now`` yet
+                continue
+            ready.append(r)
+        ready.sort(key=lambda v: -v.id)  # victim order: stable sorts, last key first
+        ready.sort(key=lambda v: -v.started_at if v.started_at is not None else 0.0)
+        ready.sort(key=lambda v: (v.priority, v.started_at is not None))
+        self.first_raw_end = first
+        self.ready = ready
+        self.latest_start = max(
+            (v.started_at for v in ready if v.started_at is not None), default=-math.inf
+        )
+        self.waiting = waiting
+        self._queues: dict[str, QueueVictims] = {}
+        self._gains: dict[int, tuple[int, int]] = {}
+        self._gains_of: object = None
+
+    def holds_at(self, now: float) -> bool:
+        """True if this summary is the one a fresh one at ``now`` would be."""
+        if now == self.now:
+            return True
+        if now < self.now:
+            return False
+        return all(now - started < least for started, least in self.waiting)
+
+    def first_end(self, now: float) -> float:
+        """The earliest ``expected_end`` of the node's jobs at ``now`` (inf when none)."""
+        return max(now, self.first_raw_end)
+
+    def gains(self, gpus: object) -> dict[int, tuple[int, int]]:
+        """The memo of ``victims.freed_alone`` of the node's jobs (by ``id``) on ``gpus``,
+        the node's GPU tuple of a snapshot: emptied when another tuple is asked for."""
+        if gpus is not self._gains_of:
+            self._gains, self._gains_of = {}, gpus
+        return self._gains
+
+    def queue(self, queue: str) -> QueueVictims:
+        """The candidates of ``queue`` (memoized; never mutate them)."""
+        found = self._queues.get(queue)
+        if found is None:
+            found = self._queues[queue] = QueueVictims([v for v in self.ready if v.queue == queue])
+        return found
+
+
+class RunningIndex:
+    """``snapshot.running`` by node (``holders``, ``nodes``), and the candidates of each
+    queue across nodes (``streams``), built from the previous cycle's where they hold.
+
+    ``streams[queue][held]``: the candidates of ``queue`` that hold ``held``
+    GPU uuids, in victim order then node name; ``floor[queue]`` the lowest
+    priority among them; ``latest_start`` the latest start of a candidate.
+    While every start is before ``now``, victim order then node is the order
+    of one-victim costs (``victims.cost_of``), as ``boards.Board`` reads it.
+    ``preempted_for[job]``: the stopping jobs preempted for it. Everything
+    here is read-only to its users.
+    """
+
+    _recent: ClassVar[RunningIndex | None] = None  # the latest cycle's, for the next one
+
+    running: Sequence[RunningJob]
+    now: float
+    holders: dict[str, Sequence[RunningJob]]
+    nodes: dict[str, NodeRunning]
+    preempted_for: dict[int, list[RunningJob]]
+    streams: dict[str, dict[int, Stream]]
+    floor: dict[str, int]
+    latest_start: float
+
+    def __init__(self, running: Sequence[RunningJob], now: float) -> None:
+        self.running = running
+        self.now = now
+        previous = RunningIndex._recent
+        old = previous.nodes if previous is not None else {}
+        if previous is not None and previous.running is running:
+            holders = dict(previous.holders)
+            self.preempted_for = previous.preempted_for
+        else:
+            grouped: dict[str, list[RunningJob]] = {}
+            preempted_for: dict[int, list[RunningJob]] = {}
+            for job in running:
+                grouped.setdefault(job.node, []).append(job)
+                if job.preempted_for is not None:
+                    preempted_for.setdefault(job.preempted_for, []).append(job)
+            holders = dict(grouped)
+            self.preempted_for = preempted_for
+        nodes: dict[str, NodeRunning] = {}
+        touched: list[str] = []
+        for name, jobs in holders.items():
+            kept = old.get(name)
+            if (
+                kept is not None
+                and (
+                    kept.jobs is jobs
+                    or (len(kept.jobs) == len(jobs) and all(map(is_, kept.jobs, jobs)))
+                )
+                and (now == kept.now or kept.holds_at(now))
+            ):
+                nodes[name] = kept
+                holders[name] = kept.jobs
+            else:
+                node = nodes[name] = NodeRunning(tuple(jobs), now)
+                holders[name] = node.jobs
+                if kept is not None or node.ready:
+                    touched.append(name)
+        touched += [name for name, kept in old.items() if name not in nodes and kept.ready]
+        self.holders = holders
+        self.nodes = nodes
+        self.latest_start = max((n.latest_start for n in nodes.values()), default=-math.inf)
+        self._keyed = self._patched(previous, touched)
+        if previous is not None and self._keyed is previous._keyed:
+            self.streams, self.floor = previous.streams, previous.floor
+        else:
+            self.streams, self.floor = _streams(self._keyed)
+        RunningIndex._recent = self
+
+    def _patched(
+        self, previous: RunningIndex | None, touched: list[str]
+    ) -> dict[tuple[str, int], Keyed]:
+        """The keyed candidates of every (queue, held), from ``previous`` where it holds."""
+        if previous is not None and not touched:
+            return previous._keyed
+        if previous is None or 4 * len(touched) > len(self.nodes):
+            fresh = [v for node in self.nodes.values() for v in node.ready]
+            return _keyed(fresh, {})
+        names = set(touched)
+        kept = {
+            key: [entry for entry in entries if entry[2].node not in names]
+            for key, entries in previous._keyed.items()
+        }
+        fresh = [v for name in touched if name in self.nodes for v in self.nodes[name].ready]
+        return _keyed(fresh, kept)
+
+    @classmethod
+    def of(cls, running: Sequence[RunningJob], now: float) -> RunningIndex:
+        """The index of ``running`` at ``now``; the latest one again when it is the same."""
+        recent = cls._recent
+        if recent is not None and recent.running is running and recent.now == now:
+            return recent
+        return cls(running, now)
+
+
+def _keyed(
+    fresh: list[RunningJob], kept: dict[tuple[str, int], Keyed]
+) -> dict[tuple[str, int], Keyed]:
+    """``kept`` (each list sorted) with ``fresh`` candidates merged in, by queue then held."""
+    added: dict[tuple[str, int], Keyed] = {}
+    for v in fresh:
+        key = (v.queue, len(v.gpu_uuids))
+        added.setdefault(key, []).append((global_order(v), id(v), v))
+    out = dict(kept)
+    for key, entries in added.items():
+        merged = kept.get(key, []) + entries
+        merged.sort()  # two sorted runs, or one: a merge
+        out[key] = merged
+    return {key: entries for key, entries in out.items() if entries}
+
+
+def _streams(
+    keyed: dict[tuple[str, int], Keyed],
+) -> tuple[dict[str, dict[int, Stream]], dict[str, int]]:
+    """``streams`` and ``floor`` of keyed candidates."""
+    streams: dict[str, dict[int, Stream]] = {}
+    floor: dict[str, int] = {}
+    for (queue, held), entries in sorted(keyed.items()):
+        streams.setdefault(queue, {})[held] = [v for _, _, v in entries]
+        lowest = entries[0][2].priority
+        floor[queue] = min(floor.get(queue, lowest), lowest)
+    return streams, floor
