@@ -111,7 +111,7 @@ class Board:
                 elif self._multis is None:
                     self._multis = self._search.multis(self._job)
                 else:
-                    entry = self._multis.at(self._next_multi)
+                    entry = self._multis.at(self._search, self._next_multi)
                     assert entry is not None  # it came ahead
                     self._try(entry[1])
                     self._next_multi += 1
@@ -135,7 +135,7 @@ class Board:
         only a lower bound of it if that costs ``below`` or more (``Multis.at``)."""
         if self._multis is None:
             return self._before_multis
-        entry = self._multis.at(self._next_multi, below)
+        entry = self._multis.at(self._search, self._next_multi, below)
         return None if entry is None else entry[0]
 
     def _look(self, victim: RunningJob) -> None:

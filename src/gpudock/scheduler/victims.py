@@ -399,11 +399,12 @@ class Multis:
     candidate, 2, -inf, node)`` (a set of two or more costs at least that),
     and an exact bound is handed out once no waiting node can come before
     it. Bounds are computed when first reached, from the candidates left
-    then; candidates are only taken away, so they stay lower bounds.
+    then; candidates are only taken away, so they stay lower bounds. The
+    search that keeps it is passed in, never kept (no reference cycle: a
+    finished cycle is freed by reference counting alone).
     """
 
     def __init__(self, search: VictimSearch, job: JobRequest) -> None:
-        self._search = search
         self._job = job
         self._waiting: list[tuple[Cost, str]] = []
         for name in search.by_node:
@@ -414,11 +415,12 @@ class Multis:
         self._known: list[tuple[Cost, str]] = []  # exact bounds not handed out yet
         self._out: list[tuple[Cost, str]] = []  # handed out, in order
 
-    def at(self, i: int, below: float = math.inf) -> tuple[Cost, str] | None:
+    def at(self, search: VictimSearch, i: int, below: float = math.inf) -> tuple[Cost, str] | None:
         """The i-th (bound, node), or None past the end; but when it costs ``below`` or
-        more (top priority), possibly only a lower bound of it, itself that dear."""
+        more (top priority), possibly only a lower bound of it, itself that dear.
+        ``search`` is the one that made it."""
         out, waiting, known = self._out, self._waiting, self._known
-        search, job = self._search, self._job
+        job = self._job
         while len(out) <= i:
             while waiting and (not known or waiting[0][0] < known[0][0]):
                 if waiting[0][0][0] >= below:

@@ -24,11 +24,12 @@ def busy_snapshot() -> Snapshot:
     nodes = [make_node(f"n{i}").gpus(8) for i in range(3)]
     running = [
         make_running(100).on("n0", 0, 1, 2, 3).priority(0).started(0).max_runtime(600),
+        make_running(103).on("n0", 4, 5, 6, 7).priority(0).started(20),
         make_running(101).on("n1", 0, 1, 2, 3, 4, 5).priority(5).started(10),
         make_running(102).on("n2", 0).share("20GiB").priority(0).started(5),
     ]
     jobs = [
-        make_job(1).gpus(8).priority(9),  # preempts
+        make_job(1).gpus(8).priority(9),  # preempts two jobs (multi-victim bounds)
         make_job(7).gpus(8).submitted(1),  # blocked: the EASY reservation
         make_job(2).gpus(2).max_runtime(60),  # backfills
         make_job(3).gpus(4).nodes(2),  # a gang
@@ -52,7 +53,8 @@ def test_a_cycle_leaves_no_cyclic_garbage(collector_off: None) -> None:
     schedule(snapshot, config)  # imports and caches settle first
     gc.collect()
     plan = schedule(snapshot, config)
-    assert plan.placements and plan.preemptions, "the scenario should place and preempt"
+    assert plan.placements, "the scenario should place"
+    assert {p.victim_id for p in plan.preemptions} == {100, 103}, "and preempt two jobs"
     assert {3, 5, 6, 7} <= set(plan.pending), "the scenario should leave jobs with reasons"
     assert gc.collect() == 0, "a cycle created reference cycles: its garbage waits for the GC"
 

@@ -180,4 +180,4 @@ def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
             if bound is not None:
                 every.append((bound, name))
         multis = search.multis(job)
-        assert [multis.at(i) for i in range(len(every) + 1)] == [*sorted(every), None]
+        assert [multis.at(search, i) for i in range(len(every) + 1)] == [*sorted(every), None]
