@@ -56,10 +56,11 @@ class QueueVictims:
 
     ``most[k]``: the GPUs the k candidates holding the most hold (by their
     uuids); ``unstarted`` how many have not started; ``started`` the start
-    times of the others, latest first (shortest run first).
+    times of the others, latest first (shortest run first), and ``prefix[k]``
+    the sum of the first k of them.
     """
 
-    __slots__ = ("candidates", "most", "started", "unstarted")
+    __slots__ = ("candidates", "most", "prefix", "started", "unstarted")
 
     def __init__(self, candidates: Stream) -> None:
         self.candidates = candidates
@@ -69,6 +70,7 @@ class QueueVictims:
         started = [v.started_at for v in candidates if v.started_at is not None]
         started.sort(reverse=True)
         self.started = started
+        self.prefix = list(accumulate(started, initial=0.0))
         self.unstarted = len(candidates) - len(started)
 
 

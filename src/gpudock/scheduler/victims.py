@@ -343,9 +343,12 @@ class VictimSearch:
         count = max(count, 2)
         if count > len(candidates):
             return None
-        now = self.now  # ``seconds_run``, inlined
-        ran = sorted([now - v.started_at if v.started_at is not None else 0.0 for v in candidates])
-        return (float(candidates[count - 1].priority), count, _least(ran[:count]), name)
+        starts = sorted([v.started_at for v in candidates if v.started_at is not None])
+        starts.reverse()  # latest first: shortest run first
+        unstarted = len(candidates) - len(starts)
+        prefix = list(accumulate(starts[: max(0, count - unstarted)], initial=0.0))
+        least = least_lost(self.now, starts[:1], prefix, unstarted, count)
+        return (float(candidates[count - 1].priority), count, least, name)
 
     def multi_bound_at(self, job: JobRequest, name: str) -> Cost | None:
         """``multi_bound(job, name, candidates(job.queue, name))``, from the index's summary
@@ -354,18 +357,14 @@ class VictimSearch:
         if node is None or name in self.version or not self.state.unique_uuids:
             return self.multi_bound(job, name, self.candidates(job.queue, name))
         found = node.queue(job.queue)
-        now, started = self.now, found.started
-        if started and started[0] > now:  # a run shorter than not started: sort them all
-            return self.multi_bound(job, name, found.candidates)
         count = releases_needed(usable_bound(job, self.state.fit(name)), found.most, job.gpus)
         if count is None:
             return None
         count = max(count, 2)
         if count > len(found.candidates):
             return None
-        unstarted = min(found.unstarted, count)
-        ran = [0.0] * unstarted + [now - s for s in started[: count - unstarted]]
-        return (float(found.candidates[count - 1].priority), count, _least(ran), name)
+        least = least_lost(self.now, found.started[:1], found.prefix, found.unstarted, count)
+        return (float(found.candidates[count - 1].priority), count, least, name)
 
     def trial(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
@@ -384,9 +383,21 @@ class VictimSearch:
         return cost_of(victims, name, self.now), victims
 
 
-def _least(ran: list[float]) -> float:
-    """Just under the sum of ``ran`` (rounding aside), as a lower bound of seconds lost."""
-    least = math.fsum(ran) - 1e-9 * (1.0 + math.fsum(abs(x) for x in ran))
+def least_lost(
+    now: float, latest: Sequence[float], prefix: Sequence[float], unstarted: int, count: int
+) -> float:
+    """At most the seconds run by the ``count`` shortest-running of some jobs, at ``now``.
+
+    ``unstarted`` of them have not started (0 s each); ``prefix[k]`` is the
+    sum of the k latest start times of the others, ``latest`` the latest (or
+    none). ``k * now - prefix[k]``, less a margin for rounding; -inf when a
+    job started after ``now`` (its run is shorter than not having started).
+    """
+    if latest and latest[0] > now:
+        return -math.inf
+    k = max(0, count - unstarted)
+    starts = prefix[k]
+    least = k * now - starts - 1e-9 * (1.0 + k * abs(now) + abs(starts))
     return -math.inf if math.isnan(least) else least
 
 
