@@ -15,7 +15,7 @@ so a summary of the same objects is the one a fresh cycle would make: no
 answer depends on what was kept (``tests/unit/scheduler/test_running.py``
 replays snapshot sequences both ways). A caller that keeps unchanged
 ``RunningJob`` objects from one snapshot to the next (the simulator, the
-store's ``SnapshotLoader``, ``benchmarks/scheduler_scale.py``) skips that
+store's ``SnapshotCache``, ``benchmarks/scheduler_scale.py``) skips that
 work; fresh objects cost one comparison each.
 
 Only time can change a summary of the same jobs: a job passes its
