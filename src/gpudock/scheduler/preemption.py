@@ -31,16 +31,10 @@ from gpudock.scheduler.boards import Boards
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
 from gpudock.scheduler.policies.node_affinity import admits
 from gpudock.scheduler.release import Release, pick_victims
-from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.running import RunningIndex, victim_order
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
 from gpudock.scheduler.topology import largest_group
-from gpudock.scheduler.victims import (
-    VictimSearch,
-    VictimSet,
-    cost_of,
-    preemptible_now,
-    victim_order,
-)
+from gpudock.scheduler.victims import VictimSearch, VictimSet, cost_of, preemptible_now
 
 __all__ = [
     "Reclaimer",

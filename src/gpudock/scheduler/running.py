@@ -20,7 +20,7 @@ work; fresh objects cost one comparison each.
 
 Only time can change a summary of the same jobs: a job passes its
 ``min_runtime`` and becomes a candidate. Victim order reads start times,
-not ``now`` (``victims.victim_order``), and expected ends move with
+not ``now`` (``victim_order``), and expected ends move with
 ``now`` only by ``max(now, ...)``, so a summary is checked for exactly
 those jobs. A clock that goes backwards rebuilds it.
 """
@@ -36,11 +36,24 @@ from typing import ClassVar
 from gpudock.scheduler.snapshot import RunningJob
 
 Stream = list[RunningJob]
+Bounds = tuple[list[int], list[float], list[float], int]  # see ``QueueVictims``
 Keyed = list[tuple[tuple[int, bool, float, str, int], int, RunningJob]]
 
 
+def victim_order(victim: RunningJob) -> tuple[int, bool, float, int]:
+    """Preference: lowest priority, then youngest (not started yet, then started latest),
+    then highest id. Start times, not ``now``: the order of two jobs never changes."""
+    started = victim.started_at
+    return (
+        victim.priority,
+        started is not None,
+        -started if started is not None else 0.0,
+        -victim.id,
+    )
+
+
 def global_order(victim: RunningJob) -> tuple[int, bool, float, str, int]:
-    """``victims.victim_order``, then the node: the order of a queue's candidates across nodes."""
+    """``victim_order``, then the node: the order of a queue's candidates across nodes."""
     started = victim.started_at
     return (
         victim.priority,
@@ -52,7 +65,8 @@ def global_order(victim: RunningJob) -> tuple[int, bool, float, str, int]:
 
 
 class QueueVictims:
-    """One node's candidates of one queue, with what ``VictimSearch.multi_bound`` reads of them.
+    """One node's candidates of one queue, with what ``VictimSearch.multi_bound`` reads of
+    them (``bounds``, worked out on first use).
 
     ``most[k]``: the GPUs the k candidates holding the most hold (by their
     uuids); ``unstarted`` how many have not started; ``started`` the start
@@ -60,82 +74,122 @@ class QueueVictims:
     the sum of the first k of them.
     """
 
-    __slots__ = ("candidates", "most", "prefix", "started", "unstarted")
+    __slots__ = ("_bounds", "candidates")
 
     def __init__(self, candidates: Stream) -> None:
         self.candidates = candidates
-        self.most = list(
-            accumulate(sorted([len(v.gpu_uuids) for v in candidates], reverse=True), initial=0)
-        )
-        started = [v.started_at for v in candidates if v.started_at is not None]
-        started.sort(reverse=True)
-        self.started = started
-        self.prefix = list(accumulate(started, initial=0.0))
-        self.unstarted = len(candidates) - len(started)
+        self._bounds: Bounds | None = None
+
+    def bounds(self) -> Bounds:
+        """``(most, started, prefix, unstarted)``."""
+        found = self._bounds
+        if found is None:
+            candidates = self.candidates
+            held = sorted([len(v.gpu_uuids) for v in candidates], reverse=True)
+            started = [v.started_at for v in candidates if v.started_at is not None]
+            started.sort(reverse=True)
+            found = self._bounds = (
+                list(accumulate(held, initial=0)),
+                started,
+                list(accumulate(started, initial=0.0)),
+                len(candidates) - len(started),
+            )
+        return found
 
 
 class NodeRunning:
-    """The running jobs on one node, and what steps 3e and 5 read of them.
+    """The running jobs on one node, and what steps 3e and 5 read of them, summarised on
+    first use (a cycle that places everything reads none of it).
 
     ``first_raw_end``: ``expected_end`` of each job is ``max(now, raw)`` with
     raw ``-inf`` for a stopping job, ``inf`` without ``max_runtime``, else
     its start plus ``max_runtime``; the least raw end gives the node's first
     end at any ``now``. ``ready``: the jobs ``preemptible_now`` at ``now``,
-    in victim order. ``waiting``: (start, ``min_runtime``) of the preemptible
-    jobs not yet past their ``min_runtime``, the only ones time can change.
+    in victim order; ``latest_start`` the latest start among them.
+    ``waiting``: (start, ``min_runtime``) of the preemptible jobs not yet past
+    their ``min_runtime``, the only ones time can change.
     """
 
     __slots__ = (
+        "_first_raw_end",
         "_gains",
         "_gains_of",
+        "_latest_start",
         "_queues",
-        "first_raw_end",
+        "_ready",
+        "_waiting",
         "jobs",
-        "latest_start",
         "now",
-        "ready",
-        "waiting",
     )
 
     def __init__(self, jobs: tuple[RunningJob, ...], now: float) -> None:
         self.jobs = jobs
         self.now = now
-        first = math.inf
+        self._ready: Stream | None = None  # with ``_waiting`` and ``_latest_start``
+        self._waiting: list[tuple[float, float]] = []
+        self._latest_start = -math.inf
+        self._first_raw_end: float | None = None
+        self._queues: dict[str, QueueVictims] = {}
+        self._gains: dict[int, tuple[int, int]] = {}
+        self._gains_of: object = None
+
+    @property
+    def summarised(self) -> bool:
+        """Whether ``ready`` (and what comes with it) has been worked out."""
+        return self._ready is not None
+
+    @property
+    def ready(self) -> Stream:
+        if self._ready is None:
+            self._summarise()
+            assert self._ready is not None
+        return self._ready
+
+    @property
+    def latest_start(self) -> float:
+        if self._ready is None:
+            self._summarise()
+        return self._latest_start
+
+    @property
+    def first_raw_end(self) -> float:
+        first = self._first_raw_end
+        if first is None:
+            first = math.inf
+            for r in self.jobs:
+                if r.stopping:
+                    first = -math.inf
+                    break
+                if r.max_runtime is not None and r.started_at is not None:
+                    first = min(first, r.started_at + r.max_runtime)
+            self._first_raw_end = first
+        return first
+
+    def _summarise(self) -> None:
+        now = self.now
         ready: Stream = []
         waiting: list[tuple[float, float]] = []
-        for r in jobs:
-            if r.stopping:
-                first = -math.inf
-                continue
-            if r.max_runtime is not None and r.started_at is not None:
-                first = min(first, r.started_at + r.max_runtime)
-            if not r.preemptible:
+        for r in self.jobs:
+            if r.stopping or not r.preemptible:
                 continue
             started, least = r.started_at, r.min_runtime
             if least is not None and started is not None and now - started < least:
                 waiting.append((started, least))  # not ``preemptible_now`` yet
                 continue
             ready.append(r)
-        ready.sort(key=lambda v: -v.id)  # victim order: stable sorts, last key first
-        ready.sort(key=lambda v: -v.started_at if v.started_at is not None else 0.0)
-        ready.sort(key=lambda v: (v.priority, v.started_at is not None))
-        self.first_raw_end = first
-        self.ready = ready
-        self.latest_start = max(
+        ready.sort(key=victim_order)
+        self._ready, self._waiting = ready, waiting
+        self._latest_start = max(
             (v.started_at for v in ready if v.started_at is not None), default=-math.inf
         )
-        self.waiting = waiting
-        self._queues: dict[str, QueueVictims] = {}
-        self._gains: dict[int, tuple[int, int]] = {}
-        self._gains_of: object = None
 
     def holds_at(self, now: float) -> bool:
         """True if this summary is the one a fresh one at ``now`` would be."""
         if now == self.now:
             return True
-        if now < self.now:
-            return False
-        return all(now - started < least for started, least in self.waiting)
+        if now < self.now or self._ready is None:
+            return False  # not summarised: a fresh one at ``now`` costs nothing
+        return all(now - started < least for started, least in self._waiting)
 
     def first_end(self, now: float) -> float:
         """The earliest ``expected_end`` of the node's jobs at ``now`` (inf when none)."""
@@ -156,6 +210,26 @@ class NodeRunning:
         return found
 
 
+Streams = dict[str, dict[int, Stream]]
+Base = tuple["Candidates", set[str]]  # candidates, nodes changed since
+
+
+class Candidates:
+    """Every queue's candidates across nodes: ``keyed`` (sorted, for patching), ``streams``
+    by queue and held GPU uuids, ``floor`` (lowest priority) by queue."""
+
+    __slots__ = ("floor", "keyed", "streams")
+
+    def __init__(self, keyed: dict[tuple[str, int], Keyed]) -> None:
+        self.keyed = keyed
+        self.streams: Streams = {}
+        self.floor: dict[str, int] = {}
+        for (queue, held), entries in sorted(keyed.items()):
+            self.streams.setdefault(queue, {})[held] = [v for _, _, v in entries]
+            lowest = entries[0][2].priority
+            self.floor[queue] = min(self.floor.get(queue, lowest), lowest)
+
+
 class RunningIndex:
     """``snapshot.running`` by node (``holders``, ``nodes``), and the candidates of each
     queue across nodes (``streams``), built from the previous cycle's where they hold.
@@ -165,8 +239,10 @@ class RunningIndex:
     priority among them; ``latest_start`` the latest start of a candidate.
     While every start is before ``now``, victim order then node is the order
     of one-victim costs (``victims.cost_of``), as ``boards.Board`` reads it.
-    ``preempted_for[job]``: the stopping jobs preempted for it. Everything
-    here is read-only to its users.
+    They are worked out on first use (step 5 with a blocked job), patched
+    from the last ones worked out for the nodes changed since (rebuilt when
+    more than a quarter did). ``preempted_for[job]``: the stopping jobs
+    preempted for it. Everything here is read-only to its users.
     """
 
     _recent: ClassVar[RunningIndex | None] = None  # the latest cycle's, for the next one
@@ -176,9 +252,6 @@ class RunningIndex:
     holders: dict[str, Sequence[RunningJob]]
     nodes: dict[str, NodeRunning]
     preempted_for: dict[int, list[RunningJob]]
-    streams: dict[str, dict[int, Stream]]
-    floor: dict[str, int]
-    latest_start: float
 
     def __init__(self, running: Sequence[RunningJob], now: float) -> None:
         self.running = running
@@ -198,7 +271,7 @@ class RunningIndex:
             holders = dict(grouped)
             self.preempted_for = preempted_for
         nodes: dict[str, NodeRunning] = {}
-        touched: list[str] = []
+        touched: set[str] = set()
         for name, jobs in holders.items():
             kept = old.get(name)
             if (
@@ -207,42 +280,61 @@ class RunningIndex:
                     kept.jobs is jobs
                     or (len(kept.jobs) == len(jobs) and all(map(is_, kept.jobs, jobs)))
                 )
-                and (now == kept.now or kept.holds_at(now))
+                and kept.holds_at(now)
             ):
                 nodes[name] = kept
                 holders[name] = kept.jobs
             else:
                 node = nodes[name] = NodeRunning(tuple(jobs), now)
                 holders[name] = node.jobs
-                if kept is not None or node.ready:
-                    touched.append(name)
-        touched += [name for name, kept in old.items() if name not in nodes and kept.ready]
+                touched.add(name)
+        touched.update(name for name in old if name not in nodes)
         self.holders = holders
         self.nodes = nodes
-        self.latest_start = max((n.latest_start for n in nodes.values()), default=-math.inf)
-        self._keyed = self._patched(previous, touched)
-        if previous is not None and self._keyed is previous._keyed:
-            self.streams, self.floor = previous.streams, previous.floor
-        else:
-            self.streams, self.floor = _streams(self._keyed)
+        self._candidates: Candidates | None = None
+        self._base: Base | None = None  # the latest candidates worked out, for patching
+        if previous is not None:
+            if previous._candidates is not None:
+                self._base = (previous._candidates, touched)
+            elif previous._base is not None:
+                self._base = (previous._base[0], previous._base[1] | touched)
+            if self._base is not None and 4 * len(self._base[1]) > len(nodes):
+                self._base = None  # rebuilt on first use
         RunningIndex._recent = self
 
-    def _patched(
-        self, previous: RunningIndex | None, touched: list[str]
-    ) -> dict[tuple[str, int], Keyed]:
-        """The keyed candidates of every (queue, held), from ``previous`` where it holds."""
-        if previous is not None and not touched:
-            return previous._keyed
-        if previous is None or 4 * len(touched) > len(self.nodes):
+    @property
+    def streams(self) -> Streams:
+        return self._worked_out().streams
+
+    @property
+    def floor(self) -> dict[str, int]:
+        return self._worked_out().floor
+
+    @property
+    def latest_start(self) -> float:
+        return max((n.latest_start for n in self.nodes.values()), default=-math.inf)
+
+    def _worked_out(self) -> Candidates:
+        """The candidates across nodes, from ``_base`` where it holds."""
+        found = self._candidates
+        if found is not None:
+            return found
+        base, self._base = self._base, None
+        if base is None:
             fresh = [v for node in self.nodes.values() for v in node.ready]
-            return _keyed(fresh, {})
-        names = set(touched)
-        kept = {
-            key: [entry for entry in entries if entry[2].node not in names]
-            for key, entries in previous._keyed.items()
-        }
-        fresh = [v for name in touched if name in self.nodes for v in self.nodes[name].ready]
-        return _keyed(fresh, kept)
+            found = Candidates(_keyed(fresh, {}))
+        elif not base[1]:
+            found = base[0]
+        else:
+            names = base[1]
+            kept = {
+                key: [entry for entry in entries if entry[2].node not in names]
+                for key, entries in base[0].keyed.items()
+            }
+            fresh = [v for name in names if name in self.nodes for v in self.nodes[name].ready]
+            found = Candidates(_keyed(fresh, kept))
+        self._candidates = found
+        return found
 
     @classmethod
     def of(cls, running: Sequence[RunningJob], now: float) -> RunningIndex:
@@ -267,16 +359,3 @@ def _keyed(
         merged.sort()  # two sorted runs, or one: a merge
         out[key] = merged
     return {key: entries for key, entries in out.items() if entries}
-
-
-def _streams(
-    keyed: dict[tuple[str, int], Keyed],
-) -> tuple[dict[str, dict[int, Stream]], dict[str, int]]:
-    """``streams`` and ``floor`` of keyed candidates."""
-    streams: dict[str, dict[int, Stream]] = {}
-    floor: dict[str, int] = {}
-    for (queue, held), entries in sorted(keyed.items()):
-        streams.setdefault(queue, {})[held] = [v for _, _, v in entries]
-        lowest = entries[0][2].priority
-        floor[queue] = min(floor.get(queue, lowest), lowest)
-    return streams, floor

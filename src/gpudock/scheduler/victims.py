@@ -74,18 +74,6 @@ def preemptible_now(victim: RunningJob, now: float) -> bool:
     return True
 
 
-def victim_order(victim: RunningJob) -> tuple[int, bool, float, int]:
-    """Preference: lowest priority, then youngest (not started yet, then started latest),
-    then highest id. Start times, not ``now``: the order of two jobs never changes."""
-    started = victim.started_at
-    return (
-        victim.priority,
-        started is not None,
-        -started if started is not None else 0.0,
-        -victim.id,
-    )
-
-
 def cost_of(victims: Sequence[RunningJob], node: str, now: float) -> Cost:
     """Lowest first: top victim priority, fewest victims, least work lost, node name."""
     return (
@@ -357,14 +345,16 @@ class VictimSearch:
         if node is None or name in self.version or not self.state.unique_uuids:
             return self.multi_bound(job, name, self.candidates(job.queue, name))
         found = node.queue(job.queue)
-        count = releases_needed(usable_bound(job, self.state.fit(name)), found.most, job.gpus)
+        most, started, prefix, unstarted = found.bounds()
+        count = releases_needed(usable_bound(job, self.state.fit(name)), most, job.gpus)
         if count is None:
             return None
         count = max(count, 2)
-        if count > len(found.candidates):
+        candidates = found.candidates
+        if count > len(candidates):
             return None
-        least = least_lost(self.now, found.started[:1], found.prefix, found.unstarted, count)
-        return (float(found.candidates[count - 1].priority), count, least, name)
+        least = least_lost(self.now, started[:1], prefix, unstarted, count)
+        return (float(candidates[count - 1].priority), count, least, name)
 
     def trial(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]

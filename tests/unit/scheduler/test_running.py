@@ -96,12 +96,13 @@ def test_a_sequence_of_cycles_gets_the_plans_of_cycles_that_keep_nothing(
     assert [run_cycle(snapshot, profile) for snapshot in sequence] == expected
 
 
-def test_a_node_whose_jobs_are_the_same_objects_keeps_its_summary() -> None:
+def test_a_summarised_node_whose_jobs_are_the_same_objects_keeps_its_summary() -> None:
     nodes = [make_node(f"n{i}").gpus(8) for i in range(3)]
     running = [
         make_running(100 + i).on(f"n{i % 3}", i // 3).started(10.0 * i).build() for i in range(9)
     ]
     first = RunningIndex(tuple(running), 1000.0)
+    assert all(node.ready for node in first.nodes.values())  # summarised, as step 5 does
     changed = [replace(running[0], priority=5), *running[1:]]  # a new object on n0
     second = RunningIndex(tuple(changed), 1060.0)
     assert second.nodes["n1"] is first.nodes["n1"]
