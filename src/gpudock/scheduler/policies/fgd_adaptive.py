@@ -39,7 +39,7 @@ Two extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
 
 On the Alibaba 2023 trace (``benchmarks/alibaba_sharing.py``, 10 seeds) the
 pair allocates about 1 point more than ``fgd`` with the trace's own task
-types (about 0.45 of it from ``stranded``; ``scheduler/README.md``).
+types (about 0.4 of it from ``stranded``, seeds 42-47; ``scheduler/README.md``).
 
 Caveats, stated plainly:
 
@@ -51,7 +51,12 @@ Caveats, stated plainly:
   earlier jobs were cached (``equivalence.py``): scores from two workloads
   may then be compared. Feasibility never depends on the workload;
 * shares are converted to fractions of the largest GPU memory seen (exact
-  on clusters of one GPU size).
+  on clusters of one GPU size);
+* ``stranded`` judges each common type alone: where a mix of types could
+  use more of a node than any one of them (whole GPUs for one type, a
+  half-used GPU for another), the difference counts as stranded too;
+* ``COMMON`` (1%) was set before measuring; 3% gives the same figures on
+  the Alibaba trace (3 seeds), counting every type 2.4 points less.
 
 Not in the default profile: it takes the generic (unindexed) path, which
 makes whole-GPU jobs slower at scale (``scheduler/README.md``).
