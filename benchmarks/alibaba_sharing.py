@@ -37,8 +37,9 @@ Policies:
   workload from history;
 * ``fgd_adaptive``: the registered ``fgd_adaptive`` scorer and picker, as a
   config names them: FGD whose fragments count GPUs beyond what a node's
-  free CPUs can serve, with the task types learned from the pods that have
-  arrived so far (never from pods yet to come);
+  free CPUs can serve, comparing nodes first by the GPUs a pod would strand
+  behind exhausted CPUs, with the task types learned from the pods that
+  have arrived so far (never from pods yet to come);
 * ``default``: ``build_profile(SchedulerConfig())``, whatever the default is.
 
 Speed (decisions are exactly those of a full snapshot). Nodes in identical
@@ -70,17 +71,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
-from gpudock.scheduler.capacity import NodeState, usable_now
-from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.framework import Profile
-from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, TaskType
-from gpudock.scheduler.registry import build_profile
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement, Snapshot
-from gpudock.sim.cluster import alibaba_nodes
-from gpudock.sim.traces import TraceJob, load_trace
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's gpudock, not an installed one
+
+from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight  # noqa: E402
+from gpudock.scheduler.capacity import NodeState, usable_now  # noqa: E402
+from gpudock.scheduler.cycle import run_cycle  # noqa: E402
+from gpudock.scheduler.framework import Profile  # noqa: E402
+from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, TaskType  # noqa: E402
+from gpudock.scheduler.registry import build_profile  # noqa: E402
+from gpudock.scheduler.snapshot import (  # noqa: E402
+    GpuView,
+    JobRequest,
+    NodeView,
+    Placement,
+    Snapshot,
+)
+from gpudock.sim.cluster import alibaba_nodes  # noqa: E402
+from gpudock.sim.traces import TraceJob, load_trace  # noqa: E402
+
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 MiB = 2**20
 MILLI = 1000

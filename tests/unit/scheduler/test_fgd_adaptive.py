@@ -10,6 +10,7 @@ from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
+from gpudock.scheduler.policies import fgd_adaptive
 from gpudock.scheduler.policies.fgd import (
     DEFAULT_WORKLOAD,
     Fgd,
@@ -56,7 +57,12 @@ def measure_profile(frag: Fragmentation) -> Profile:
 
 
 def f_n(workload: Workload, view: NodeView) -> float:
-    return CpuLimitedFragmentation(workload).of(summarize(state_of(view)))
+    """The fragments part of ``F_n`` (``sum_t p_t F_n(t)``), stranded GPUs left out."""
+    return CpuLimitedFragmentation(workload).parts(summarize(state_of(view)))[0]
+
+
+def stranded(workload: Workload, view: NodeView) -> float:
+    return CpuLimitedFragmentation(workload).parts(summarize(state_of(view)))[1]
 
 
 # ── the CPU-limited measure ───────────────────────────────────────────────
@@ -83,6 +89,62 @@ def test_shares_beyond_what_the_free_cpus_can_serve_are_fragments() -> None:
 def test_a_task_the_cpus_cannot_serve_once_fragments_all_free_gpus() -> None:
     node = make_node("n").gpus(2).shared(0, "40GiB").cpus(16, used=10).build()
     assert f_n([(TaskType(0.25, cpus=8), 1.0)], node) == pytest.approx(1.5)
+
+
+def test_f_n_is_the_fragments_plus_the_stranded_gpus_weighted() -> None:
+    node = make_node("n").gpus(8).cpus(96, used=72).build()
+    workload = [(TaskType(1, cpus=12), 3.0), (TaskType(0.5, cpus=2), 1.0)]
+    frag = CpuLimitedFragmentation(workload)
+    fragments, lost = frag.parts(summarize(state_of(node)))
+    assert frag.of(summarize(state_of(node))) == pytest.approx(
+        fragments + fgd_adaptive.STRANDED_WEIGHT * lost
+    )
+
+
+# ── GPUs stranded by CPUs ─────────────────────────────────────────────────
+
+
+def test_gpus_the_common_types_could_use_but_the_free_cpus_cannot_serve_are_stranded() -> None:
+    # 24 free CPUs serve two 12-CPU tasks: 6 of the 8 idle GPUs are stranded.
+    node = make_node("n").gpus(8).cpus(96, used=72).build()
+    assert stranded([(TaskType(1, cpus=12), 1.0)], node) == pytest.approx(6)
+    # The best-served common type decides: a 3-CPU type could use every GPU.
+    both = [(TaskType(1, cpus=12), 1.0), (TaskType(1, cpus=3), 1.0)]
+    assert stranded(both, node) == 0
+    assert stranded([(TaskType(1, cpus=12), 1.0)], make_node("m").gpus(8).cpus(96).build()) == 0
+
+
+def test_gpu_capacity_too_small_for_the_types_is_not_stranded_by_cpus() -> None:
+    # 20 GiB free of 80: no 0.5 share fits, CPUs or not; FGD's fragment, not stranded.
+    node = make_node("n").gpus(1).shared(0, "60GiB").cpus(16, used=15).build()
+    assert stranded([(TaskType(0.5, cpus=4), 1.0)], node) == 0
+    assert f_n([(TaskType(0.5, cpus=4), 1.0)], node) == pytest.approx(0.25)
+
+
+def test_rare_types_do_not_keep_stranded_gpus_alive() -> None:
+    node = make_node("n").gpus(8).cpus(96, used=72).build()
+    rare = [(TaskType(1, cpus=12), 1000.0), (TaskType(1, cpus=1), 1.0)]  # under COMMON
+    assert stranded(rare, node) == pytest.approx(6)
+    common = [(TaskType(1, cpus=12), 90.0), (TaskType(1, cpus=1), 10.0)]
+    assert stranded(common, node) == 0
+
+
+def test_a_job_goes_where_it_strands_no_gpus_even_if_fgd_prefers_the_other_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "a-small" can never serve the popular 16-CPU type, so FGD already counts its GPU
+    # as fragment and filling it *lowers* F_n; but the half GPU left behind 2 CPUs is
+    # lost to every type, while "b-roomy" keeps CPUs for all it has left.
+    workload = [(TaskType(1, cpus=16), 2.0), (TaskType(0.5, cpus=4), 1.0)]
+    small = make_node("a-small").gpus(1).cpus(12).build()
+    roomy = make_node("b-roomy").gpus(2).cpus(40).build()
+    job = make_job(1).gpu_memory("40GiB").cpus(10).build()
+    snapshot = make_snapshot([small, roomy], [job])
+    plan = run_cycle(snapshot, measure_profile(CpuLimitedFragmentation(workload)))
+    assert plan.placements[0].node == "b-roomy"
+    monkeypatch.setattr(fgd_adaptive, "STRANDED_WEIGHT", 0.0)  # the fragments alone
+    plan = run_cycle(snapshot, measure_profile(CpuLimitedFragmentation(workload)))
+    assert plan.placements[0].node == "a-small"
 
 
 def test_without_cpu_limits_the_measure_is_fgds() -> None:
@@ -132,7 +194,9 @@ def test_the_default_workload_is_used_until_enough_jobs_are_seen() -> None:
     assert learner.scorer is not first
     # The learned type asks 12 CPUs per GPU: 72 CPUs serve only 6 of 8 idle GPUs.
     busy = state_of(make_node("m").gpus(8).cpus(96, used=24).build())
-    assert learner.scorer.measure.of(summarize(busy)) == pytest.approx(2)
+    measure = learner.scorer.measure
+    assert isinstance(measure, CpuLimitedFragmentation)
+    assert measure.parts(summarize(busy)) == pytest.approx((2, 2))
 
 
 def test_the_profile_shares_one_learned_workload_between_scorer_and_picker() -> None:
