@@ -338,7 +338,9 @@ class Simulator:
         if self._history is not None:  # as the server's controller does each cycle
             self._history = self._history.advance(now, queue_usage(snapshot))
             snapshot = replace(snapshot, queue_history=self._history)
-        plan = run_cycle(snapshot, self._profile, queues=self._queues, strict=self.policy.strict)
+        plan = run_cycle(
+            snapshot, self._profile, queues=self._queues, strict=self.policy.strict, explain=False
+        )  # the simulator reads no pending reasons
         self._apply(plan, now, pending, running)
 
     def _apply(
