@@ -10,9 +10,16 @@ from dataclasses import replace
 import pytest
 
 from gpudock.core.affinity import Taint, Toleration
-from gpudock.scheduler.snapshot import JobRequest, Placement
+from gpudock.scheduler.snapshot import JobRequest, Placement, RunningJob
 from gpudock.sim.cluster import parse_cluster
-from gpudock.sim.engine import SimConfig, Simulator, _Job, _with_gpus, _with_priority
+from gpudock.sim.engine import (
+    SimConfig,
+    Simulator,
+    _Job,
+    _running_view,
+    _with_gpus,
+    _with_priority,
+)
 from gpudock.sim.policies import POLICIES
 from gpudock.sim.traces import TraceJob
 
@@ -193,3 +200,26 @@ def test_the_fast_node_copy_equals_dataclasses_replace_on_every_field() -> None:
     )
     gpus = view.gpus[::-1]
     assert _with_gpus(view, gpus, 5.0) == replace(view, gpus=gpus, used_cpus=5.0)
+
+
+def test_the_positional_running_view_names_every_field() -> None:
+    trace = TraceJob("t", 3.0, 100.0, 2, queue="vision", max_runtime=500.0, cpus=4.0)
+    request = JobRequest(7, 2, 3.0, priority=-1, queue="vision", max_runtime=500.0, cpus=4.0)
+    job = _Job(trace, request, 100.0, state="stopping", attempt_start=9.0, preempted_for=3)
+    job.priority = -42
+    part = Placement(7, "node-1", ("u0", "u1"), 1024)
+    assert _running_view(job, part) == RunningJob(
+        id=7,
+        queue="vision",
+        priority=-42,
+        node="node-1",
+        gpu_uuids=("u0", "u1"),
+        memory_per_gpu=1024,
+        started_at=9.0,
+        submitted_at=3.0,
+        max_runtime=500.0,
+        preemptible=True,
+        stopping=True,
+        preempted_for=3,
+        cpus=4.0,
+    )
