@@ -309,6 +309,28 @@ class CycleState:
             self._fits[name] = fit
         return fit
 
+    def fit_all(self) -> list[NodeFit]:
+        """``fit`` of every node, in snapshot order: the same summaries, in one pass (the
+        catalog reads every node once per cycle, most of them not copied yet)."""
+        fits, known, fitted = self._fits, self._known, self._fitted
+        copied = self.nodes._states
+        out: list[NodeFit] = []
+        for name, view in self.views.items():
+            fit = fits.get(name)
+            if fit is None:
+                if name in copied:  # it may have changed: the general case
+                    fit = self.fit(name)
+                else:  # ``fit`` of a node still the snapshot's, inlined
+                    gpus = view.gpus
+                    hit = known.get(id(gpus))
+                    fit = hit[1] if hit is not None and hit[0] is gpus else None
+                    if fit is None:
+                        fit = node_fit(gpus, ANY_MODEL)
+                    fitted[id(gpus)] = (gpus, fit)
+                    fits[name] = fit
+            out.append(fit)
+        return out
+
     def _changed(self, name: str) -> None:
         self.changes.append(name)
         fit = self._fits.pop(name, None)

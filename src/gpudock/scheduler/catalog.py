@@ -183,9 +183,8 @@ class Catalog:
         GPUs; the other nodes are listed in ``_others`` and ``_unavailable``."""
         if self._products is None:
             by_product: dict[str, dict[str, NodeFit]] = {}
-            base = self._state.fit
-            for name, view in self._state.views.items():
-                fit = base(name)
+            views = self._state.views.items()
+            for (name, view), fit in zip(views, self._state.fit_all(), strict=True):
                 only = fit.only_name
                 if not view.available:
                     self._unavailable.append(name)

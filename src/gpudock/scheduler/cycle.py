@@ -88,6 +88,7 @@ def run_cycle(
     index: bool = True,
     queues: QueuePolicy | None = None,
     strict: bool = False,
+    explain: bool = True,
 ) -> Plan:
     """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
 
@@ -96,12 +97,16 @@ def run_cycle(
     admission (``admission.py``). ``strict`` is strict FIFO per queue
     (head-of-line blocking, as YARN's capacity scheduler or Kueue's
     StrictFIFO): once a job of a queue is blocked, no later job of that
-    queue starts in this cycle, and none backfills.
+    queue starts in this cycle, and none backfills. ``explain=False`` skips
+    the wording of steps 4-4c, for a caller that reads no pending reasons
+    (the simulator): the placements, gangs and preemptions are the same,
+    but ``plan.pending`` holds only the reasons of steps 3 and 5, so a
+    blocked job may be missing from it.
 
     The garbage collector is paused for the cycle (``collector_paused``).
     """
     with collector_paused():
-        return _run_cycle(snapshot, profile, index, queues, strict)
+        return _run_cycle(snapshot, profile, index, queues, strict, explain)
 
 
 @contextmanager
@@ -136,6 +141,7 @@ def _run_cycle(
     index: bool,
     queues: QueuePolicy | None,
     strict: bool,
+    explain: bool = True,
 ) -> Plan:
     jobs = order_jobs(snapshot.pending, profile.order)  # 1
     state = CycleState(snapshot.nodes)  # 2
@@ -210,14 +216,17 @@ def _run_cycle(
                 reservation = Reservation.make(job, state, holders)
                 if reservation is not None:
                     reservation.hold(state)
-    explain_blocked(blocked, cache, plan)  # 4
-    explain_gangs(gangs_blocked, cache, plan)
+    if explain:
+        explain_blocked(blocked, cache, plan)  # 4
+        explain_gangs(gangs_blocked, cache, plan)
     eta: PendingReason | None = None
     if reservation is not None:  # 4b
-        eta = explain_reservation(reservation, blocked, state, plan, snapshot.now)
+        if explain:
+            eta = explain_reservation(reservation, blocked, state, plan, snapshot.now)
         reservation.release(state)  # what is held for the reserved job is free to it
-        first = reservation.job
-        plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
+        if eta is not None:
+            first = reservation.job
+            plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
     preempting = preempt_for_blocked(
         blocked, state, snapshot, plan, admission, quota_blocked, running
     )

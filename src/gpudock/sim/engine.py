@@ -89,12 +89,14 @@ class _Job:
     ran: float = 0.0  # seconds run over all attempts (attained service)
     preempted_for: int | None = None
     running_views: tuple[RunningJob, ...] = ()  # its snapshot entries (one per node); () stale
+    priority: int = 0  # its scheduler priority now (``request``'s is brought up to it when pending)
+    klass: tuple[str, float] = ("", 0.0)  # dynamic priorities: its estimator class
     reprioritize_at: float = -math.inf  # dynamic priorities: next recomputation
     rank: float = 0.0  # dynamic priorities: the last remaining time computed
     rank_from: float = math.inf  # ... which holds for attained times from this
     rank_until: float = -math.inf  # ... up to (not including) this
-    rank_changes: int = -1  # ... while the estimator's ``changes`` is this
-    rank_version: int = -1  # pending: the estimator's version for its class when ranked
+    rank_version: int = -1  # ... while its class's estimator ``version`` is this
+    ranked_as: float = math.nan  # the remaining time its ``priority`` was computed from
 
     @property
     def gpus(self) -> float:
@@ -125,13 +127,17 @@ class Simulator:
         self._nodes: dict[str, NodeView] = {v.name: v for v in views}
         self._gpus: dict[str, list[GpuView]] = {v.name: list(v.gpus) for v in views}
         self._uuid_index = {g.uuid: (v.name, g.index) for v in views for g in v.gpus}
+        self._flips: dict[tuple[int, int], tuple[GpuView, GpuView]] = {}  # see ``_change``
+        self._states: dict[GpuView, GpuView] = {}  # ... one view per state of a whole GPU
         self.total_gpus = float(sum(len(v.gpus) for v in views))
         self._jobs: list[_Job] = []
         if self.config.seed:
             jobs = _shuffle_ties(jobs, self.config.seed)
         for number, trace in enumerate(jobs, start=1):
             trace = as_gang(trace, gpus_per_node)
-            self._jobs.append(_Job(trace, self._request(number, trace), trace.duration))
+            job = _Job(trace, self._request(number, trace), trace.duration)
+            job.priority, job.klass = job.request.priority, (trace.queue, job.gpus)
+            self._jobs.append(job)
         self._queues = self._queue_policy(jobs)
         self._history: UsageHistory | None = None
         if self._queues is not None:
@@ -141,6 +147,8 @@ class Simulator:
         self._estimator = RemainingEstimator()
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
         self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
+        self._versions: dict[tuple[str, float], int] = {}  # this cycle's, by class (``_version``)
+        self._due: float | None = None  # earliest refresh of a running job; None: to be found
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job, version)
         self._seq = 0
         self._allocated = 0.0
@@ -306,9 +314,12 @@ class Simulator:
         pending one (its estimate moved), and not sooner than
         ``REPRIORITIZE_EVERY`` (or the cycle interval) after this one.
         """
-        due = min(
-            (j.reprioritize_at for j in running.values() if j.state == "running"), default=math.inf
-        )
+        due = self._due  # kept by ``_reprioritize`` and ``_apply``
+        if due is None:
+            due = min(
+                (j.reprioritize_at for j in running.values() if j.state == "running"),
+                default=math.inf,
+            )
         at = max(due, now + max(REPRIORITIZE_EVERY, self.config.cycle_interval))
         if at < self._tick_at and math.isfinite(at):
             self._tick_at = at
@@ -322,23 +333,31 @@ class Simulator:
             now=now,
             nodes=tuple(self._nodes.values()),
             pending=tuple(j.request for j in pending.values()),
-            running=tuple(self._running_views(now, running)),
+            running=tuple(self._running_views(running)),
         )
         if self._history is not None:  # as the server's controller does each cycle
             self._history = self._history.advance(now, queue_usage(snapshot))
             snapshot = replace(snapshot, queue_history=self._history)
-        plan = run_cycle(snapshot, self._profile, queues=self._queues, strict=self.policy.strict)
+        plan = run_cycle(
+            snapshot, self._profile, queues=self._queues, strict=self.policy.strict, explain=False
+        )  # the simulator reads no pending reasons
         self._apply(plan, now, pending, running)
 
     def _apply(
         self, plan: Plan, now: float, pending: dict[int, _Job], running: dict[int, _Job]
     ) -> None:
-        for placement in plan.placements:
-            self._start(pending.pop(placement.job_id), (placement,), now)
-            running[placement.job_id] = self._jobs[placement.job_id - 1]
-        for gang in plan.gangs:
-            self._start(pending.pop(gang.job_id), gang.parts, now)
-            running[gang.job_id] = self._jobs[gang.job_id - 1]
+        """Start what the Plan places, stop its victims; keeps ``_due`` the earliest refresh
+        of a running job (None when a stop may have removed it)."""
+        started: list[tuple[int, tuple[Placement, ...]]] = [
+            (p.job_id, (p,)) for p in plan.placements
+        ]
+        started.extend((g.job_id, g.parts) for g in plan.gangs)
+        for job_id, parts in started:
+            job = pending.pop(job_id)
+            self._start(job, parts, now)
+            running[job_id] = job
+            if self._due is not None and job.reprioritize_at < self._due:
+                self._due = job.reprioritize_at
         stopped: set[int] = set()
         for preemption in plan.preemptions:
             if preemption.victim_id in stopped:
@@ -347,6 +366,8 @@ class Simulator:
             victim = self._jobs[preemption.victim_id - 1]
             if victim.state == "running":
                 self._stop(victim, preemption.preemptor_id, now)
+                if self._due is not None and victim.reprioritize_at <= self._due:
+                    self._due = None
 
     # ── job transitions ──────────────────────────────────────────────────
 
@@ -398,45 +419,40 @@ class Simulator:
     # ── capacity ─────────────────────────────────────────────────────────
 
     def _change(self, part: Placement, request: JobRequest, sign: int) -> None:
+        """The part's node with its GPUs taken (``sign`` 1) or let go (-1): a new ``NodeView``.
+
+        A whole GPU only goes back and forth between two states, so each flip
+        is made once with ``GpuView.with_job``, kept as one view per state
+        (``_states``), and then looked up (``_flips``: by the identity of the
+        view it flips, holding that view).
+        """
         gpus = self._gpus[part.node]
+        share = part.memory_per_gpu
+        flips = self._flips
         for uuid in part.gpu_uuids:
-            _, index = self._uuid_index[uuid]
-            gpus[index] = gpus[index].with_job(part.memory_per_gpu, sign)
+            index = self._uuid_index[uuid][1]
+            gpu = gpus[index]
+            if share is not None:
+                gpus[index] = gpu.with_job(share, sign)
+                continue
+            known = flips.get((id(gpu), sign))
+            if known is None or known[0] is not gpu:
+                after = gpu.with_job(None, sign)
+                after = self._states.setdefault(after, after)
+                known = flips[id(gpu), sign] = (gpu, after)
+            gpus[index] = known[1]
         view = self._nodes[part.node]
         used = view.used_cpus + sign * (request.cpus or 0.0) if view.cpus is not None else 0.0
-        self._nodes[part.node] = replace(view, gpus=tuple(gpus), used_cpus=max(0.0, used))
+        self._nodes[part.node] = _with_gpus(view, tuple(gpus), max(0.0, used))
 
-    def _running_views(self, now: float, running: dict[int, _Job]) -> list[RunningJob]:
+    def _running_views(self, running: dict[int, _Job]) -> list[RunningJob]:
         views: list[RunningJob] = []
         for job in running.values():
             own = job.running_views
-            if not own:
-                view = self._running_view(job, now)
-                own = job.running_views = (
-                    view,  # a gang holds GPUs on several nodes: one entry per node
-                    *(replace(view, node=p.node, gpu_uuids=p.gpu_uuids) for p in job.parts[1:]),
-                )
+            if not own:  # a gang holds GPUs on several nodes: one entry per node
+                own = job.running_views = tuple([_running_view(job, p) for p in job.parts])
             views.extend(own)
         return views
-
-    def _running_view(self, job: _Job, now: float) -> RunningJob:
-        part = job.parts[0]
-        request = job.request
-        return RunningJob(
-            id=request.id,
-            queue=request.queue,
-            priority=request.priority,
-            node=part.node,
-            gpu_uuids=part.gpu_uuids,
-            memory_per_gpu=part.memory_per_gpu,
-            started_at=job.attempt_start,
-            submitted_at=request.submitted_at,
-            max_runtime=request.max_runtime,
-            preemptible=True,
-            stopping=job.state == "stopping",
-            preempted_for=job.preempted_for,
-            cpus=request.cpus,
-        )
 
     # ── dynamic priorities ───────────────────────────────────────────────
 
@@ -449,52 +465,68 @@ class Simulator:
         running job's is recomputed at most every ``REPRIORITIZE_EVERY``
         seconds or 1% of its remaining time, whichever is longer, as a live
         scheduler refreshes priorities periodically rather than every second.
+        Sets ``_due``: the earliest next refresh of a running job.
         """
         fresh, self._fresh = self._fresh, []
+        self._versions.clear()  # versions move only when jobs finish, between cycles
         if self._estimator.changes != self._seen_changes:  # some class learnt: check them all
             self._seen_changes = self._estimator.changes
             fresh = list(pending.values())
-        versions: dict[tuple[str, float], int] = {}
         for job in fresh:
             if job.state != "pending":
                 continue
-            key = (job.trace.queue, job.gpus)
-            version = versions.get(key)
-            if version is None:
-                version = versions[key] = self._rank_version(job)
+            version = self._version(job)
             if job.reprioritize_at == -math.inf or version != job.rank_version:
-                job.rank_version = version
-                self._set_priority(job, now, self._remaining(job, job.ran))
+                self._set_priority(job, now, self._remaining(job, job.ran, version))
+            if job.request.priority != job.priority:  # a running job's request is left stale
+                job.request = _with_priority(job.request, job.priority)
         margin = self.policy.hysteresis
+        versions, srtf = self._versions, self.policy.priority == "srtf"
+        due = math.inf
         for job in running.values():
-            if job.state == "running" and now >= job.reprioritize_at:
+            if job.state != "running":
+                continue
+            if now >= job.reprioritize_at:
                 ran = job.ran + (now - job.attempt_start)
-                self._set_priority(job, now, self._remaining(job, ran) / margin)
+                known = 0 if srtf else versions.get(job.klass)  # ``_version``, inlined
+                version = self._version(job) if known is None else known
+                self._set_priority(job, now, self._remaining(job, ran, version) / margin)
+            if job.reprioritize_at < due:
+                due = job.reprioritize_at
+        self._due = due
 
-    def _rank_version(self, job: _Job) -> int:
-        """Changes whenever a job's remaining time may have changed at a fixed attained time."""
+    def _version(self, job: _Job) -> int:
+        """Changes whenever a job's remaining time may have changed at a fixed attained time
+        (the estimator's ``version`` of its class, read once per cycle)."""
         if self.policy.priority == "srtf":
             return 0  # the true remaining time depends on the attained time only
-        return self._estimator.version(job.trace.queue, job.gpus)
+        version = self._versions.get(job.klass)
+        if version is None:
+            version = self._versions[job.klass] = self._estimator.version(*job.klass)
+        return version
 
-    def _remaining(self, job: _Job, ran: float) -> float:
+    def _remaining(self, job: _Job, ran: float, version: int) -> float:
         """The job's remaining time after ``ran`` seconds of service: true (``srtf``) or
         the estimator's, which is kept with the attained times it holds for and read
-        again only outside them or once the estimator has learnt anything since."""
+        again only outside them or once its class's ``version`` has moved."""
         if self.policy.priority == "srtf":
+            job.rank_version = version
             return job.trace.duration - min(ran, job.trace.duration)
-        changes = self._estimator.changes
-        if changes != job.rank_changes or not job.rank_from <= ran < job.rank_until:
+        if version != job.rank_version or not job.rank_from <= ran < job.rank_until:
             job.rank, job.rank_until = self._estimator.ranked(job.trace.queue, job.gpus, ran)
-            job.rank_from, job.rank_changes = ran, changes
+            job.rank_from, job.rank_version = ran, version
         return job.rank
 
     def _set_priority(self, job: _Job, now: float, remaining: float) -> None:
+        """``job.priority`` from ``remaining``; a changed priority drops its snapshot entries
+        (a pending job's request is brought up to it by the caller)."""
         job.reprioritize_at = now + max(REPRIORITIZE_EVERY, 0.01 * remaining)
-        priority = remaining_priority(remaining)
-        if priority != job.request.priority:
-            job.request = _with_priority(job.request, priority)
-            job.running_views = ()
+        if remaining != job.ranked_as:  # the priority is a function of the remaining time
+            job.ranked_as = remaining
+            priority = remaining_priority(remaining)
+            if priority != job.priority:
+                job.priority = priority
+                job.running_views = ()
 
     # ── bookkeeping ──────────────────────────────────────────────────────
 
@@ -554,6 +586,41 @@ def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
         if job is not None:
             group.append(job)
     return out
+
+
+def _running_view(job: _Job, part: Placement) -> RunningJob:
+    """The snapshot entry of a running (or stopping) job's ``part``, as the store shows it.
+
+    Positional (about 40% faster than keywords: a long replay makes one per
+    priority change of a running job, over a million); a test pins it to
+    the keyword form."""
+    request = job.request
+    return RunningJob(
+        request.id,
+        request.queue,
+        job.priority,  # ``request``'s is not kept up to date while it runs
+        part.node,
+        part.gpu_uuids,
+        part.memory_per_gpu,
+        job.attempt_start,
+        request.submitted_at,
+        request.max_runtime,
+        None,  # min_runtime
+        True,  # preemptible
+        job.state == "stopping",
+        job.preempted_for,
+        "",  # user
+        request.cpus,
+    )
+
+
+def _with_gpus(view: NodeView, gpus: tuple[GpuView, ...], used_cpus: float) -> NodeView:
+    """``replace(view, gpus=gpus, used_cpus=used_cpus)``, without ``dataclasses.replace``'s
+    introspection (a Plan's every start and end makes one). A test pins it to ``replace``."""
+    v = view
+    return NodeView(
+        v.name, gpus, v.available, v.unavailable_reason, v.labels, v.taints, v.cpus, used_cpus
+    )
 
 
 def _with_priority(request: JobRequest, priority: int) -> JobRequest:

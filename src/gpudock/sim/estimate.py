@@ -96,9 +96,14 @@ class _Fenwick:
 
 
 class _History:
-    """The finished run times of one class: binned counts, sums and longest runs."""
+    """The finished run times of one class: binned counts, sums and longest runs.
 
-    def __init__(self) -> None:
+    ``exact``: also keep what the exact conditional mean reads (prefix sums
+    and each bin's run times); only ``expected_remaining`` needs them.
+    """
+
+    def __init__(self, exact: bool = True) -> None:
+        self.exact = exact
         self.count = 0
         self.total = 0.0
         self.longest = 0.0
@@ -123,10 +128,11 @@ class _History:
             self._stale = True
             self.version += 1
         b = _bin(duration)
-        self._counts.add(b, 1.0)
-        self._sums.add(b, duration)
-        values = self._values.setdefault(b, {})
-        values[duration] = values.get(duration, 0) + 1
+        if self.exact:
+            self._counts.add(b, 1.0)
+            self._sums.add(b, duration)
+            values = self._values.setdefault(b, {})
+            values[duration] = values.get(duration, 0) + 1
         self._bin_counts[b] = self._bin_counts.get(b, 0) + 1
         self._bin_sums[b] = self._bin_sums.get(b, 0.0) + duration
         self._bin_longest[b] = max(self._bin_longest.get(b, 0.0), duration)
@@ -135,7 +141,9 @@ class _History:
         self.longest = max(self.longest, duration)
 
     def expected_remaining(self, attained: float) -> float | None:
-        """``E[D - a | D > a]``, exact; None when no recorded run outlasted ``attained``."""
+        """``E[D - a | D > a]``, exact; None when no recorded run outlasted ``attained``.
+        Needs ``exact``."""
+        assert self.exact, "the conditional mean needs a history kept with exact=True"
         if attained >= self.longest:
             return None
         b = _bin(attained)
@@ -160,7 +168,7 @@ class _History:
         if self._stale:
             self._table = _gittins_table(self._bin_counts, self._bin_sums, self._bin_longest)
             self._built_at, self._stale = self.count, False
-        b = _bin(attained)
+        b = min(_BINS - 1, int(PRIORITY_STEPS * math.log1p(max(0.0, attained))))  # ``_bin``
         rank = self._table[b] if b < len(self._table) else math.inf
         return (rank, min(self.longest, _UPPER[b])) if math.isfinite(rank) else None
 
@@ -182,32 +190,43 @@ def _gittins_table(
     n = float(sum(counts.values()))
     done, work = n, sum(sums.values())  # finishes, and their seconds, before the age
     table = [math.inf] * (bins[-1] + 1)
+    ends = [longest[c] for c in bins]
     hx: list[float] = []  # the hull's points (x, y), leftmost last
     hy: list[float] = []
     i, k = 0, len(bins) - 1  # i: the previous bin's tangent point
+    last = -1  # the hull's last index
+    after = ends[k]  # the longest run of bin k: the next point once the age is below it
+    tiny = _TINY  # ``max(d, tiny)`` below is written ``tiny if tiny > d else d`` (the same)
     for b in range(bins[-1], -1, -1):
         edge = _EDGES[b]
-        while k >= 0 and longest[bins[k]] > edge:  # bins whose runs (some) outlast this age
-            c = bins[k]
-            x, y = work + (n - done) * longest[c], done  # the quantum to longest[c]
-            while len(hx) >= 2 and (hy[-1] - y) * (hx[-2] - x) <= (hy[-2] - y) * (hx[-1] - x):
-                hx.pop()  # not on the upper hull once (x, y) is left of it
-                hy.pop()
-            hx.append(x)
-            hy.append(y)
-            done, work = done - counts[c], work - sums[c]
-            k -= 1
-        if hx:  # the steepest hull point from the age's: slopes rise, then fall
-            x, y, last = work + (n - done) * edge, done, len(hx) - 1
-            i = min(i, last)
-            best = (hy[i] - y) / max(hx[i] - x, _TINY)
+        if after > edge:  # bins whose runs (some) outlast this age
+            while k >= 0 and ends[k] > edge:
+                c = bins[k]
+                x, y = work + (n - done) * ends[k], done  # the quantum to longest[c]
+                while len(hx) >= 2 and (hy[-1] - y) * (hx[-2] - x) <= (hy[-2] - y) * (hx[-1] - x):
+                    hx.pop()  # not on the upper hull once (x, y) is left of it
+                    hy.pop()
+                hx.append(x)
+                hy.append(y)
+                done, work = done - counts[c], work - sums[c]
+                k -= 1
+            after = ends[k] if k >= 0 else -math.inf
+            last = len(hx) - 1
+        if last >= 0:  # the steepest hull point from the age's: slopes rise, then fall
+            x, y = work + (n - done) * edge, done
+            if last < i:
+                i = last
+            d = hx[i] - x
+            best = (hy[i] - y) / (tiny if tiny > d else d)
             while i < last:
-                slope = (hy[i + 1] - y) / max(hx[i + 1] - x, _TINY)
+                d = hx[i + 1] - x
+                slope = (hy[i + 1] - y) / (tiny if tiny > d else d)
                 if slope < best:
                     break
                 i, best = i + 1, slope
             while i > 0:
-                slope = (hy[i - 1] - y) / max(hx[i - 1] - x, _TINY)
+                d = hx[i - 1] - x
+                slope = (hy[i - 1] - y) / (tiny if tiny > d else d)
                 if slope <= best:
                     break
                 i, best = i - 1, slope
@@ -223,17 +242,22 @@ class RemainingEstimator:
         self._rule = rule
         self._by_class: dict[tuple[str, int], _History] = {}
         self._by_gpus: dict[int, _History] = {}
-        self._all = _History()
+        self._all = _History(exact=rule == "mean")
+        self._chains: dict[tuple[str, float], tuple[_History, ...]] = {}  # see ``_chain``
         self.changes = 0  # moves whenever any class's ``version`` does
 
     def record(self, queue: str, gpus: float, duration: float) -> None:
         """A job of ``queue`` using ``gpus`` GPUs finished after running ``duration`` seconds."""
         bucket = gpu_bucket(gpus)
-        for history in (
-            self._by_class.setdefault((queue, bucket), _History()),
-            self._by_gpus.setdefault(bucket, _History()),
-            self._all,
-        ):
+        by_class = self._by_class.get((queue, bucket))
+        if by_class is None:
+            by_class = self._by_class[queue, bucket] = _History(exact=self._rule == "mean")
+            self._chains.clear()
+        by_gpus = self._by_gpus.get(bucket)
+        if by_gpus is None:
+            by_gpus = self._by_gpus[bucket] = _History(exact=self._rule == "mean")
+            self._chains.clear()
+        for history in (by_class, by_gpus, self._all):
             before = history.version
             history.add(duration)
             if self._rule == "mean" or history.count == self._min:
@@ -244,9 +268,17 @@ class RemainingEstimator:
     def version(self, queue: str, gpus: float) -> int:
         """A number that changes whenever ``remaining`` for this class may change at a
         fixed ``attained`` (so a pending job's rank need not be recomputed until then)."""
-        bucket = gpu_bucket(gpus)
-        chain = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all)
-        return sum(history.version for history in chain if history is not None)
+        return sum(history.version for history in self._chain(queue, gpus))
+
+    def _chain(self, queue: str, gpus: float) -> tuple[_History, ...]:
+        """The histories a job of this class reads, in order: its class's, its GPU
+        bucket's, all jobs' (those that exist; kept until a history is added)."""
+        chain = self._chains.get((queue, gpus))
+        if chain is None:
+            bucket = gpu_bucket(gpus)
+            found = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all)
+            chain = self._chains[queue, gpus] = tuple(h for h in found if h is not None)
+        return chain
 
     def remaining(self, queue: str, gpus: float, attained: float) -> float:
         """Effective seconds left for a job that has run ``attained`` seconds (module doc)."""
@@ -256,9 +288,8 @@ class RemainingEstimator:
         """``(remaining(queue, gpus, attained), until)``: the same value holds for every
         attained time from ``attained`` up to (not including) ``until``, as long as
         ``version(queue, gpus)`` does not change."""
-        bucket = gpu_bucket(gpus)
-        for history in (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all):
-            if history is None or history.count < self._min:
+        for history in self._chain(queue, gpus):
+            if history.count < self._min:
                 continue
             if self._rule == "mean":
                 mean = history.expected_remaining(attained)

@@ -76,3 +76,15 @@ def test_the_collector_is_restored_when_the_cycle_raises() -> None:
     with pytest.raises(RuntimeError), collector_paused():
         raise RuntimeError("a policy failed")
     assert gc.isenabled()
+
+
+def test_a_cycle_choosing_several_victims_leaves_no_cyclic_garbage(collector_off: None) -> None:
+    nodes = [make_node("n0").gpus(8)]
+    running = [make_running(100 + i).on("n0", i).priority(0).started(i) for i in range(8)]
+    snapshot = make_snapshot(nodes, [make_job(1).gpus(4).priority(9)], now=100.0, running=running)
+    config = SchedulerConfig()
+    schedule(snapshot, config)  # imports and caches settle first
+    gc.collect()
+    plan = schedule(snapshot, config)
+    assert len(plan.preemptions) == 4, "the scenario should stop several jobs on one node"
+    assert gc.collect() == 0, "a cycle created reference cycles: its garbage waits for the GC"

@@ -62,3 +62,22 @@ def test_a_changed_node_is_refitted_not_taken_from_the_last_cycle() -> None:
     after = CycleState(snapshot.nodes).fit("n0")  # a new cycle: the snapshot's GPUs again
     assert before == after == node_fit(snapshot.nodes[0].gpus, ANY_MODEL)
     assert state.fit("n0").idle == before.idle - 2
+
+
+def test_fit_all_is_fit_of_every_node_in_snapshot_order() -> None:
+    """Whether a node is known from the last cycle, fitted already, copied, or changed."""
+    snapshot = a_snapshot()
+    CycleState(snapshot.nodes).fit_all()  # the last cycle: every GPU tuple known
+    views = list(snapshot.nodes)
+    views[1] = fresh_views(make_snapshot([make_node("n1").gpus(5)], [])).nodes[0]  # not known
+    state, reference = CycleState(views), CycleState(views)
+    job = make_job(99).gpus(2).build()
+    for s in (state, reference):
+        s.fit("n2")  # fitted already
+        s.reserve(job, "n3", [0, 1])  # changed
+        s.nodes["n4"]  # copied, unchanged
+    expected = [reference.fit(v.name) for v in views]
+    assert state.fit_all() == expected
+    assert expected[1] == node_fit(views[1].gpus, ANY_MODEL)
+    assert expected[3].idle_all == len(views[3].gpus) - 2
+    assert state.fit_all() == expected  # again: all memoized

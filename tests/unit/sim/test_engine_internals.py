@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from dataclasses import replace
 
 import pytest
 
-from gpudock.core.affinity import Toleration
-from gpudock.scheduler.snapshot import JobRequest
+from gpudock.core.affinity import Taint, Toleration
+from gpudock.scheduler.snapshot import JobRequest, Placement, RunningJob
 from gpudock.sim.cluster import parse_cluster
-from gpudock.sim.engine import Simulator, _Job, _with_priority
+from gpudock.sim.engine import (
+    SimConfig,
+    Simulator,
+    _Job,
+    _running_view,
+    _with_gpus,
+    _with_priority,
+)
 from gpudock.sim.policies import POLICIES
 from gpudock.sim.traces import TraceJob
 
@@ -42,9 +50,9 @@ class _CountingRanks(Simulator):
 
     calls: Counter[str]
 
-    def _remaining(self, job: _Job, ran: float) -> float:
+    def _remaining(self, job: _Job, ran: float, version: int) -> float:
         self.calls[job.trace.job_id] += 1
-        return super()._remaining(job, ran)
+        return super()._remaining(job, ran, version)
 
 
 def test_a_pending_job_is_ranked_again_only_when_its_rank_may_have_moved() -> None:
@@ -68,9 +76,9 @@ def test_a_pending_job_is_ranked_again_only_when_its_rank_may_have_moved() -> No
 class _NoKeptRanks(Simulator):
     """Reads the estimator for every rank, as before ranks were kept."""
 
-    def _remaining(self, job: _Job, ran: float) -> float:
-        job.rank_changes = -1
-        return super()._remaining(job, ran)
+    def _remaining(self, job: _Job, ran: float, version: int) -> float:
+        job.rank_version = -1
+        return super()._remaining(job, ran, version)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -92,3 +100,126 @@ def test_kept_ranks_change_no_decision(seed: int) -> None:
     assert [(j.start, j.end, j.preemptions) for j in kept.jobs] == [
         (j.start, j.end, j.preemptions) for j in fresh.jobs
     ]
+
+
+class _Uncached(Simulator):
+    """The engine without its shortcuts: every rank read again from the estimator, every
+    priority computed from its remaining time and copied into the job's request at once,
+    the next refresh found by scanning every running job, and every GPU view made anew
+    with ``GpuView.with_job`` and every node view with ``dataclasses.replace``."""
+
+    def _remaining(self, job: _Job, ran: float, version: int) -> float:
+        if self.policy.priority == "srtf":
+            return super()._remaining(job, ran, version)
+        job.rank_version = version
+        return self._estimator.remaining(job.trace.queue, job.gpus, ran)
+
+    def _set_priority(self, job: _Job, now: float, remaining: float) -> None:
+        job.ranked_as = math.nan
+        super()._set_priority(job, now, remaining)
+        job.request = replace(job.request, priority=job.priority)
+
+    def _schedule_tick(self, now: float, running: dict[int, _Job]) -> None:
+        self._due = None
+        super()._schedule_tick(now, running)
+
+    def _change(self, part: Placement, request: JobRequest, sign: int) -> None:
+        gpus = self._gpus[part.node]
+        for uuid in part.gpu_uuids:
+            _, index = self._uuid_index[uuid]
+            gpus[index] = gpus[index].with_job(part.memory_per_gpu, sign)
+        view = self._nodes[part.node]
+        used = view.used_cpus + sign * (request.cpus or 0.0) if view.cpus is not None else 0.0
+        self._nodes[part.node] = replace(view, gpus=tuple(gpus), used_cpus=max(0.0, used))
+
+
+def _mixed_jobs(seed: int, count: int = 120) -> list[TraceJob]:
+    """Short and long jobs of 1-16 GPUs (16: a gang of two 8-GPU nodes), some sharing a
+    GPU, in two queues, arriving about every 100 s."""
+    rng = random.Random(seed)
+    jobs, now = [], 0.0
+    for i in range(count):
+        now += rng.expovariate(1 / 100)
+        duration = rng.uniform(3000, 20000) if rng.random() < 0.3 else rng.uniform(5, 600)
+        gpus = rng.choice([1, 1, 2, 4, 8, 16])
+        fraction = 0.5 if gpus == 1 and rng.random() < 0.3 else None
+        jobs.append(
+            TraceJob(
+                f"j{i}",
+                round(now, 1),
+                round(duration, 1),
+                gpus,
+                queue=f"q{i % 2}",
+                gpu_fraction=fraction,
+            )
+        )
+    return jobs
+
+
+@pytest.mark.parametrize("policy", ["default", "srtf-oracle", "priority"])
+@pytest.mark.parametrize(("seed", "interval"), [(1, 60.0), (2, 300.0)])
+def test_the_engines_shortcuts_change_no_decision(policy: str, seed: int, interval: float) -> None:
+    """Kept ranks, priorities computed once per remaining time, running jobs' requests
+    left stale, the next refresh kept rather than searched for, and GPU views looked up
+    rather than made: a run without any of them is the same run, down to the GPUs."""
+    jobs = _mixed_jobs(seed)
+    cluster = parse_cluster("3x8")
+    config = SimConfig(cycle_interval=interval)
+    fast = Simulator(jobs, cluster, POLICIES[policy], config)
+    slow = _Uncached(jobs, cluster, POLICIES[policy], config)
+    kept, reference = fast.run(), slow.run()
+    assert kept.preemptions > 0 or policy == "priority"
+    assert kept.cycles == reference.cycles
+    assert [(j.job_id, j.start, j.end, j.preemptions) for j in kept.jobs] == [
+        (j.job_id, j.start, j.end, j.preemptions) for j in reference.jobs
+    ]
+    assert fast.first_placements() == slow.first_placements()
+    assert kept.utilization == reference.utilization
+
+
+def test_a_whole_gpu_flips_between_two_views() -> None:
+    """Jobs taking and letting go of the same GPUs again and again reuse the views
+    they made the first time: the engine keeps one view per state of a GPU."""
+    jobs = [TraceJob(f"j{i}", 100.0 * i, 50.0, 8) for i in range(20)]
+    simulator = Simulator(jobs, parse_cluster("1x8"), POLICIES["fifo"])
+    record = simulator.run()
+    assert all(j.end is not None for j in record.jobs)
+    assert len(simulator._states) == 16  # eight GPUs, each idle or taken
+    assert all(not g.exclusive for g in simulator._nodes["node-0000"].gpus)
+
+
+def test_the_fast_node_copy_equals_dataclasses_replace_on_every_field() -> None:
+    view = replace(
+        parse_cluster("1x8:H100").node_views()[0],
+        available=False,
+        unavailable_reason="drained",
+        labels=(("zone", "a"),),
+        taints=(Taint(key="gpu", value="x", effect="NoSchedule"),),
+        cpus=64.0,
+        used_cpus=3.0,
+    )
+    gpus = view.gpus[::-1]
+    assert _with_gpus(view, gpus, 5.0) == replace(view, gpus=gpus, used_cpus=5.0)
+
+
+def test_the_positional_running_view_names_every_field() -> None:
+    trace = TraceJob("t", 3.0, 100.0, 2, queue="vision", max_runtime=500.0, cpus=4.0)
+    request = JobRequest(7, 2, 3.0, priority=-1, queue="vision", max_runtime=500.0, cpus=4.0)
+    job = _Job(trace, request, 100.0, state="stopping", attempt_start=9.0, preempted_for=3)
+    job.priority = -42
+    part = Placement(7, "node-1", ("u0", "u1"), 1024)
+    assert _running_view(job, part) == RunningJob(
+        id=7,
+        queue="vision",
+        priority=-42,
+        node="node-1",
+        gpu_uuids=("u0", "u1"),
+        memory_per_gpu=1024,
+        started_at=9.0,
+        submitted_at=3.0,
+        max_runtime=500.0,
+        preemptible=True,
+        stopping=True,
+        preempted_for=3,
+        cpus=4.0,
+    )
