@@ -88,3 +88,26 @@ def test_a_cycle_choosing_several_victims_leaves_no_cyclic_garbage(collector_off
     plan = schedule(snapshot, config)
     assert len(plan.preemptions) == 4, "the scenario should stop several jobs on one node"
     assert gc.collect() == 0, "a cycle created reference cycles: its garbage waits for the GC"
+
+
+def test_leaving_the_pause_starts_no_collection() -> None:
+    """The collection a cycle's allocations call for runs after the cycle, not as it ends."""
+    started: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        with collector_paused():
+            kept = [[i] for i in range(50_000)]  # far over the young generation's threshold
+        during = len(started)  # read without allocating: that would collect
+        assert during == 0, "a collection started inside the pause or as it ended"
+        assert gc.isenabled()
+        more = [[i] for i in range(10)]  # the caller's next allocations collect
+        assert started, "the collection the cycle called for runs at the next allocation"
+    finally:
+        gc.callbacks.remove(record)
+    assert len(kept) + len(more) == 50_010
