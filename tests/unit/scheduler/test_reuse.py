@@ -20,20 +20,40 @@ from gpudock.scheduler.catalog import Catalog
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
 from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import NodeView, Plan, Snapshot
+from gpudock.scheduler.victims import VictimSearch
 
 from .builders import GiB
 from .test_indexed import configs, snapshots
 
 
+def forget() -> None:
+    """Drop everything cycles keep for the next one."""
+    CycleState._recent_fits = {}
+    Catalog._recent = {}
+    RunningIndex._recent = None
+    VictimSearch._recent_fits = {}
+
+
 def forgetful(snapshot: Snapshot, profile: Profile) -> Plan:
     """The Plan of a cycle that finds nothing kept from an earlier one."""
-    CycleState._recent_fits = {}
-    Catalog._recent = {}
+    forget()
     plan = run_cycle(snapshot, profile)
-    CycleState._recent_fits = {}
-    Catalog._recent = {}
+    forget()
     return plan
+
+
+def assert_same_plans_as_keeping_nothing(
+    sequence: list[Snapshot], profile: Profile, repeat: bool
+) -> None:
+    """Cycles run in turn on ``sequence`` get the Plans of cycles that keep nothing;
+    ``repeat``: each snapshot twice in a row, so that everything is found again."""
+    expected = [forgetful(snapshot, profile) for snapshot in sequence]
+    if repeat:
+        sequence = [s for snapshot in sequence for s in (snapshot, snapshot)]
+        expected = [p for plan in expected for p in (plan, plan)]
+    assert [run_cycle(snapshot, profile) for snapshot in sequence] == expected
 
 
 @st.composite
@@ -75,12 +95,7 @@ def used(view: NodeView, draw: st.DrawFn) -> NodeView:
 def test_a_sequence_of_cycles_gets_the_plans_of_cycles_that_keep_nothing(
     sequence: list[Snapshot], config: SchedulerConfig, repeat: bool
 ) -> None:
-    profile = build_profile(config)
-    expected = [forgetful(snapshot, profile) for snapshot in sequence]
-    if repeat:  # each snapshot twice in a row: everything is found again
-        sequence = [s for snapshot in sequence for s in (snapshot, snapshot)]
-        expected = [p for plan in expected for p in (plan, plan)]
-    assert [run_cycle(snapshot, profile) for snapshot in sequence] == expected
+    assert_same_plans_as_keeping_nothing(sequence, build_profile(config), repeat)
 
 
 def test_repeated_cycles_on_one_snapshot_reuse_the_indexes_and_agree() -> None:

@@ -17,32 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
-from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.catalog import Catalog
 from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.framework import Profile
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.running import RunningIndex
-from gpudock.scheduler.snapshot import NodeView, Plan, RunningJob, Snapshot
-from gpudock.scheduler.victims import VictimSearch
+from gpudock.scheduler.snapshot import NodeView, RunningJob, Snapshot
 
 from .builders import make_job, make_node, make_running, make_snapshot
+from .test_reuse import assert_same_plans_as_keeping_nothing
 from .test_victim_search import blocked_jobs, clusters
-
-
-def forget() -> None:
-    RunningIndex._recent = None
-    VictimSearch._recent_fits = {}
-    CycleState._recent_fits = {}
-    Catalog._recent = {}
-
-
-def forgetful(snapshot: Snapshot, profile: Profile) -> Plan:
-    """The Plan of a cycle that finds nothing kept from an earlier one."""
-    forget()
-    plan = run_cycle(snapshot, profile)
-    forget()
-    return plan
 
 
 @st.composite
@@ -88,12 +70,7 @@ def skewed(job: RunningJob, now: float, draw: st.DrawFn) -> RunningJob:
 def test_a_sequence_of_cycles_gets_the_plans_of_cycles_that_keep_nothing(
     sequence: list[Snapshot], repeat: bool
 ) -> None:
-    profile = build_profile(SchedulerConfig())
-    expected = [forgetful(snapshot, profile) for snapshot in sequence]
-    if repeat:  # each snapshot twice in a row: everything is found again
-        sequence = [s for snapshot in sequence for s in (snapshot, snapshot)]
-        expected = [p for plan in expected for p in (plan, plan)]
-    assert [run_cycle(snapshot, profile) for snapshot in sequence] == expected
+    assert_same_plans_as_keeping_nothing(sequence, build_profile(SchedulerConfig()), repeat)
 
 
 def test_a_summarised_node_whose_jobs_are_the_same_objects_keeps_its_summary() -> None:
