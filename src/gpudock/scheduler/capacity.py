@@ -296,11 +296,7 @@ class CycleState:
             old = self._stale.pop(name, None)
             gpus = self.nodes.gpus_of(name)
             if old is None and gpus is self.views[name].gpus:  # the snapshot's, not copied
-                known = self._known.get(id(gpus))
-                fit = known[1] if known is not None and known[0] is gpus else None
-                if fit is None:
-                    fit = node_fit(gpus, ANY_MODEL)
-                self._fitted[id(gpus)] = (gpus, fit)
+                fit = self._snapshot_fit(gpus)
             elif old is None:
                 fit = node_fit(gpus, ANY_MODEL)
             else:
@@ -312,24 +308,25 @@ class CycleState:
     def fit_all(self) -> list[NodeFit]:
         """``fit`` of every node, in snapshot order: the same summaries, in one pass (the
         catalog reads every node once per cycle, most of them not copied yet)."""
-        fits, known, fitted = self._fits, self._known, self._fitted
-        copied = self.nodes._states
+        fits, copied = self._fits, self.nodes._states
         out: list[NodeFit] = []
         for name, view in self.views.items():
             fit = fits.get(name)
             if fit is None:
                 if name in copied:  # it may have changed: the general case
                     fit = self.fit(name)
-                else:  # ``fit`` of a node still the snapshot's, inlined
-                    gpus = view.gpus
-                    hit = known.get(id(gpus))
-                    fit = hit[1] if hit is not None and hit[0] is gpus else None
-                    if fit is None:
-                        fit = node_fit(gpus, ANY_MODEL)
-                    fitted[id(gpus)] = (gpus, fit)
-                    fits[name] = fit
+                else:  # ``fit`` of a node still the snapshot's, without its lookups
+                    fit = fits[name] = self._snapshot_fit(view.gpus)
             out.append(fit)
         return out
+
+    def _snapshot_fit(self, gpus: tuple[GpuView, ...]) -> NodeFit:
+        """``node_fit(gpus, ANY_MODEL)`` of a snapshot's GPU tuple, the last cycle's when it
+        fitted this very tuple; recorded for the next cycle."""
+        known = self._known.get(id(gpus))
+        fit = known[1] if known is not None and known[0] is gpus else node_fit(gpus, ANY_MODEL)
+        self._fitted[id(gpus)] = (gpus, fit)
+        return fit
 
     def _changed(self, name: str) -> None:
         self.changes.append(name)

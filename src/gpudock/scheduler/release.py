@@ -22,12 +22,15 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from gpudock.scheduler.capacity import AnyGpu, model_name_matches, usable_now
 from gpudock.scheduler.index import NodeFit
-from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 from gpudock.scheduler.topology import group_of
+
+if TYPE_CHECKING:
+    from gpudock.scheduler.running import RunningIndex
 
 _EPSILON = 1e-9  # as in ``fits_after``
 

@@ -33,6 +33,7 @@ from itertools import accumulate
 from operator import is_
 from typing import ClassVar
 
+from gpudock.scheduler.release import expected_end
 from gpudock.scheduler.snapshot import RunningJob
 
 Stream = list[RunningJob]
@@ -134,11 +135,6 @@ class NodeRunning:
         self._gains_of: object = None
 
     @property
-    def summarised(self) -> bool:
-        """Whether ``ready`` (and what comes with it) has been worked out."""
-        return self._ready is not None
-
-    @property
     def ready(self) -> Stream:
         if self._ready is None:
             self._summarise()
@@ -154,14 +150,8 @@ class NodeRunning:
     @property
     def first_raw_end(self) -> float:
         first = self._first_raw_end
-        if first is None:
-            first = math.inf
-            for r in self.jobs:
-                if r.stopping:
-                    first = -math.inf
-                    break
-                if r.max_runtime is not None and r.started_at is not None:
-                    first = min(first, r.started_at + r.max_runtime)
+        if first is None:  # ``expected_end`` before any clock: the raw end
+            first = min((expected_end(r, -math.inf) for r in self.jobs), default=math.inf)
             self._first_raw_end = first
         return first
 
