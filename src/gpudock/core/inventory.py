@@ -8,9 +8,11 @@ either is None when unknown or absent. What an admin declares about a node
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 
 class GpuHealth(StrEnum):
@@ -119,16 +121,33 @@ class Allocation:
     memory_per_gpu: int | None
 
 
+@lru_cache(maxsize=4096)
 def gpu_model_matches(wanted: str, gpu_name: str) -> bool:
     """True when ``wanted`` (e.g. ``H100`` or ``a100-80gb``) names ``gpu_name``.
 
-    Matching ignores case, spaces, dashes and a leading ``NVIDIA``, and is a
-    substring test, so ``A100`` matches both ``A100-40GB`` and
-    ``NVIDIA A100-SXM4-80GB``.
+    Both are split into words at anything not a letter or digit, ignoring
+    case and the word ``NVIDIA``. Each word of ``wanted`` must be a word of
+    the name, or several consecutive words of it written together, or the
+    start of one when the word ends in a digit and the name goes on with a
+    letter (a variant: ``V100`` matches ``V100S``, ``A10`` ``A10G``, ``80``
+    ``80GB``). So ``A100`` and ``a100-80gb`` match ``NVIDIA A100-SXM4-80GB``
+    and ``rtx4090`` matches ``NVIDIA GeForce RTX 4090``, but a model number
+    is never cut: ``H20`` does not match ``NVIDIA H200``, ``A10`` not
+    ``NVIDIA A100-SXM4-80GB``, ``L4`` not ``NVIDIA L40S``, and ``H200`` not
+    ``NVIDIA GH200 480GB``: those are other products. A ``wanted`` without
+    any word matches every GPU.
     """
-    return _norm_model(wanted) in _norm_model(gpu_name)
+    words = _model_words(gpu_name)
+    runs = ["".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)]
+    return all(any(_names(word, run) for run in runs) for word in _model_words(wanted))
 
 
-def _norm_model(text: str) -> str:
-    norm = text.upper().replace("NVIDIA", "")
-    return "".join(ch for ch in norm if ch.isalnum())
+def _names(word: str, run: str) -> bool:
+    """``word`` is ``run``, or the start of it up to a digit followed by a letter."""
+    if not run.startswith(word):
+        return False
+    return len(run) == len(word) or (word[-1].isdigit() and run[len(word)].isalpha())
+
+
+def _model_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[A-Z0-9]+", text.upper()) if w != "NVIDIA"]
