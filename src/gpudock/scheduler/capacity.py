@@ -320,6 +320,16 @@ class CycleState:
             out.append(fit)
         return out
 
+    def view_fit(self, name: str) -> NodeFit:
+        """``node_fit`` (``ANY_MODEL``) of the node as the snapshot has it, whatever the
+        cycle has reserved there since: capacity only shrinks within a cycle, so it bounds
+        ``fit(name)`` from above (idle GPUs, free memory)."""
+        fit = self._fits.get(name)
+        gpus = self.views[name].gpus
+        if fit is not None and self.nodes.gpus_of(name) is gpus:
+            return fit
+        return self._snapshot_fit(gpus)
+
     def _snapshot_fit(self, gpus: tuple[GpuView, ...]) -> NodeFit:
         """``node_fit(gpus, ANY_MODEL)`` of a snapshot's GPU tuple, the last cycle's when it
         fitted this very tuple; recorded for the next cycle."""

@@ -42,17 +42,20 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import is_
 from typing import ClassVar
 
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
-from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.running import QueueVictims, RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
 Singles = dict[str, dict[int, list[RunningJob]]]  # queue -> held -> candidates
 Fits = dict[str, tuple[NodeView, bool]]  # node -> (its view, ``could_fit_if_freed``)
+MultiKey = tuple[str, int, int | None]  # queue, GPUs, share (None: whole GPUs)
+Order = list[tuple[Cost, str]]  # (a lower bound of a node's ``multi_bound``, node), sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +121,18 @@ class VictimSearch:
     ``state`` must not change while the search is used (step 5 only reads it).
     ``could_fit(job, node)`` is ``could_fit_if_freed``.
 
-    Two answers are kept for the next cycle, as they depend on immutable
+    Three answers are kept for the next cycle, as they depend on immutable
     snapshot objects only: ``could_fit`` per placement key and node view
     (``_recent_fits``: those of the placement keys this search used, each
-    entry with its view, checked by identity), and ``freed_alone`` of the
-    victims on a node whose GPUs are the snapshot's (``NodeRunning.gains``).
+    entry with its view, checked by identity); ``freed_alone`` of the
+    victims on a node whose GPUs are the snapshot's (``NodeRunning.gains``);
+    and the nodes in order of their multi-victim bound at the snapshot's
+    capacity (``_recent_orders``, per queue, GPU count and share: kept while
+    the ``RunningIndex`` and every node view are the very same objects).
     """
 
     _recent_fits: ClassVar[dict[PlacementKey, Fits]] = {}
+    _recent_orders: ClassVar[dict[MultiKey, tuple[RunningIndex, list[NodeView], Order]]] = {}
 
     def __init__(
         self,
@@ -143,7 +150,11 @@ class VictimSearch:
         self._fits: dict[PlacementKey, Fits] = {}  # those this search used, for the next
         self._kept = VictimSearch._recent_fits
         VictimSearch._recent_fits = self._fits
-        self._multis: dict[tuple[str, int, int | None], Multis] = {}
+        self._multis: dict[MultiKey, Multis] = {}
+        self._index = running
+        self._orders: dict[MultiKey, tuple[RunningIndex, list[NodeView], Order]] = {}
+        self._kept_orders = VictimSearch._recent_orders
+        VictimSearch._recent_orders = self._orders
         self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
@@ -238,8 +249,50 @@ class VictimSearch:
         key = (job.queue, job.gpus, share)
         found = self._multis.get(key)
         if found is None:
-            found = self._multis[key] = Multis(self, job)
+            found = self._multis[key] = Multis(job, self._order(job, key))
         return found
+
+    def _order(self, job: JobRequest, key: MultiKey) -> Order:
+        """The nodes that may have a set of two victims or more for ``job``, each with a
+        lower bound of its ``multi_bound_at``, cheapest first.
+
+        With unique GPU uuids the bound is ``multi_bound`` of the index's candidates
+        (none taken) at the snapshot's capacity (``CycleState.view_fit``): both only
+        shrink within a cycle, so it is a lower bound, and it depends on snapshot
+        objects only, so the order is the previous search's while its ``RunningIndex``
+        and every node view are the same objects. Otherwise: ``multi_bound_at`` itself.
+        """
+        state = self.state
+        if not state.unique_uuids:
+            order = [
+                (bound, name)
+                for name in self.by_node
+                if (bound := self.multi_bound_at(job, name)) is not None
+            ]
+            order.sort()
+            return order
+        views = list(state.views.values())
+        kept = self._kept_orders.get(key)
+        if (
+            kept is not None
+            and kept[0] is self._index
+            and len(kept[1]) == len(views)
+            and all(map(is_, kept[1], views))
+        ):
+            self._orders[key] = kept
+            return kept[2]
+        order = []
+        for name, node in self._running.items():
+            if name in state.views:
+                found = node.queue(job.queue)
+                if len(found.candidates) >= 2:
+                    usable = usable_bound(job, state.view_fit(name))
+                    bound = multi_from(found, usable, job.gpus, self.now, name)
+                    if bound is not None:
+                        order.append((bound, name))
+        order.sort()
+        self._orders[key] = (self._index, views, order)
+        return order
 
     def candidates(self, queue: str, name: str) -> Sequence[RunningJob]:
         """Node ``name``'s candidates of ``queue`` (not taken), in victim order; read-only."""
@@ -344,17 +397,8 @@ class VictimSearch:
         node = self._running.get(name)
         if node is None or name in self.version or not self.state.unique_uuids:
             return self.multi_bound(job, name, self.candidates(job.queue, name))
-        found = node.queue(job.queue)
-        most, started, prefix, unstarted = found.bounds()
-        count = releases_needed(usable_bound(job, self.state.fit(name)), most, job.gpus)
-        if count is None:
-            return None
-        count = max(count, 2)
-        candidates = found.candidates
-        if count > len(candidates):
-            return None
-        least = least_lost(self.now, started[:1], prefix, unstarted, count)
-        return (float(candidates[count - 1].priority), count, least, name)
+        usable = usable_bound(job, self.state.fit(name))
+        return multi_from(node.queue(job.queue), usable, job.gpus, self.now, name)
 
     def trial(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
@@ -371,6 +415,25 @@ class VictimSearch:
         if victims is None:
             return None
         return cost_of(victims, name, self.now), victims
+
+
+def multi_from(
+    found: QueueVictims, usable: int, gpus: int, now: float, name: str
+) -> Cost | None:
+    """``VictimSearch.multi_bound`` of ``found.candidates`` (unique uuids) on node ``name``,
+    where a job of ``gpus`` GPUs could use ``usable`` now, from their summary."""
+    candidates = found.candidates
+    if len(candidates) < 2:
+        return None
+    most, started, prefix, unstarted = found.bounds()
+    count = releases_needed(usable, most, gpus)
+    if count is None:
+        return None
+    count = max(count, 2)
+    if count > len(candidates):
+        return None
+    least = least_lost(now, started[:1], prefix, unstarted, count)
+    return (float(candidates[count - 1].priority), count, least, name)
 
 
 def least_lost(
@@ -396,23 +459,18 @@ class Multis:
 
     ``at(i)`` is the i-th (bound, node) of the list sorted by bound, or None
     past its end. A node's bound is computed only once it may come next:
-    nodes wait in a heap at a cheaper bound, ``(priority of its second
-    candidate, 2, -inf, node)`` (a set of two or more costs at least that),
-    and an exact bound is handed out once no waiting node can come before
-    it. Bounds are computed when first reached, from the candidates left
-    then; candidates are only taken away, so they stay lower bounds. The
-    search that keeps it is passed in, never kept (no reference cycle: a
-    finished cycle is freed by reference counting alone).
+    nodes wait in ``order`` (``VictimSearch._order``), sorted by a lower
+    bound of it, and an exact bound is handed out once no waiting node can
+    come before it. Bounds are computed when first reached, from the
+    candidates left then; candidates are only taken away, so they stay lower
+    bounds. The search that keeps it is passed in, never kept (no reference
+    cycle: a finished cycle is freed by reference counting alone).
     """
 
-    def __init__(self, search: VictimSearch, job: JobRequest) -> None:
+    def __init__(self, job: JobRequest, order: Order) -> None:
         self._job = job
-        self._waiting: list[tuple[Cost, str]] = []
-        for name in search.by_node:
-            candidates = search.candidates(job.queue, name)
-            if len(candidates) >= 2:
-                self._waiting.append(((float(candidates[1].priority), 2, -math.inf, name), name))
-        heapq.heapify(self._waiting)
+        self._waiting = order  # shared: never mutated
+        self._next = 0  # the next of ``_waiting`` to compute
         self._known: list[tuple[Cost, str]] = []  # exact bounds not handed out yet
         self._out: list[tuple[Cost, str]] = []  # handed out, in order
 
@@ -421,12 +479,13 @@ class Multis:
         more (top priority), possibly only a lower bound of it, itself that dear.
         ``search`` is the one that made it."""
         out, waiting, known = self._out, self._waiting, self._known
-        job = self._job
+        job, end = self._job, len(waiting)
         while len(out) <= i:
-            while waiting and (not known or waiting[0][0] < known[0][0]):
-                if waiting[0][0][0] >= below:
-                    return waiting[0]  # everything still to come costs at least this
-                _, name = heapq.heappop(waiting)
+            while self._next < end and (not known or waiting[self._next][0] < known[0][0]):
+                if waiting[self._next][0][0] >= below:
+                    return waiting[self._next]  # everything still to come costs at least this
+                name = waiting[self._next][1]
+                self._next += 1
                 bound = search.multi_bound_at(job, name)
                 if bound is not None:
                     heapq.heappush(known, (bound, name))
