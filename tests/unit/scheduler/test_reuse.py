@@ -34,6 +34,7 @@ def forget() -> None:
     Catalog._recent = {}
     RunningIndex._recent = None
     VictimSearch._recent_fits = {}
+    VictimSearch._recent_orders = {}
 
 
 def forgetful(snapshot: Snapshot, profile: Profile) -> Plan:
