@@ -4,9 +4,9 @@ A ``Board`` finds the cheapest victim set over all nodes for one
 (placement key, queue) and keeps it current as victims are taken; every
 blocked job with that key asks it (``victims.py`` explains why a job's
 priority only decides whether it may take that set). Sources, cheapest
-first: the nodes by a lower bound of their one-victim cost; the nodes by
-their bound for two victims or more; and a heap of nodes tried (exact
-cost), changed since (a bound) or looked at (their exact one-victim cost).
+first: the queue's candidates that may suffice alone, by their one-victim
+cost; the nodes by their bound for two victims or more; and a heap of
+nodes tried (exact cost) or changed since (a bound).
 """
 
 from __future__ import annotations
@@ -48,24 +48,26 @@ class Boards:
 class Board:
     """The cheapest victim set over all nodes for one (placement key, queue), kept current.
 
-    A best-first search over three sources, cheapest first: the nodes where
-    one victim might suffice, by a lower bound of its cost
-    (``VictimSearch.ones``; when one comes up, its cheapest victim that
-    suffices alone goes on the heap at its exact one-victim cost, or the node
-    is tried at once if that is the bound); the nodes by their bound for two
-    victims or more (``VictimSearch.multis``: computed only as far as the
-    search reads them); and ``_heap``: tried nodes at their exact cost,
-    changed or looked-at ones at a bound, each entry with the node's version
-    when pushed (-1: a bound). A node is tried when one of its bounds comes
-    up; every node not tried has its bounds still to come, so an exact,
-    current entry cheaper than anything still to come is the cheapest of all.
+    A best-first search over three sources, cheapest first: the queue's
+    candidates that may suffice alone, in order of their one-victim cost
+    (``VictimSearch.singles``: only those holding enough GPUs); the nodes by
+    their bound for two victims or more (``VictimSearch.multis``: computed
+    only as far as the search reads them); and ``_heap``: tried nodes at
+    their exact cost, changed ones at a bound, each entry with the node's
+    version when pushed. A node
+    is tried when one of its bounds comes up; every node not tried has its
+    bounds still to come, so an exact, current entry cheaper than anything
+    still to come is the cheapest of all.
     """
 
     def __init__(self, search: VictimSearch, job: JobRequest) -> None:
         self._search = search
         self._job = job  # any job with this key and queue
-        self._ones = search.ones(job)  # nodes by a lower bound of their one-victim cost
-        self._next_one = 0
+        least = job.gpus - search.most_usable(job)  # what a victim must free alone, at least
+        singles = search.singles.get(job.queue, {})
+        self._streams = [stream for held, stream in singles.items() if held >= least]
+        self._heads = [(self._cost(s[0]), i, 0) for i, s in enumerate(self._streams)]
+        heapq.heapify(self._heads)  # (one-victim cost, stream, position) of each stream's next
         floor = search.floor.get(job.queue)
         self._multis: Multis | None = None  # asked for when first needed
         self._before_multis: Cost | None = None
@@ -74,6 +76,7 @@ class Board:
         self._next_multi = 0
         self._heap: list[tuple[Cost, bool, int, str]] = []  # (cost or bound, bound?, version, node)
         self._found: dict[str, tuple[int, list[RunningJob] | None]] = {}  # node -> (version, set)
+        self._need: dict[str, int] = {}  # node -> ``VictimSearch.need``
         self._fits = search.fits(job)
         self._log = len(search.log)
         # The highest priority refused so far: taking victims only removes candidates
@@ -89,10 +92,10 @@ class Board:
         The search keeps its place, so a later call goes on from there.
         """
         self._catch_up()
-        heap, ones, version = self._heap, self._ones, self._search.version
+        heap, heads, version = self._heap, self._heads, self._search.version
         while True:
             multi = self._multi_ahead(below)
-            single = ones[self._next_one][0] if self._next_one < len(ones) else None
+            single = heads[0][0] if heads else None
             ahead = single if multi is None or (single is not None and single < multi) else multi
             top = heap[0][0] if heap else None
             least = ahead if top is None or (ahead is not None and ahead < top) else top
@@ -100,8 +103,11 @@ class Board:
                 return None
             if ahead is not None and (not heap or ahead < heap[0][0]):
                 if ahead is single:
-                    self._next_one += 1
-                    self._look(ones[self._next_one - 1])
+                    _, i, at = heapq.heappop(heads)
+                    stream = self._streams[i]
+                    if at + 1 < len(stream):
+                        heapq.heappush(heads, (self._cost(stream[at + 1]), i, at + 1))
+                    self._look(stream[at])
                 elif self._multis is None:
                     self._multis = self._search.multis(self._job)
                 else:
@@ -120,6 +126,10 @@ class Board:
             heapq.heappop(heap)
             self._try(name)
 
+    def _cost(self, victim: RunningJob) -> Cost:
+        """Its one-victim cost."""
+        return (float(victim.priority), 1, seconds_run(victim, self._search.now), victim.node)
+
     def _multi_ahead(self, below: float) -> Cost | None:
         """The next multi bound to come (before they are built: one below all of them);
         only a lower bound of it if that costs ``below`` or more (``Multis.at``)."""
@@ -128,33 +138,19 @@ class Board:
         entry = self._multis.at(self._search, self._next_multi, below)
         return None if entry is None else entry[0]
 
-    def _look(self, entry: tuple[Cost, str]) -> None:
-        """A node whose one-victim sets cost at least ``entry``'s bound: it is tried now if
-        its cheapest costs that, else that cost goes on the heap as a bound."""
-        search, (bound, name), job = self._search, entry, self._job
-        if name in self._found:
+    def _look(self, victim: RunningJob) -> None:
+        """A candidate that may suffice alone: its node is tried if it does."""
+        search, name, job = self._search, victim.node, self._job
+        if victim.id in search.taken or name in self._found:
             return
-        if not search.could_fit(job, name, self._fits):
-            self._found[name] = (-1, None)  # never tried
-            return
-        need = search.need(job, name)
-        now = search.now
-        least: Cost | None = None
-        unique = search.state.unique_uuids
-        for victim in search.candidates(job.queue, name):  # victim order
-            held = len(victim.gpu_uuids) if unique else search.held(victim)
-            if held >= need and search.gain(victim, job) >= need:
-                cost = (float(victim.priority), 1, seconds_run(victim, now), name)
-                if least is None or cost < least:
-                    least = cost
-                if search.ordered:
-                    break  # the first that suffices costs least alone
-        if least is None:
-            return  # no victim suffices alone: two or more, if any (``Multis``)
-        if least == bound:
+        need = self._need.get(name)
+        if need is None:
+            if not search.could_fit(job, name, self._fits):
+                self._found[name] = (-1, None)  # never tried
+                return
+            need = self._need[name] = search.need(job, name)
+        if search.gain(victim, job) >= need:
             self._try(name)
-        else:
-            heapq.heappush(self._heap, (least, True, -1, name))
 
     def _catch_up(self) -> None:
         """Nodes tried already that lost candidates since the last call: again, later."""

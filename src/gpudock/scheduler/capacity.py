@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import attrgetter, is_
+from operator import attrgetter
 from typing import ClassVar
 
 from gpudock.core.affinity import Taint
@@ -261,7 +261,6 @@ class CycleState:
     """
 
     _recent_fits: ClassVar[ViewFits] = {}
-    _recent_unique: ClassVar[tuple[list[NodeView], bool] | None] = None  # views, answer
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.views: dict[str, NodeView] = {}
@@ -280,22 +279,11 @@ class CycleState:
 
     @property
     def unique_uuids(self) -> bool:
-        """True when no two GPUs of the snapshot share a uuid (as the store guarantees);
-        the last cycle's answer when its node views were the very same objects."""
+        """True when no two GPUs of the snapshot share a uuid (as the store guarantees)."""
         if self._unique_uuids is None:
-            views = list(self.views.values())
-            recent = CycleState._recent_unique
-            if (
-                recent is not None
-                and len(recent[0]) == len(views)
-                and all(map(is_, recent[0], views))
-            ):
-                self._unique_uuids = recent[1]
-            else:
-                count = sum(len(v.gpus) for v in views)
-                uuids = {g.uuid for v in views for g in v.gpus}
-                self._unique_uuids = len(uuids) == count
-                CycleState._recent_unique = (views, self._unique_uuids)
+            count = sum(len(v.gpus) for v in self.views.values())
+            uuids = {g.uuid for v in self.views.values() for g in v.gpus}
+            self._unique_uuids = len(uuids) == count
         return self._unique_uuids
 
     def fit(self, name: str) -> NodeFit:
@@ -331,16 +319,6 @@ class CycleState:
                     fit = fits[name] = self._snapshot_fit(view.gpus)
             out.append(fit)
         return out
-
-    def view_fit(self, name: str) -> NodeFit:
-        """``node_fit`` (``ANY_MODEL``) of the node as the snapshot has it, whatever the
-        cycle has reserved there since: capacity only shrinks within a cycle, so it bounds
-        ``fit(name)`` from above (idle GPUs, free memory)."""
-        fit = self._fits.get(name)
-        gpus = self.views[name].gpus
-        if fit is not None and self.nodes.gpus_of(name) is gpus:
-            return fit
-        return self._snapshot_fit(gpus)
 
     def _snapshot_fit(self, gpus: tuple[GpuView, ...]) -> NodeFit:
         """``node_fit(gpus, ANY_MODEL)`` of a snapshot's GPU tuple, the last cycle's when it

@@ -1,15 +1,16 @@
 """The snapshot's running jobs by node, summarised once and kept from cycle to cycle.
 
 Step 3e (the EASY reservation) reads, per node, when its running jobs end;
-step 5 (preemption) reads the preemptible ones in victim order, per node
-and queue. On a 1,000-node cluster that is
+step 5 (preemption) reads the preemptible ones in victim order, per node,
+and across nodes per queue and GPU count. On a 1,000-node cluster that is
 thousands of running jobs to group, filter and sort every cycle, although
 few of them change from one cycle to the next.
 
 ``RunningIndex`` is that work, done once per snapshot. It keeps the previous
 cycle's summary of a node (``NodeRunning``) when the node's running jobs are
 the very same objects, in the same order, and the summary still holds at
-the new ``now``; only the other nodes are summarised again. Snapshots are immutable,
+the new ``now``; only the other nodes are summarised again, and the
+cross-node victim streams are patched for them. Snapshots are immutable,
 so a summary of the same objects is the one a fresh cycle would make: no
 answer depends on what was kept (``tests/unit/scheduler/test_running.py``
 replays snapshot sequences both ways). A caller that keeps unchanged
@@ -37,6 +38,7 @@ from gpudock.scheduler.snapshot import RunningJob
 
 Stream = list[RunningJob]
 Bounds = tuple[list[int], list[float], list[float], int]  # see ``QueueVictims``
+Keyed = list[tuple[tuple[int, bool, float, str, int], int, RunningJob]]
 
 
 def victim_order(victim: RunningJob) -> tuple[int, bool, float, int]:
@@ -47,6 +49,18 @@ def victim_order(victim: RunningJob) -> tuple[int, bool, float, int]:
         victim.priority,
         started is not None,
         -started if started is not None else 0.0,
+        -victim.id,
+    )
+
+
+def global_order(victim: RunningJob) -> tuple[int, bool, float, str, int]:
+    """``victim_order``, then the node: the order of a queue's candidates across nodes."""
+    started = victim.started_at
+    return (
+        victim.priority,
+        started is not None,
+        -started if started is not None else 0.0,
+        victim.node,
         -victim.id,
     )
 
@@ -99,7 +113,6 @@ class NodeRunning:
 
     __slots__ = (
         "_first_raw_end",
-        "_floors",
         "_gains",
         "_gains_of",
         "_latest_start",
@@ -118,7 +131,6 @@ class NodeRunning:
         self._latest_start = -math.inf
         self._first_raw_end: float | None = None
         self._queues: dict[str, QueueVictims] = {}
-        self._floors: dict[str, int] | None = None
         self._gains: dict[int, tuple[int, int]] = {}
         self._gains_of: object = None
 
@@ -161,16 +173,6 @@ class NodeRunning:
             (v.started_at for v in ready if v.started_at is not None), default=-math.inf
         )
 
-    @property
-    def floors(self) -> dict[str, int]:
-        """Per queue, the lowest priority of its candidates here (never mutate it)."""
-        floors = self._floors
-        if floors is None:
-            floors = self._floors = {}
-            for v in self.ready:  # victim order: lowest priority first
-                floors.setdefault(v.queue, v.priority)
-        return floors
-
     def holds_at(self, now: float) -> bool:
         """True if this summary is the one a fresh one at ``now`` would be."""
         if now == self.now:
@@ -198,14 +200,39 @@ class NodeRunning:
         return found
 
 
-class RunningIndex:
-    """``snapshot.running`` by node (``holders``, ``nodes``), with the previous cycle's
-    ``NodeRunning`` where it holds.
+Streams = dict[str, dict[int, Stream]]
+Base = tuple["Candidates", set[str]]  # candidates, nodes changed since
 
-    ``floor[queue]``: the lowest priority of a candidate of ``queue`` on any
-    node; ``latest_start`` the latest start of a candidate (both worked out
-    on first use). ``preempted_for[job]``: the stopping jobs preempted for
-    it. Everything here is read-only to its users.
+
+class Candidates:
+    """Every queue's candidates across nodes: ``keyed`` (sorted, for patching), ``streams``
+    by queue and held GPU uuids, ``floor`` (lowest priority) by queue."""
+
+    __slots__ = ("floor", "keyed", "streams")
+
+    def __init__(self, keyed: dict[tuple[str, int], Keyed]) -> None:
+        self.keyed = keyed
+        self.streams: Streams = {}
+        self.floor: dict[str, int] = {}
+        for (queue, held), entries in sorted(keyed.items()):
+            self.streams.setdefault(queue, {})[held] = [v for _, _, v in entries]
+            lowest = entries[0][2].priority
+            self.floor[queue] = min(self.floor.get(queue, lowest), lowest)
+
+
+class RunningIndex:
+    """``snapshot.running`` by node (``holders``, ``nodes``), and the candidates of each
+    queue across nodes (``streams``), built from the previous cycle's where they hold.
+
+    ``streams[queue][held]``: the candidates of ``queue`` that hold ``held``
+    GPU uuids, in victim order then node name; ``floor[queue]`` the lowest
+    priority among them; ``latest_start`` the latest start of a candidate.
+    While every start is before ``now``, victim order then node is the order
+    of one-victim costs (``victims.cost_of``), as ``boards.Board`` reads it.
+    They are worked out on first use (step 5 with a blocked job), patched
+    from the last ones worked out for the nodes changed since (rebuilt when
+    more than a quarter did). ``preempted_for[job]``: the stopping jobs
+    preempted for it. Everything here is read-only to its users.
     """
 
     _recent: ClassVar[RunningIndex | None] = None  # the latest cycle's, for the next one
@@ -234,6 +261,7 @@ class RunningIndex:
             holders = dict(grouped)
             self.preempted_for = preempted_for
         nodes: dict[str, NodeRunning] = {}
+        touched: set[str] = set()
         for name, jobs in holders.items():
             kept = old.get(name)
             if (
@@ -249,30 +277,54 @@ class RunningIndex:
             else:
                 node = nodes[name] = NodeRunning(tuple(jobs), now)
                 holders[name] = node.jobs
+                touched.add(name)
+        touched.update(name for name in old if name not in nodes)
         self.holders = holders
         self.nodes = nodes
-        self._floor: dict[str, int] | None = None
-        self._latest_start: float | None = None
+        self._candidates: Candidates | None = None
+        self._base: Base | None = None  # the latest candidates worked out, for patching
+        if previous is not None:
+            if previous._candidates is not None:
+                self._base = (previous._candidates, touched)
+            elif previous._base is not None:
+                self._base = (previous._base[0], previous._base[1] | touched)
+            if self._base is not None and 4 * len(self._base[1]) > len(nodes):
+                self._base = None  # rebuilt on first use
         RunningIndex._recent = self
 
     @property
+    def streams(self) -> Streams:
+        return self._worked_out().streams
+
+    @property
     def floor(self) -> dict[str, int]:
-        floor = self._floor
-        if floor is None:
-            floor = self._floor = {}
-            for node in self.nodes.values():
-                for queue, lowest in node.floors.items():
-                    if lowest < floor.get(queue, lowest + 1):
-                        floor[queue] = lowest
-        return floor
+        return self._worked_out().floor
 
     @property
     def latest_start(self) -> float:
-        latest = self._latest_start
-        if latest is None:
-            latest = max((n.latest_start for n in self.nodes.values()), default=-math.inf)
-            self._latest_start = latest
-        return latest
+        return max((n.latest_start for n in self.nodes.values()), default=-math.inf)
+
+    def _worked_out(self) -> Candidates:
+        """The candidates across nodes, from ``_base`` where it holds."""
+        found = self._candidates
+        if found is not None:
+            return found
+        base, self._base = self._base, None
+        if base is None:
+            fresh = [v for node in self.nodes.values() for v in node.ready]
+            found = Candidates(_keyed(fresh, {}))
+        elif not base[1]:
+            found = base[0]
+        else:
+            names = base[1]
+            kept = {
+                key: [entry for entry in entries if entry[2].node not in names]
+                for key, entries in base[0].keyed.items()
+            }
+            fresh = [v for name in names if name in self.nodes for v in self.nodes[name].ready]
+            found = Candidates(_keyed(fresh, kept))
+        self._candidates = found
+        return found
 
     @classmethod
     def of(cls, running: Sequence[RunningJob], now: float) -> RunningIndex:
@@ -281,3 +333,19 @@ class RunningIndex:
         if recent is not None and recent.running is running and recent.now == now:
             return recent
         return cls(running, now)
+
+
+def _keyed(
+    fresh: list[RunningJob], kept: dict[tuple[str, int], Keyed]
+) -> dict[tuple[str, int], Keyed]:
+    """``kept`` (each list sorted) with ``fresh`` candidates merged in, by queue then held."""
+    added: dict[tuple[str, int], Keyed] = {}
+    for v in fresh:
+        key = (v.queue, len(v.gpu_uuids))
+        added.setdefault(key, []).append((global_order(v), id(v), v))
+    out = dict(kept)
+    for key, entries in added.items():
+        merged = kept.get(key, []) + entries
+        merged.sort()  # two sorted runs, or one: a merge
+        out[key] = merged
+    return {key: entries for key, entries in out.items() if entries}

@@ -20,13 +20,12 @@ O(nodes x victims) per job, for hundreds of blocked jobs on a full cluster.
   release alone can free enough GPUs (``freed_alone``); a larger one at
   least ``(k-th lowest priority, k, the k shortest runs, node)``, where k is
   the fewest victims whose GPUs could make room (``multi_bound``). A board
-  walks the nodes by a lower bound of their one-victim cost (``ones``: only
-  nodes with a candidate that holds enough GPUs) and by their k-victim bound
-  (``Multis``), each order worked out once per queue, GPU count and share
-  (shared by the boards, and kept for the next cycle while the snapshot's
-  objects are the same), and tries a node exactly only when one of its
-  bounds comes up, stopping once the cheapest set found costs less than what
-  comes next: usually after a handful of nodes.
+  walks the candidates of its queue that hold enough GPUs to suffice alone,
+  in order of their one-victim cost (one list per queue, shared by all
+  boards), then the nodes by their k-victim bound, and tries a node
+  exactly only when one of its bounds comes up, stopping once the cheapest
+  set found costs less than what comes next: usually after a handful of
+  nodes.
 * **a choice changes one node.** Victims chosen for one job leave their
   node's candidates (``take``); each board that has looked at that node
   looks again, at a bound computed from what is left.
@@ -43,21 +42,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import is_
 from typing import ClassVar
 
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
-from gpudock.scheduler.running import QueueVictims, RunningIndex
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
+Singles = dict[str, dict[int, list[RunningJob]]]  # queue -> held -> candidates
 Fits = dict[str, tuple[NodeView, bool]]  # node -> (its view, ``could_fit_if_freed``)
-Kind = tuple[str, int, int | None]  # queue, GPUs, share (None: whole GPUs)
-OrderKey = tuple[str, int, int | None, bool]  # a kind; True: ``ones``, False: multis
-Order = list[tuple[Cost, str]]  # (a lower bound of a node's cheapest set of a kind, node), sorted
-KeptOrder = tuple["RunningIndex | None", list[NodeView], Order]  # index None: this cycle only
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,18 +118,14 @@ class VictimSearch:
     ``state`` must not change while the search is used (step 5 only reads it).
     ``could_fit(job, node)`` is ``could_fit_if_freed``.
 
-    Three answers are kept for the next cycle, as they depend on immutable
+    Two answers are kept for the next cycle, as they depend on immutable
     snapshot objects only: ``could_fit`` per placement key and node view
     (``_recent_fits``: those of the placement keys this search used, each
-    entry with its view, checked by identity); ``freed_alone`` of the
-    victims on a node whose GPUs are the snapshot's (``NodeRunning.gains``);
-    and the nodes in order of their bounds at the snapshot's capacity
-    (``_order``: ``_recent_orders``, per queue, GPU count and share, kept
-    while the ``RunningIndex`` and every node view are the very same objects).
+    entry with its view, checked by identity), and ``freed_alone`` of the
+    victims on a node whose GPUs are the snapshot's (``NodeRunning.gains``).
     """
 
     _recent_fits: ClassVar[dict[PlacementKey, Fits]] = {}
-    _recent_orders: ClassVar[dict[OrderKey, KeptOrder]] = {}
 
     def __init__(
         self,
@@ -152,20 +143,43 @@ class VictimSearch:
         self._fits: dict[PlacementKey, Fits] = {}  # those this search used, for the next
         self._kept = VictimSearch._recent_fits
         VictimSearch._recent_fits = self._fits
-        self._multis: dict[Kind, Multis] = {}
-        self._index = running
-        self.ordered = running.latest_start < self.now  # victim order: one-victim cost order
-        # the previous searches' orders of this very index, checked on first use; with
-        # this search's, for the next search
-        self._orders = {k: v for k, v in VictimSearch._recent_orders.items() if v[0] is running}
-        self._checked: set[OrderKey] = set()  # those whose node views are this snapshot's
-        VictimSearch._recent_orders = self._orders
+        self._multis: dict[tuple[str, int, int | None], Multis] = {}
+        self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
         self._releases: dict[tuple[PlacementKey, str], Release] = {}
         # candidates not taken, in victim order, by node
         self.by_node = {name: node.ready for name, node in running.nodes.items() if node.ready}
+        # per queue, its candidates by ``held`` (what they could free alone), in order of
+        # their one-victim cost: the index's streams when they are in that order (every
+        # start before ``now``) and count ``held`` (uuids unique), else sorted here
         self.floor: dict[str, int] = running.floor  # per queue, the lowest candidate priority
+        self.singles: Singles = running.streams
+        if running.latest_start >= self.now or not state.unique_uuids:
+            self.singles, self.floor = self._singles(running)
+
+    def _singles(self, running: RunningIndex) -> tuple[Singles, dict[str, int]]:
+        """``singles`` and ``floor``, sorted at ``now`` (priority, seconds run, node, -id)."""
+        now = self.now
+        ready = sorted(
+            (
+                v.priority,
+                now - v.started_at if v.started_at is not None else 0.0,
+                v.node,
+                -v.id,
+                id(v),
+                v,
+            )
+            for node in running.nodes.values()
+            for v in node.ready
+        )
+        singles: Singles = {}
+        floor: dict[str, int] = {}
+        for *_, victim in ready:
+            floor.setdefault(victim.queue, victim.priority)
+            held = singles.setdefault(victim.queue, {})
+            held.setdefault(self.held(victim), []).append(victim)
+        return singles, floor
 
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
         """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
@@ -220,92 +234,12 @@ class VictimSearch:
 
     def multis(self, job: JobRequest) -> Multis:
         """Nodes by ``multi_bound``, for every job of ``job``'s queue, GPU count and share."""
-        key = _kind(job)
+        share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
+        key = (job.queue, job.gpus, share)
         found = self._multis.get(key)
         if found is None:
-            found = self._multis[key] = Multis(job, self._order(job, (*key, False)))
+            found = self._multis[key] = Multis(self, job)
         return found
-
-    def ones(self, job: JobRequest) -> Order:
-        """The nodes where one victim might let ``job`` fit, each with a lower bound of its
-        cheapest one-victim set there, cheapest first (the same for every job of its
-        queue, GPU count and share).
-
-        Only candidates that hold as many GPUs as ``job`` lacks on their node at
-        the snapshot's capacity may suffice alone (``CycleState.view_fit``:
-        capacity only shrinks within a cycle; a victim frees at most what it
-        holds, ``held``); a node without one is left out. The bound is the
-        one-victim cost of the node's first such candidate: victim order is the
-        order of that cost while every start is before ``now``; otherwise its
-        priority with no run at all.
-        """
-        return self._order(job, (*_kind(job), True))
-
-    def _order(self, job: JobRequest, key: OrderKey) -> Order:
-        """``ones`` (``key[3]``) or the order ``Multis`` reads: the nodes that may have a
-        set of two victims or more, each with a lower bound of ``multi_bound_at``,
-        cheapest first; worked out once per search.
-
-        With unique GPU uuids, that bound is ``multi_bound`` of the index's
-        candidates (none taken) at the snapshot's capacity: both only shrink within
-        a cycle. Both orders then depend on snapshot objects only and are the
-        previous search's while its ``RunningIndex`` and every node view are the very
-        same objects. Otherwise the multi order is ``multi_bound_at`` itself.
-        """
-        found = self._orders.get(key)
-        if found is not None and key in self._checked:
-            return found[2]
-        state = self.state
-        views = list(state.views.values())
-        if found is not None and len(found[1]) == len(views) and all(map(is_, found[1], views)):
-            self._checked.add(key)
-            return found[2]
-        order = self._ones_order(job) if key[3] else self._multi_order(job)
-        # an order of exact bounds (uuids not unique) holds for this cycle only
-        self._orders[key] = (self._index if state.unique_uuids else None, views, order)
-        self._checked.add(key)
-        return order
-
-    def _ones_order(self, job: JobRequest) -> Order:
-        """``ones`` worked out, from the index's candidates (none taken)."""
-        state, now, unique = self.state, self.now, self.state.unique_uuids
-        ordered = self.ordered
-        order: Order = []
-        for name, node in self._running.items():
-            if name not in state.views:
-                continue
-            candidates = node.queue(job.queue).candidates
-            if not candidates:
-                continue
-            need = job.gpus - usable_bound(job, state.view_fit(name))
-            for first in candidates:  # the first that holds enough
-                if (len(first.gpu_uuids) if unique else self.held(first)) >= need:
-                    run = seconds_run(first, now) if ordered else -math.inf
-                    order.append(((float(first.priority), 1, run, name), name))
-                    break
-        order.sort()
-        return order
-
-    def _multi_order(self, job: JobRequest) -> Order:
-        """The multi order of ``_order`` worked out."""
-        state = self.state
-        order: Order = []
-        if not state.unique_uuids:
-            for name in self.by_node:
-                bound = self.multi_bound_at(job, name)
-                if bound is not None:
-                    order.append((bound, name))
-        else:
-            for name, node in self._running.items():
-                if name in state.views:
-                    found = node.queue(job.queue)
-                    if len(found.candidates) >= 2:
-                        usable = usable_bound(job, state.view_fit(name))
-                        bound = multi_from(found, usable, job.gpus, self.now, name)
-                        if bound is not None:
-                            order.append((bound, name))
-        order.sort()
-        return order
 
     def candidates(self, queue: str, name: str) -> Sequence[RunningJob]:
         """Node ``name``'s candidates of ``queue`` (not taken), in victim order; read-only."""
@@ -320,6 +254,16 @@ class VictimSearch:
             return len(victim.gpu_uuids)
         gpus = self.gpus_by_uuid(victim.node)
         return sum(len(gpus.get(uuid, ())) for uuid in set(victim.gpu_uuids))
+
+    def most_usable(self, job: JobRequest) -> int:
+        """The most GPUs ``job`` could use now on one node, at least (``usable_bound``)."""
+        share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
+        most = self._most.get(share)
+        if most is None:
+            fit = self.state.fit
+            most = max((usable_bound(job, fit(name)) for name in self.state.views), default=0)
+            self._most[share] = most
+        return most
 
     def need(self, job: JobRequest, name: str) -> int:
         """At least how many more GPUs ``job`` needs usable on ``name`` than it has now."""
@@ -400,8 +344,17 @@ class VictimSearch:
         node = self._running.get(name)
         if node is None or name in self.version or not self.state.unique_uuids:
             return self.multi_bound(job, name, self.candidates(job.queue, name))
-        usable = usable_bound(job, self.state.fit(name))
-        return multi_from(node.queue(job.queue), usable, job.gpus, self.now, name)
+        found = node.queue(job.queue)
+        most, started, prefix, unstarted = found.bounds()
+        count = releases_needed(usable_bound(job, self.state.fit(name)), most, job.gpus)
+        if count is None:
+            return None
+        count = max(count, 2)
+        candidates = found.candidates
+        if count > len(candidates):
+            return None
+        least = least_lost(self.now, started[:1], prefix, unstarted, count)
+        return (float(candidates[count - 1].priority), count, least, name)
 
     def trial(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
@@ -418,29 +371,6 @@ class VictimSearch:
         if victims is None:
             return None
         return cost_of(victims, name, self.now), victims
-
-
-def _kind(job: JobRequest) -> Kind:
-    """The job's queue, GPU count and share (None: whole GPUs)."""
-    share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
-    return (job.queue, job.gpus, share)
-
-
-def multi_from(found: QueueVictims, usable: int, gpus: int, now: float, name: str) -> Cost | None:
-    """``VictimSearch.multi_bound`` of ``found.candidates`` (unique uuids) on node ``name``,
-    where a job of ``gpus`` GPUs could use ``usable`` now, from their summary."""
-    candidates = found.candidates
-    if len(candidates) < 2:
-        return None
-    most, started, prefix, unstarted = found.bounds()
-    count = releases_needed(usable, most, gpus)
-    if count is None:
-        return None
-    count = max(count, 2)
-    if count > len(candidates):
-        return None
-    least = least_lost(now, started[:1], prefix, unstarted, count)
-    return (float(candidates[count - 1].priority), count, least, name)
 
 
 def least_lost(
@@ -466,18 +396,23 @@ class Multis:
 
     ``at(i)`` is the i-th (bound, node) of the list sorted by bound, or None
     past its end. A node's bound is computed only once it may come next:
-    nodes wait in ``order`` (``VictimSearch._order``), sorted by a lower
-    bound of it, and an exact bound is handed out once no waiting node can
-    come before it. Bounds are computed when first reached, from the
-    candidates left then; candidates are only taken away, so they stay lower
-    bounds. The search that keeps it is passed in, never kept (no reference
-    cycle: a finished cycle is freed by reference counting alone).
+    nodes wait in a heap at a cheaper bound, ``(priority of its second
+    candidate, 2, -inf, node)`` (a set of two or more costs at least that),
+    and an exact bound is handed out once no waiting node can come before
+    it. Bounds are computed when first reached, from the candidates left
+    then; candidates are only taken away, so they stay lower bounds. The
+    search that keeps it is passed in, never kept (no reference cycle: a
+    finished cycle is freed by reference counting alone).
     """
 
-    def __init__(self, job: JobRequest, order: Order) -> None:
+    def __init__(self, search: VictimSearch, job: JobRequest) -> None:
         self._job = job
-        self._waiting = order  # shared: never mutated
-        self._next = 0  # the next of ``_waiting`` to compute
+        self._waiting: list[tuple[Cost, str]] = []
+        for name in search.by_node:
+            candidates = search.candidates(job.queue, name)
+            if len(candidates) >= 2:
+                self._waiting.append(((float(candidates[1].priority), 2, -math.inf, name), name))
+        heapq.heapify(self._waiting)
         self._known: list[tuple[Cost, str]] = []  # exact bounds not handed out yet
         self._out: list[tuple[Cost, str]] = []  # handed out, in order
 
@@ -486,13 +421,12 @@ class Multis:
         more (top priority), possibly only a lower bound of it, itself that dear.
         ``search`` is the one that made it."""
         out, waiting, known = self._out, self._waiting, self._known
-        job, end = self._job, len(waiting)
+        job = self._job
         while len(out) <= i:
-            while self._next < end and (not known or waiting[self._next][0] < known[0][0]):
-                if waiting[self._next][0][0] >= below:
-                    return waiting[self._next]  # everything still to come costs at least this
-                name = waiting[self._next][1]
-                self._next += 1
+            while waiting and (not known or waiting[0][0] < known[0][0]):
+                if waiting[0][0][0] >= below:
+                    return waiting[0]  # everything still to come costs at least this
+                _, name = heapq.heappop(waiting)
                 bound = search.multi_bound_at(job, name)
                 if bound is not None:
                     heapq.heappush(known, (bound, name))

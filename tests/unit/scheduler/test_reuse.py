@@ -31,11 +31,9 @@ from .test_indexed import configs, snapshots
 def forget() -> None:
     """Drop everything cycles keep for the next one."""
     CycleState._recent_fits = {}
-    CycleState._recent_unique = None
     Catalog._recent = {}
     RunningIndex._recent = None
     VictimSearch._recent_fits = {}
-    VictimSearch._recent_orders = {}
 
 
 def forgetful(snapshot: Snapshot, profile: Profile) -> Plan:

@@ -3,11 +3,10 @@
 ``RunningIndex`` keeps each node's summary of its running jobs (victim
 order, expected ends, candidates per queue) while the node's jobs are the
 very same objects; ``VictimSearch`` keeps ``could_fit_if_freed`` per node
-view, ``freed_alone`` per victim and the orders its boards walk the nodes
-in. A sequence of snapshots that keep some running jobs, drop or change
-others, move the clock (forwards, not at all, or backwards) and let jobs
-pass their ``min_runtime``, must get the Plans of cycles that keep nothing;
-so must cycles on the very same objects with other pending jobs.
+view and ``freed_alone`` per victim. A sequence of snapshots that keep some
+running jobs, drop or change others, move the clock (forwards, not at all,
+or backwards) and let jobs pass their ``min_runtime``, must get the Plans
+of cycles that keep nothing.
 """
 
 from __future__ import annotations
@@ -56,17 +55,6 @@ def sequences(draw: st.DrawFn) -> list[Snapshot]:
     return out
 
 
-@st.composite
-def same_objects(draw: st.DrawFn) -> list[Snapshot]:
-    """Snapshots that share one cluster's node views, running jobs and clock (the very
-    same objects, as the benchmark's latency cycles do), each with other pending jobs:
-    every cycle places and preempts on its own, over the orders the first one kept."""
-    nodes, running, now = draw(clusters())
-    views, jobs = tuple(nodes), tuple(skewed(job, now, draw) for job in running)
-    count = draw(st.integers(2, 4))
-    return [Snapshot(now, views, tuple(draw(blocked_jobs())), jobs) for _ in range(count)]
-
-
 def skewed(job: RunningJob, now: float, draw: st.DrawFn) -> RunningJob:
     """Most jobs as drawn; some not started yet, some started after ``now``."""
     start = draw(st.sampled_from(["as drawn"] * 8 + ["not yet", "after now"]))
@@ -83,14 +71,6 @@ def test_a_sequence_of_cycles_gets_the_plans_of_cycles_that_keep_nothing(
     sequence: list[Snapshot], repeat: bool
 ) -> None:
     assert_same_plans_as_keeping_nothing(sequence, build_profile(SchedulerConfig()), repeat)
-
-
-@settings(max_examples=300, deadline=None)
-@given(same_objects())
-def test_cycles_on_the_same_objects_with_other_jobs_get_the_plans_of_cycles_that_keep_nothing(
-    sequence: list[Snapshot],
-) -> None:
-    assert_same_plans_as_keeping_nothing(sequence, build_profile(SchedulerConfig()), False)
 
 
 def test_a_summarised_node_whose_jobs_are_the_same_objects_keeps_its_summary() -> None:

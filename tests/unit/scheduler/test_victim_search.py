@@ -8,14 +8,10 @@ queues, priorities, ages, some protected or already stopping; blocked jobs of
 several shapes then ask in turn, and each must get exactly the victim set the
 definition gives it over the candidates not taken by the jobs before it.
 The nodes' multi-victim bounds, computed only as far as a search reads them,
-come in the order of computing them all; the orders a search walks them in
-are worked out at the snapshot's capacity, so each test also runs after
-step 3 has reserved idle GPUs (capacity shrinks; the answers must not move).
+come in the order of computing them all.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +26,7 @@ from gpudock.scheduler.preemption import (
 )
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
-from gpudock.scheduler.victims import VictimSearch, seconds_run
+from gpudock.scheduler.victims import VictimSearch
 
 from .builders import GiB, gpu_uuid
 
@@ -129,26 +125,11 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
     return jobs
 
 
-def shrunk(nodes: list[NodeView], data: st.DataObject) -> CycleState:
-    """The cycle's capacity once step 3 has placed whole-GPU jobs on some idle GPUs."""
-    state = CycleState(nodes)
-    for n, view in enumerate(nodes):
-        idle = [g.index for g in view.gpus if g.healthy and not g.exclusive and g.used_memory == 0]
-        count = data.draw(st.integers(0, len(idle)))
-        if count:
-            state.reserve(JobRequest(10_000 + n, count, 0.0), view.name, idle[:count])
-    return state
-
-
 def by_definition(
-    blocked: list[JobRequest],
-    nodes: list[NodeView],
-    running: list[RunningJob],
-    now: float,
-    state: CycleState | None = None,
+    blocked: list[JobRequest], nodes: list[NodeView], running: list[RunningJob], now: float
 ) -> list[Preemption]:
     """The priority kind, one job at a time, each over what the jobs before it left."""
-    state = state if state is not None else CycleState(nodes)
+    state = CycleState(nodes)
     taken: set[int] = set()
     out: list[Preemption] = []
     for job in blocked:
@@ -180,99 +161,23 @@ def test_each_blocked_job_gets_the_victims_of_the_definition(
     assert preemptions == by_definition(blocked, nodes, running, now)
 
 
-@settings(max_examples=500, deadline=None)
-@given(clusters(), blocked_jobs(), st.data())
-def test_after_placements_each_blocked_job_still_gets_the_victims_of_the_definition(
-    cluster: tuple[list[NodeView], list[RunningJob], float],
-    blocked: list[JobRequest],
-    data: st.DataObject,
+@settings(max_examples=300, deadline=None)
+@given(clusters(), blocked_jobs())
+def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
+    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
 ) -> None:
-    nodes, running, now = cluster
-    state = shrunk(nodes, data)
-    preemptions, _ = plan_preemptions(blocked, state, running, now)
-    assert preemptions == by_definition(blocked, nodes, running, now, state)
-
-
-def searches(
-    cluster: tuple[list[NodeView], list[RunningJob], float], data: st.DataObject
-) -> Callable[[], VictimSearch]:
-    """Makes searches in turn (cycles) on the same objects, each after placements of its
-    own: a later one reads the orders the ones before it worked out."""
     nodes, running, now = cluster
     views = {v.name: v for v in nodes}
-    index = RunningIndex(running, now)
-    return lambda: VictimSearch(
-        shrunk(nodes, data), index, lambda job, name: could_fit_if_freed(job, views[name])
+    search = VictimSearch(
+        CycleState(nodes),
+        RunningIndex(running, now),
+        lambda job, name: could_fit_if_freed(job, views[name]),
     )
-
-
-def assert_ones_bound_every_one_victim_set(search: VictimSearch, job: JobRequest) -> None:
-    """``ones`` may leave out only nodes where no victim suffices alone, and bounds each
-    node's cheapest one-victim set from below."""
-    ones = search.ones(job)
-    assert ones == sorted(ones)
-    bounds = {name: bound for bound, name in ones}
-    for name in search.by_node:
-        need = search.need(job, name)
-        alone = [
-            (float(v.priority), 1, seconds_run(v, search.now), name)
-            for v in search.candidates(job.queue, name)
-            if search.gain(v, job) >= need
-        ]
-        if alone:
-            assert bounds[name] <= min(alone)
-
-
-def assert_multis_in_order(search: VictimSearch, job: JobRequest) -> None:
-    """The nodes' multi-victim bounds come in the order of computing them all."""
-    every = []
-    for name in search.by_node:
-        bound = search.multi_bound(job, name, search.candidates(job.queue, name))
-        if bound is not None:
-            every.append((bound, name))
-    multis = search.multis(job)
-    assert [multis.at(search, i) for i in range(len(every) + 1)] == [*sorted(every), None]
-
-
-@settings(max_examples=300, deadline=None)
-@given(clusters(), blocked_jobs(), st.data())
-def test_every_node_with_a_one_victim_set_comes_no_later_than_its_cost(
-    cluster: tuple[list[NodeView], list[RunningJob], float],
-    blocked: list[JobRequest],
-    data: st.DataObject,
-) -> None:
-    search = searches(cluster, data)()
     for job in blocked:
-        assert_ones_bound_every_one_victim_set(search, job)
-
-
-@settings(max_examples=300, deadline=None)
-@given(clusters(), blocked_jobs(), st.data())
-def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
-    cluster: tuple[list[NodeView], list[RunningJob], float],
-    blocked: list[JobRequest],
-    data: st.DataObject,
-) -> None:
-    search = searches(cluster, data)()
-    for job in blocked:
-        assert_multis_in_order(search, job)
-
-
-@settings(max_examples=300, deadline=None)
-@given(clusters(), blocked_jobs(), st.data())
-def test_the_next_search_on_the_same_objects_reads_orders_that_still_hold(
-    cluster: tuple[list[NodeView], list[RunningJob], float],
-    blocked: list[JobRequest],
-    data: st.DataObject,
-) -> None:
-    """Orders are worked out at the snapshot's capacity, so the next cycle may read them
-    whatever either cycle placed."""
-    search = searches(cluster, data)
-    first = search()
-    for job in blocked:
-        first.ones(job)
-        first.multis(job)
-    second = search()
-    for job in blocked:
-        assert_ones_bound_every_one_victim_set(second, job)
-        assert_multis_in_order(second, job)
+        every = []
+        for name in search.by_node:
+            bound = search.multi_bound(job, name, search.candidates(job.queue, name))
+            if bound is not None:
+                every.append((bound, name))
+        multis = search.multis(job)
+        assert [multis.at(search, i) for i in range(len(every) + 1)] == [*sorted(every), None]
