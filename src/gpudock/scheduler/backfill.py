@@ -67,12 +67,14 @@ class Reservation:
         ``_earliest``, and is tried when that comes up in turn.
         """
         now, gpus, fit, holders = running.now, job.gpus, state.fit, running.holders
+        whole = job.gpu_memory is None or gpus == 0  # ``usable_bound`` is ``idle_all``
+        first_end = running.first_end
         order: list[tuple[float, str, bool]] = []  # (bound, node, tight?)
         for name in state.views:
-            if usable_bound(job, fit(name)) >= gpus:
+            if (fit(name).idle_all if whole else usable_bound(job, fit(name))) >= gpus:
                 order.append((now, name, False))
             elif name in holders:
-                order.append((running.first_end(name), name, False))
+                order.append((first_end(name), name, False))
         heapq.heapify(order)
         best: tuple[float, str] | None = None
         views = state.views

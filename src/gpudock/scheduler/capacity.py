@@ -62,6 +62,22 @@ class GpuState:
             view.nvlink,
         )
 
+    def copy(self) -> GpuState:
+        """A copy to change on its own (``copy.copy``'s result, without its generic
+        reduce-and-rebuild: preemption and reservations copy GPUs by the thousand)."""
+        return GpuState(
+            self.uuid,
+            self.index,
+            self.name,
+            self.memory_total,
+            self.used_memory,
+            self.exclusive,
+            self.shared_jobs,
+            self.healthy,
+            self.numa,
+            self.nvlink,
+        )
+
     @property
     def free_memory(self) -> int:
         return self.memory_total - self.used_memory
@@ -243,6 +259,10 @@ ViewFits = dict[int, tuple[tuple[GpuView, ...], NodeFit]]
 """``node_fit(gpus, ANY_MODEL)`` of snapshot GPU tuples, by ``id``; each entry keeps its tuple."""
 
 
+UuidsSeen = dict[str, tuple[tuple[GpuView, ...], tuple[str, ...]]]
+"""Each node's GPU tuple and its uuids, by node name (``CycleState.unique_uuids``)."""
+
+
 class CycleState:
     """Per-cycle capacity of every node, by name.
 
@@ -261,6 +281,7 @@ class CycleState:
     """
 
     _recent_fits: ClassVar[ViewFits] = {}
+    _recent_uuids: ClassVar[tuple[UuidsSeen, bool]] = ({}, True)  # see ``unique_uuids``
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.views: dict[str, NodeView] = {}
@@ -279,11 +300,32 @@ class CycleState:
 
     @property
     def unique_uuids(self) -> bool:
-        """True when no two GPUs of the snapshot share a uuid (as the store guarantees)."""
+        """True when no two GPUs of the snapshot share a uuid (as the store guarantees).
+
+        The previous answer stands when every node lists the same uuids, in
+        order, as when it was found (``_recent_uuids``: each node's GPU
+        tuple, checked by identity, and its uuids); a node with another GPU
+        tuple costs one comparison of its uuids.
+        """
         if self._unique_uuids is None:
-            count = sum(len(v.gpus) for v in self.views.values())
-            uuids = {g.uuid for v in self.views.values() for g in v.gpus}
-            self._unique_uuids = len(uuids) == count
+            known, answer = CycleState._recent_uuids
+            same = len(known) == len(self.views)
+            seen: UuidsSeen = {}
+            for name, view in self.views.items():
+                gpus = view.gpus
+                entry = known.get(name)
+                if entry is not None and entry[0] is gpus:
+                    seen[name] = entry
+                    continue
+                uuids = tuple([g.uuid for g in gpus])
+                seen[name] = (gpus, uuids)
+                if entry is None or entry[1] != uuids:
+                    same = False
+            if not same:
+                count = sum(len(uuids) for _, uuids in seen.values())
+                answer = len({u for _, uuids in seen.values() for u in uuids}) == count
+            CycleState._recent_uuids = (seen, answer)
+            self._unique_uuids = answer
         return self._unique_uuids
 
     def fit(self, name: str) -> NodeFit:

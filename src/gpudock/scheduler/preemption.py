@@ -22,7 +22,6 @@ node for every blocked job.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -114,7 +113,7 @@ def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]
     for gpu in node.gpus:
         holders = released.get(gpu.uuid)
         if holders:
-            gpu = copy.copy(gpu)
+            gpu = gpu.copy()
             for victim in holders:
                 if victim.memory_per_gpu is None:
                     gpu.exclusive, gpu.used_memory = False, 0

@@ -33,7 +33,6 @@ from itertools import accumulate
 from operator import is_
 from typing import ClassVar
 
-from gpudock.scheduler.release import expected_end
 from gpudock.scheduler.snapshot import RunningJob
 
 Stream = list[RunningJob]
@@ -150,8 +149,16 @@ class NodeRunning:
     @property
     def first_raw_end(self) -> float:
         first = self._first_raw_end
-        if first is None:  # ``expected_end`` before any clock: the raw end
-            first = min((expected_end(r, -math.inf) for r in self.jobs), default=math.inf)
+        if first is None:  # ``expected_end`` before any clock: the raw end, inlined
+            first = math.inf
+            for r in self.jobs:
+                if r.stopping:
+                    first = -math.inf
+                    break
+                if r.max_runtime is not None and r.started_at is not None:
+                    end = r.started_at + r.max_runtime
+                    if end < first:
+                        first = end
             self._first_raw_end = first
         return first
 
@@ -159,6 +166,7 @@ class NodeRunning:
         now = self.now
         ready: Stream = []
         waiting: list[tuple[float, float]] = []
+        latest = -math.inf
         for r in self.jobs:
             if r.stopping or not r.preemptible:
                 continue
@@ -167,11 +175,12 @@ class NodeRunning:
                 waiting.append((started, least))  # not ``preemptible_now`` yet
                 continue
             ready.append(r)
-        ready.sort(key=victim_order)
+            if started is not None and started > latest:
+                latest = started
+        if len(ready) > 1:
+            ready.sort(key=victim_order)
         self._ready, self._waiting = ready, waiting
-        self._latest_start = max(
-            (v.started_at for v in ready if v.started_at is not None), default=-math.inf
-        )
+        self._latest_start = latest
 
     def holds_at(self, now: float) -> bool:
         """True if this summary is the one a fresh one at ``now`` would be."""
@@ -179,7 +188,8 @@ class NodeRunning:
             return True
         if now < self.now or self._ready is None:
             return False  # not summarised: a fresh one at ``now`` costs nothing
-        return all(now - started < least for started, least in self._waiting)
+        waiting = self._waiting
+        return not waiting or all(now - started < least for started, least in waiting)
 
     def first_end(self, now: float) -> float:
         """The earliest ``expected_end`` of the node's jobs at ``now`` (inf when none)."""
@@ -231,7 +241,9 @@ class RunningIndex:
     of one-victim costs (``victims.cost_of``), as ``boards.Board`` reads it.
     They are worked out on first use (step 5 with a blocked job), patched
     from the last ones worked out for the nodes changed since (rebuilt when
-    more than a quarter did). ``preempted_for[job]``: the stopping jobs
+    more than three quarters did: a patch filters the kept entries once and
+    merges two sorted runs, cheaper than sorting them all again until nearly
+    every node changed). ``preempted_for[job]``: the stopping jobs
     preempted for it. Everything here is read-only to its users.
     """
 
@@ -288,7 +300,7 @@ class RunningIndex:
                 self._base = (previous._candidates, touched)
             elif previous._base is not None:
                 self._base = (previous._base[0], previous._base[1] | touched)
-            if self._base is not None and 4 * len(self._base[1]) > len(nodes):
+            if self._base is not None and 4 * len(self._base[1]) > 3 * len(nodes):
                 self._base = None  # rebuilt on first use
         RunningIndex._recent = self
 
@@ -342,7 +354,18 @@ def _keyed(
     added: dict[tuple[str, int], Keyed] = {}
     for v in fresh:
         key = (v.queue, len(v.gpu_uuids))
-        added.setdefault(key, []).append((global_order(v), id(v), v))
+        started = v.started_at  # ``global_order(v)``, inlined: this runs for every candidate
+        order = (
+            v.priority,
+            started is not None,
+            -started if started is not None else 0.0,
+            v.node,
+            -v.id,
+        )
+        entries = added.get(key)
+        if entries is None:
+            entries = added[key] = []
+        entries.append((order, id(v), v))
     out = dict(kept)
     for key, entries in added.items():
         merged = kept.get(key, []) + entries

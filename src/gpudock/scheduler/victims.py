@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import ClassVar
@@ -47,7 +47,7 @@ from typing import ClassVar
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
-from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.running import NodeRunning, RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
@@ -148,8 +148,7 @@ class VictimSearch:
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
         self._releases: dict[tuple[PlacementKey, str], Release] = {}
-        # candidates not taken, in victim order, by node
-        self.by_node = {name: node.ready for name, node in running.nodes.items() if node.ready}
+        self._left: dict[str, list[RunningJob]] = {}  # ``ready`` of the nodes that lost some
         # per queue, its candidates by ``held`` (what they could free alone), in order of
         # their one-victim cost: the index's streams when they are in that order (every
         # start before ``now``) and count ``held`` (uuids unique), else sorted here
@@ -181,12 +180,31 @@ class VictimSearch:
             held.setdefault(self.held(victim), []).append(victim)
         return singles, floor
 
+    @property
+    def nodes(self) -> Iterable[str]:
+        """The nodes with running jobs, in the index's order (those ``ready`` may find)."""
+        return self._running.keys()
+
+    @property
+    def running_nodes(self) -> Mapping[str, NodeRunning]:
+        """The index's summaries of those nodes (read-only)."""
+        return self._running
+
+    def ready(self, name: str) -> Sequence[RunningJob]:
+        """Node ``name``'s candidates not taken, in victim order; read-only. Summarises
+        a node only when asked (a cycle whose blocked jobs cannot preempt reads none)."""
+        left = self._left.get(name)
+        if left is not None:
+            return left
+        node = self._running.get(name)
+        return () if node is None else node.ready
+
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
         """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
         best: tuple[Cost, list[RunningJob]] | None = None
         fits = self.fits(job)
-        for name, ready in self.by_node.items():
-            candidates = [v for v in ready if eligible(v)]
+        for name in self._running:
+            candidates = [v for v in self.ready(name) if eligible(v)]
             if not candidates or not self.could_fit(job, name, fits):
                 continue
             bound = self.bound(job, name, candidates)
@@ -204,7 +222,7 @@ class VictimSearch:
         ids = set(choice.ids)
         self.taken |= ids
         name = choice.node
-        self.by_node[name] = [v for v in self.by_node.get(name, []) if v.id not in ids]
+        self._left[name] = [v for v in self.ready(name) if v.id not in ids]
         self.version[name] = self.version.get(name, 0) + 1
         self.log.append(name)
 
@@ -246,7 +264,7 @@ class VictimSearch:
         if name not in self.version:  # none taken there: the index's list
             node = self._running.get(name)
             return () if node is None else node.queue(queue).candidates
-        return [v for v in self.by_node.get(name, ()) if v.queue == queue]
+        return [v for v in self._left.get(name, ()) if v.queue == queue]
 
     def held(self, victim: RunningJob) -> int:
         """At most how many of its node's GPUs ``victim`` holds (``freed_alone`` is no more)."""
@@ -261,7 +279,11 @@ class VictimSearch:
         most = self._most.get(share)
         if most is None:
             fit = self.state.fit
-            most = max((usable_bound(job, fit(name)) for name in self.state.views), default=0)
+            most = 0
+            for name in self.state.views:
+                usable = usable_bound(job, fit(name))
+                if usable > most:
+                    most = usable
             self._most[share] = most
         return most
 
@@ -408,8 +430,12 @@ class Multis:
     def __init__(self, search: VictimSearch, job: JobRequest) -> None:
         self._job = job
         self._waiting: list[tuple[Cost, str]] = []
-        for name in search.by_node:
-            candidates = search.candidates(job.queue, name)
+        queue, taken = job.queue, search.version
+        for name, node in search.running_nodes.items():
+            if name in taken:
+                candidates = search.candidates(queue, name)
+            else:  # ``candidates``, inlined: the index's list
+                candidates = node.queue(queue).candidates
             if len(candidates) >= 2:
                 self._waiting.append(((float(candidates[1].priority), 2, -math.inf, name), name))
         heapq.heapify(self._waiting)

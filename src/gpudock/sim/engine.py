@@ -23,6 +23,7 @@ decides where a job goes: every decision is the scheduler's.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import random
@@ -243,7 +244,23 @@ class Simulator:
     # ── the loop ─────────────────────────────────────────────────────────
 
     def run(self) -> RunRecord:
-        """Replay every job; returns the filled ``RunRecord``."""
+        """Replay every job; returns the filled ``RunRecord``.
+
+        The objects alive when the replay starts (the trace, the jobs' state)
+        live through it, so they are kept out of the garbage collector's
+        full collections while it runs (``gc.freeze``), and handed back after;
+        unless the process has frozen objects already (``gc.unfreeze`` would
+        hand back those too), when the collector is left as it is.
+        """
+        if gc.get_freeze_count():
+            return self._run()
+        gc.freeze()
+        try:
+            return self._run()
+        finally:
+            gc.unfreeze()
+
+    def _run(self) -> RunRecord:
         started = time.perf_counter()
         nodes = tuple(self._nodes.values())
         refused: dict[tuple[object, ...], bool] = {}  # by what ``never_fits`` reads of a job
@@ -447,11 +464,12 @@ class Simulator:
 
     def _running_views(self, running: dict[int, _Job]) -> list[RunningJob]:
         views: list[RunningJob] = []
+        extend = views.extend
         for job in running.values():
             own = job.running_views
             if not own:  # a gang holds GPUs on several nodes: one entry per node
                 own = job.running_views = tuple([_running_view(job, p) for p in job.parts])
-            views.extend(own)
+            extend(own)
         return views
 
     # ── dynamic priorities ───────────────────────────────────────────────
@@ -468,20 +486,22 @@ class Simulator:
         Sets ``_due``: the earliest next refresh of a running job.
         """
         fresh, self._fresh = self._fresh, []
-        self._versions.clear()  # versions move only when jobs finish, between cycles
+        versions, srtf = self._versions, self.policy.priority == "srtf"
+        versions.clear()  # versions move only when jobs finish, between cycles
         if self._estimator.changes != self._seen_changes:  # some class learnt: check them all
             self._seen_changes = self._estimator.changes
             fresh = list(pending.values())
+        unranked = -math.inf
         for job in fresh:
             if job.state != "pending":
                 continue
-            version = self._version(job)
-            if job.reprioritize_at == -math.inf or version != job.rank_version:
+            known = 0 if srtf else versions.get(job.klass)  # ``_version``, inlined
+            version = self._version(job) if known is None else known
+            if job.reprioritize_at == unranked or version != job.rank_version:
                 self._set_priority(job, now, self._remaining(job, job.ran, version))
             if job.request.priority != job.priority:  # a running job's request is left stale
                 job.request = _with_priority(job.request, job.priority)
         margin = self.policy.hysteresis
-        versions, srtf = self._versions, self.policy.priority == "srtf"
         due = math.inf
         for job in running.values():
             if job.state != "running":
@@ -490,7 +510,15 @@ class Simulator:
                 ran = job.ran + (now - job.attempt_start)
                 known = 0 if srtf else versions.get(job.klass)  # ``_version``, inlined
                 version = self._version(job) if known is None else known
-                self._set_priority(job, now, self._remaining(job, ran, version) / margin)
+                if (
+                    not srtf
+                    and version == job.rank_version
+                    and job.rank_from <= ran < job.rank_until
+                ):
+                    remaining = job.rank  # ``_remaining``'s kept rank, inlined
+                else:
+                    remaining = self._remaining(job, ran, version)
+                self._set_priority(job, now, remaining / margin)
             if job.reprioritize_at < due:
                 due = job.reprioritize_at
         self._due = due

@@ -175,7 +175,7 @@ def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
     )
     for job in blocked:
         every = []
-        for name in search.by_node:
+        for name in search.nodes:
             bound = search.multi_bound(job, name, search.candidates(job.queue, name))
             if bound is not None:
                 every.append((bound, name))

@@ -16,7 +16,7 @@ from gpudock.config import SchedulerConfig
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.index import ANY_MODEL, node_fit
-from gpudock.scheduler.snapshot import Snapshot
+from gpudock.scheduler.snapshot import NodeView, Snapshot
 
 
 def a_snapshot() -> Snapshot:
@@ -81,3 +81,42 @@ def test_fit_all_is_fit_of_every_node_in_snapshot_order() -> None:
     assert expected[1] == node_fit(views[1].gpus, ANY_MODEL)
     assert expected[3].idle_all == len(views[3].gpus) - 2
     assert state.fit_all() == expected  # again: all memoized
+
+
+def uuids_unique(views: list[NodeView]) -> bool:
+    """The definition: no two GPUs of the snapshot share a uuid."""
+    uuids = [g.uuid for v in views for g in v.gpus]
+    return len(set(uuids)) == len(uuids)
+
+
+def test_unique_uuids_is_recomputed_whenever_a_node_lists_other_uuids() -> None:
+    """The last cycle's answer is kept only while every node lists the same uuids."""
+    views = list(a_snapshot().nodes)
+    n1 = views[1]
+    clash = replace(n1, gpus=(replace(n1.gpus[0], uuid=views[0].gpus[0].uuid), *n1.gpus[1:]))
+    extra = make_node("n9").gpus(2).build()
+    twin = replace(extra, name="n10")  # the same uuids as n9
+    sequences = [
+        views,  # unique
+        views,  # the same views: the answer kept
+        [views[0], clash, *views[2:]],  # a clash in a changed GPU tuple
+        [views[0], clash, *views[2:]],  # kept: still a clash
+        list(fresh_views(a_snapshot()).nodes),  # equal uuids in new tuples: kept
+        [*views, extra],  # a node added
+        [*views, extra, twin],  # a node added with another's uuids
+        [*views, twin],  # that node alone again: unique
+        views[:3],  # nodes gone
+        [],
+        [replace(views[0], gpus=())],  # a node without GPUs
+    ]
+    for nodes in sequences:
+        assert CycleState(nodes).unique_uuids == uuids_unique(list(nodes))
+
+
+def test_a_gpu_state_copy_is_equal_and_changes_on_its_own() -> None:
+    state = CycleState(a_snapshot().nodes)
+    gpu = state.nodes["n0"].gpus[0]
+    copied = gpu.copy()
+    assert copied == gpu and copied is not gpu
+    copied.used_memory, copied.exclusive = 5, True
+    assert (gpu.used_memory, gpu.exclusive) == (0, False)
