@@ -47,7 +47,7 @@ from typing import ClassVar
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
-from gpudock.scheduler.running import NodeRunning, RunningIndex
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
@@ -184,11 +184,6 @@ class VictimSearch:
     def nodes(self) -> Iterable[str]:
         """The nodes with running jobs, in the index's order (those ``ready`` may find)."""
         return self._running.keys()
-
-    @property
-    def running_nodes(self) -> Mapping[str, NodeRunning]:
-        """The index's summaries of those nodes (read-only)."""
-        return self._running
 
     def ready(self, name: str) -> Sequence[RunningJob]:
         """Node ``name``'s candidates not taken, in victim order; read-only. Summarises
@@ -430,12 +425,8 @@ class Multis:
     def __init__(self, search: VictimSearch, job: JobRequest) -> None:
         self._job = job
         self._waiting: list[tuple[Cost, str]] = []
-        queue, taken = job.queue, search.version
-        for name, node in search.running_nodes.items():
-            if name in taken:
-                candidates = search.candidates(queue, name)
-            else:  # ``candidates``, inlined: the index's list
-                candidates = node.queue(queue).candidates
+        for name in search.nodes:
+            candidates = search.candidates(job.queue, name)
             if len(candidates) >= 2:
                 self._waiting.append(((float(candidates[1].priority), 2, -math.inf, name), name))
         heapq.heapify(self._waiting)
