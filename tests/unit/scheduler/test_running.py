@@ -11,6 +11,7 @@ of cycles that keep nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -19,7 +20,8 @@ from hypothesis import strategies as st
 from gpudock.config import SchedulerConfig
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.registry import build_profile
-from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.release import expected_end
+from gpudock.scheduler.running import NodeRunning, RunningIndex, _keyed, global_order
 from gpudock.scheduler.snapshot import NodeView, RunningJob, Snapshot
 
 from .builders import make_job, make_node, make_running, make_snapshot
@@ -117,3 +119,51 @@ def test_a_job_started_after_now_is_still_the_cheapest_victim() -> None:
     snapshot = make_snapshot(nodes, [job], running=running, now=1000.0)
     plan = run_cycle(snapshot, build_profile(SchedulerConfig()))
     assert [(p.victim_id, p.preemptor_id) for p in plan.preemptions] == [(2, 10)]
+
+
+@st.composite
+def running_jobs(draw: st.DrawFn) -> list[RunningJob]:
+    """Running jobs on a few nodes: some stopping, some not started, some with a
+    ``max_runtime``, priorities and queues drawn (distinct ids)."""
+    jobs: list[RunningJob] = []
+    for i in range(draw(st.integers(0, 12))):
+        builder = (
+            make_running(i)
+            .on(draw(st.sampled_from(["n0", "n1", "n2"])), *range(draw(st.integers(1, 3))))
+            .priority(draw(st.integers(0, 2)))
+            .queue(draw(st.sampled_from(["a", "b"])))
+            .started(draw(st.sampled_from([None, 0.0, 100.0, 100.0, 950.0, 2000.0])))
+        )
+        if draw(st.booleans()):
+            builder.max_runtime(draw(st.sampled_from([10.0, 500.0, 5000.0])))
+        if draw(st.integers(0, 5)) == 0:
+            builder.stopping_for(99)
+        jobs.append(builder.build())
+    return jobs
+
+
+@settings(max_examples=300, deadline=None)
+@given(running_jobs(), st.sampled_from([0.0, 900.0, 1000.0, 3000.0]))
+def test_a_nodes_first_end_is_the_least_expected_end_of_its_jobs(
+    jobs: list[RunningJob], now: float
+) -> None:
+    """``NodeRunning.first_raw_end`` inlines ``release.expected_end``: they must agree."""
+    summary = NodeRunning(tuple(jobs), 0.0)
+    assert summary.first_end(now) == min((expected_end(j, now) for j in jobs), default=math.inf)
+
+
+@settings(max_examples=300, deadline=None)
+@given(running_jobs(), running_jobs())
+def test_candidates_across_nodes_are_in_global_order_by_queue_and_gpus_held(
+    kept: list[RunningJob], fresh: list[RunningJob]
+) -> None:
+    """``_keyed`` inlines ``global_order`` and merges kept runs with fresh candidates:
+    each (queue, GPUs held) list is the sorted union."""
+    fresh = [replace(v, id=v.id + 100) for v in fresh]
+    base = _keyed(kept, {})
+    merged = _keyed(fresh, base)
+    for keyed, jobs in ((base, kept), (merged, kept + fresh)):
+        expected: dict[tuple[str, int], list[RunningJob]] = {}
+        for v in sorted(jobs, key=global_order):
+            expected.setdefault((v.queue, len(v.gpu_uuids)), []).append(v)
+        assert {key: [v for _, _, v in entries] for key, entries in keyed.items()} == expected

@@ -1,6 +1,6 @@
 """Score policy and GPU picker: FGD with CPU-limited fragments and a learned workload.
 
-Two extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
+Three extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
 
 * **CPUs limit how much of a node's GPU capacity a task type can use.** FGD
   counts all of a node's free GPU capacity as fragment for a task type
