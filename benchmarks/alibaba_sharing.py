@@ -27,11 +27,11 @@ Policies:
   usable GPUs, seeded. The benchmark draws the node among the nodes that pass
   the capacity checks (``random_node``); the cycle, given that one node,
   runs the filters and ``RandomPicker`` takes the GPUs;
-* ``bestfit``: FGD's BestFit mapped onto gpudock, the ``binpack`` scorer and
-  the ``best_fit`` picker named explicitly: the node with the fewest idle
-  GPUs left (whole GPUs and CPU-only pods) or the least free shareable
-  memory left (shares), then the tightest GPU. Unlike FGD's BestFit it
-  does not weigh free CPUs;
+* ``bestfit``: FGD's BestFit mapped onto gpudock, the ``binpack`` scorer
+  without its CPU rule (``Binpack(cpu_aware=False)``) and the ``best_fit``
+  picker: the node with the fewest idle GPUs left (whole GPUs and CPU-only
+  pods) or the least free shareable memory left (shares), then the
+  tightest GPU. Unlike FGD's BestFit it does not weigh free CPUs;
 * ``fgd``: ``Fgd`` + ``FgdPicker`` with the trace's own task types (GPU
   demand and CPUs of every GPU pod, weighted by pod count), as FGD knows its
   workload from history;
@@ -40,7 +40,10 @@ Policies:
   free CPUs can serve, comparing nodes first by the GPUs a pod would strand
   behind exhausted CPUs, with the task types learned from the pods that
   have arrived so far (never from pods yet to come);
-* ``default``: ``build_profile(SchedulerConfig())``, whatever the default is.
+* ``default``: ``build_profile(SchedulerConfig())``, whatever the default is
+  (now ``binpack`` with its CPU rule: nodes compared first by the GPU
+  capacity a pod would leave stranded behind the node's free CPUs, see
+  ``policies/binpack.py``; then best fit).
 
 Speed (decisions are exactly those of a full snapshot). Nodes in identical
 states (same GPUs, allocation and CPUs) get identical verdicts and scores
@@ -50,8 +53,12 @@ pass the filters' capacity checks (``Cluster.candidates``). ``--check N``
 compares N decisions of seed ``--seed0`` with full-snapshot cycles. Runs
 are spread over ``--jobs`` processes.
 
-Usage: ``benchmarks/alibaba_sharing.py [--seeds 10] [--seed0 42] [--quick] [--check N]``;
-prints one JSON object.
+Controls, to check that a policy's gain is not the trace's alone (same nodes):
+``--cpu-scale F`` multiplies every pod's CPUs by F; ``--uniform-shares``
+redraws every share pod's share uniformly from 0.05-0.95 GPU.
+
+Usage: ``benchmarks/alibaba_sharing.py [--seeds 10] [--seed0 42] [--quick] [--check N]
+[--cpu-scale F] [--uniform-shares]``; prints one JSON object.
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight  # noqa
 from gpudock.scheduler.capacity import NodeState, usable_now  # noqa: E402
 from gpudock.scheduler.cycle import run_cycle  # noqa: E402
 from gpudock.scheduler.framework import Profile  # noqa: E402
+from gpudock.scheduler.policies.binpack import Binpack  # noqa: E402
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, TaskType  # noqa: E402
 from gpudock.scheduler.registry import build_profile  # noqa: E402
 from gpudock.scheduler.snapshot import (  # noqa: E402
@@ -315,6 +323,11 @@ def _named(scorer: str, picker: str) -> Profile:
     return build_profile(config)
 
 
+def _best_fit() -> Profile:
+    """FGD's BestFit: ``binpack`` without its CPU rule, and the ``best_fit`` picker."""
+    return replace(_named("binpack", "best_fit"), scorers=((Binpack(cpu_aware=False), 1.0),))
+
+
 def make_policy(
     policy: str, tasks: Sequence[tuple[TaskType, float]], seed: int
 ) -> tuple[Profile, Draw | None]:
@@ -322,7 +335,7 @@ def make_policy(
     if policy == "default":
         return build_profile(SchedulerConfig()), None
     if policy == "bestfit":
-        return _named("binpack", "best_fit"), None
+        return _best_fit(), None
     if policy == "fgd":
         base = _named("fgd", "fgd_picker")
         return replace(base, scorers=((Fgd(tasks), 1.0),), picker=FgdPicker(tasks)), None
@@ -330,7 +343,7 @@ def make_policy(
         return _named("fgd_adaptive", "fgd_adaptive_picker"), None
     if policy == "random":
         rng = random.Random(f"random-policy-{seed}")
-        return replace(_named("binpack", "best_fit"), picker=RandomPicker(rng)), random_node(rng)
+        return replace(_best_fit(), picker=RandomPicker(rng)), random_node(rng)
     raise ValueError(f"unknown policy {policy!r}")
 
 
@@ -417,11 +430,30 @@ class Inputs:
     capacity: int
 
 
-def load(traces: Path) -> Inputs:
+def load(traces: Path, cpu_scale: float = 1.0, uniform_shares: bool = False) -> Inputs:
+    """The nodes and pods; the controls (``--cpu-scale``, ``--uniform-shares``) change the pods."""
     views = tuple(cluster_views(traces))
     trace = tuple(load_trace(traces / "openb_pod_list_default.csv", "alibaba").jobs)
+    trace = variant(trace, cpu_scale, uniform_shares)
     capacity = sum(len(v.gpus) for v in views) * MILLI
     return Inputs(views, trace, tuple(workload(trace)), capacity)
+
+
+def variant(
+    trace: Sequence[TraceJob], cpu_scale: float, uniform_shares: bool
+) -> tuple[TraceJob, ...]:
+    """Control workloads on the same nodes: every pod's CPUs times ``cpu_scale``; with
+    ``uniform_shares`` every share pod's share redrawn uniformly from 0.05-0.95 GPU (to the
+    thousandth, seeded once: the same redraw for every policy and seed)."""
+    rng = random.Random("uniform-shares")
+    out: list[TraceJob] = []
+    for job in trace:
+        if cpu_scale != 1.0 and job.cpus:
+            job = replace(job, cpus=job.cpus * cpu_scale)
+        if uniform_shares and job.gpu_fraction is not None and job.num_gpus > 0:
+            job = replace(job, gpu_fraction=rng.randint(50, 950) / MILLI)
+        out.append(job)
+    return tuple(out)
 
 
 _INPUTS: Inputs | None = None  # set before the worker processes fork
@@ -441,7 +473,7 @@ def one_run(task: tuple[str, int, float]) -> tuple[str, int, RunResult, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     global _INPUTS
     started = time.perf_counter()
-    _INPUTS = inputs = load(Path(args.traces))
+    _INPUTS = inputs = load(Path(args.traces), args.cpu_scale, args.uniform_shares)
     seeds = list(range(args.seed0, args.seed0 + args.seeds))
     slow_first = sorted(args.policies, key=lambda p: not p.startswith("fgd"))
     tasks = [(policy, seed, args.tune) for policy in slow_first for seed in seeds]
@@ -464,6 +496,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "reference": REFERENCE,
         "seconds": round(time.perf_counter() - started, 1),
         "workers": args.jobs,
+        "cpu_scale": args.cpu_scale,
+        "uniform_shares": args.uniform_shares,
     }
 
 
@@ -488,9 +522,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     add("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     add("--quick", action="store_true", help="a smoke run: 2 seeds")
+    add("--cpu-scale", type=float, default=1.0, help="control: every pod's CPUs times this")
+    add("--uniform-shares", action="store_true",
+        help="control: share pods' shares redrawn uniformly from 0.05-0.95 GPU")  # fmt: skip
     add("--check", type=int, default=0, metavar="N",
         help="compare N decisions of seed0 with full snapshots' and exit")  # fmt: skip
     args = parser.parse_args(argv)
+    if not args.cpu_scale > 0:
+        parser.error(f"--cpu-scale must be > 0, got {args.cpu_scale}")
     if args.quick:
         args.seeds = 2
     return args
@@ -501,7 +540,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.check:
         print(json.dumps(run(args), indent=2))
         return
-    inputs = load(Path(args.traces))
+    inputs = load(Path(args.traces), args.cpu_scale, args.uniform_shares)
     pods = arrivals(inputs.trace, inputs.capacity, args.tune, args.seed0)
     mismatches = {
         policy: check(inputs.views, pods, make_policy(policy, inputs.tasks, 0)[0], args.check)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from gpudock.scheduler.capacity import NodeState
+from gpudock.scheduler.policies.binpack import Binpack, stranded_after
+
 from .builders import (
     assert_pending,
     assert_placed,
@@ -92,6 +95,55 @@ def test_cpu_only_jobs_get_a_node_but_no_gpus() -> None:
     nodes = [make_node("n0").unavailable("down"), make_node("n1").gpus(1).exclusive(0)]
     placement = assert_placed(run(make_snapshot(nodes, [make_job(1).gpus(0)])), 1, node="n1")
     assert placement.gpu_uuids == ()
+
+
+# -- binpack and CPUs ---------------------------------------------------------
+
+
+def test_binpack_leaves_no_gpus_stranded_behind_exhausted_cpus() -> None:
+    """n0 is fuller, but the job would take its last CPUs and leave 2 idle GPUs no job
+    asking for CPUs could use; n1 has CPUs to spare for the GPUs it leaves."""
+    nodes = [
+        make_node("n0").gpus(4).exclusive(0).cpus(16, used=8),
+        make_node("n1").gpus(4).cpus(64),
+    ]
+    plan = run(make_snapshot(nodes, [make_job(1).gpus(1).cpus(8)]))
+    assert_placed(plan, 1, node="n1")
+
+
+def test_binpack_packs_jobs_without_cpus_as_plain_best_fit() -> None:
+    nodes = [
+        make_node("n0").gpus(4).exclusive(0).cpus(16, used=8),
+        make_node("n1").gpus(4).cpus(64),
+    ]
+    assert_placed(run(make_snapshot(nodes, [make_job(1).gpus(1)])), 1, node="n0")
+
+
+def test_binpack_packs_as_before_where_no_gpus_are_stranded() -> None:
+    nodes = [
+        make_node("n0").gpus(4).cpus(64),
+        make_node("n1").gpus(4).exclusive(0).cpus(64, used=8),
+    ]
+    assert_placed(run(make_snapshot(nodes, [make_job(1).gpus(1).cpus(8)])), 1, node="n1")
+
+
+def test_cpu_only_jobs_leave_cpus_where_idle_gpus_need_them() -> None:
+    """Equal idle GPUs (a tie for plain best fit, which takes n0): on n0 the job takes
+    the CPUs its two idle GPUs need; n1 has 8 CPUs per GPU left after it."""
+    nodes = [make_node("n0").gpus(2).cpus(16, used=8), make_node("n1").gpus(2).cpus(64, used=8)]
+    assert_placed(run(make_snapshot(nodes, [make_job(1).gpus(0).cpus(8)])), 1, node="n1")
+
+
+def test_stranded_capacity_is_what_free_cpus_cannot_feed_at_the_lower_ratio() -> None:
+    """One 80 GiB GPU and 8 CPUs (8 per GPU). A 40 GiB share with 4 CPUs (also 8 per GPU)
+    leaves 0.5 GPU and 4 CPUs: fed. With 6 CPUs (12 per GPU) it leaves 2 CPUs, which
+    feed 0.25 GPU at the lower ratio, 8: 0.25 GPU stranded."""
+    node = NodeState.from_view(make_node("n0").gpus(1).cpus(8).build())
+    fed = make_job(1).gpus(1).gpu_memory("40GiB").cpus(4).build()
+    hungry = make_job(2).gpus(1).gpu_memory("40GiB").cpus(6).build()
+    assert stranded_after(fed, node) == 0.0
+    assert stranded_after(hungry, node) == 0.25
+    assert Binpack(cpu_aware=False).score(hungry, node) == Binpack().score(fed, node)
 
 
 # -- shared GPUs --------------------------------------------------------------
