@@ -38,7 +38,11 @@ slowest cycle, as with 60; ``cycle_max_ms`` is the slowest.
 Job mix (seeded by ``--seed``): 70% whole-GPU jobs of 1/2/4/8 GPUs, 30% shared
 jobs of 10-40GiB per GPU on 80GiB GPUs, ~8% with a GPU model constraint, a few
 high-priority jobs. Nodes are 3/4 H100 and 1/4 A100, a few unavailable, a few
-unhealthy GPUs.
+unhealthy GPUs. ``--cpus-per-gpu N`` (default 0: no CPUs) makes every node
+count ``2N`` CPUs per GPU and every job ask ``N`` per GPU (running jobs too:
+a node's used CPUs are ``N`` per exclusive GPU or share), so CPUs run out
+before GPUs on nodes full of shares: the path of jobs asking for CPUs
+(``indexed.CpuVerdicts``, binpack's CPU rule).
 
 Usage: ``benchmarks/scheduler_scale.py --nodes 1000 --gpus-per-node 8 --queued 100000 --json``;
 ``--profile`` prints the hottest functions of the schedule() calls to stderr
@@ -116,19 +120,27 @@ class Node:
     gpus: list[Gpu]
     available: bool = True
     cached: NodeView | None = None
+    cpus_per_gpu: float = 0.0  # > 0: the node counts 2x this per GPU (``--cpus-per-gpu``)
 
     def view(self) -> NodeView:
         if self.cached is None:
             reason = None if self.available else "heartbeat lost"
             gpus = tuple(g.view() for g in self.gpus)
-            self.cached = NodeView(self.name, gpus, self.available, reason)
+            cpus, used = None, 0.0
+            if self.cpus_per_gpu:  # every job asks this per GPU: one per exclusive GPU or share
+                cpus = 2 * self.cpus_per_gpu * len(self.gpus)
+                held = sum(1 if g.exclusive else g.shares for g in self.gpus)
+                used = self.cpus_per_gpu * held
+            self.cached = NodeView(self.name, gpus, self.available, reason, (), (), cpus, used)
         return self.cached
 
 
 class Cluster:
     """Node and GPU allocation state, changed by placements and completions."""
 
-    def __init__(self, nodes: int, gpus_per_node: int, rnd: random.Random) -> None:
+    def __init__(
+        self, nodes: int, gpus_per_node: int, rnd: random.Random, cpus_per_gpu: float = 0.0
+    ) -> None:
         self.nodes: dict[str, Node] = {}
         self.by_uuid: dict[str, Gpu] = {}
         for i in range(nodes):
@@ -138,7 +150,7 @@ class Cluster:
             for gpu in gpus:
                 gpu.healthy = rnd.random() > 0.002
                 self.by_uuid[gpu.uuid] = gpu
-            self.nodes[name] = Node(name, gpus, available=rnd.random() > 0.005)
+            self.nodes[name] = Node(name, gpus, rnd.random() > 0.005, None, cpus_per_gpu)
 
     def views(self) -> tuple[NodeView, ...]:
         return tuple(n.view() for n in self.nodes.values())
@@ -181,6 +193,11 @@ def random_job(job_id: int, rnd: random.Random, submitted_at: float) -> JobReque
         return JobRequest(job_id, gpus, submitted_at, share, model, priority)
     gpus = rnd.choices([g for g, _ in WHOLE_GPUS], weights=[w for _, w in WHOLE_GPUS])[0]
     return JobRequest(job_id, gpus, submitted_at, None, model, priority)
+
+
+def with_cpus(job: JobRequest, cpus_per_gpu: float) -> JobRequest:
+    """``--cpus-per-gpu``: the job asks that many CPUs per GPU (none when 0)."""
+    return replace(job, cpus=cpus_per_gpu * job.gpus) if cpus_per_gpu and job.gpus else job
 
 
 def with_limit(job: JobRequest, rnd: random.Random) -> JobRequest:
@@ -260,8 +277,9 @@ def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
     """Run cycles on a virtual clock until every queued job has been placed (and has stayed)."""
     rnd = random.Random(args.seed)
     limits = random.Random(args.seed + 3)  # max_runtime draws: the job stream stays the same
-    cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
+    cluster = Cluster(args.nodes, args.gpus_per_node, rnd, args.cpus_per_gpu)
     jobs = [random_job(i, rnd, i * 0.001) for i in range(1, args.queued + 1)]
+    jobs = [with_cpus(job, args.cpus_per_gpu) for job in jobs]
     if args.running:
         jobs = [with_limit(job, limits) for job in jobs]
     by_id = {job.id: job for job in jobs}
@@ -338,7 +356,7 @@ def started(job: JobRequest, p: Placement, now: float) -> RunningJob:
     """The running job a placement becomes (it starts at once)."""
     return RunningJob(
         job.id, job.queue, job.priority, p.node, p.gpu_uuids, p.memory_per_gpu, now,
-        job.submitted_at, job.max_runtime,
+        job.submitted_at, job.max_runtime, cpus=job.cpus,
     )  # fmt: skip
 
 
@@ -425,15 +443,23 @@ def latency(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
     by_level: dict[str, float] = {}
     now = 0.0
     for label, occupancy in OCCUPANCIES:
-        cluster = Cluster(args.nodes, args.gpus_per_node, rnd)
+        cluster = Cluster(args.nodes, args.gpus_per_node, rnd, args.cpus_per_gpu)
         fill(cluster, occupancy, rnd)
         nodes = cluster.views()
-        running = tuple(holders(cluster, now, extra, 10**9)) if args.running else ()
+        running: tuple[RunningJob, ...] = ()
+        if args.running:
+            running = tuple(
+                replace(r, cpus=args.cpus_per_gpu * len(r.gpu_uuids) or None)
+                for r in holders(cluster, now, extra, 10**9)
+            )
         if args.gc_freeze:
             gc.freeze()
         before = len(timer.seconds)
         for c in range(per_level):
-            jobs = tuple(random_job(c * 10_000 + i, rnd, float(i)) for i in range(LATENCY_QUEUE))
+            jobs = tuple(
+                with_cpus(random_job(c * 10_000 + i, rnd, float(i)), args.cpus_per_gpu)
+                for i in range(LATENCY_QUEUE)
+            )
             if args.running:
                 jobs = tuple(with_limit(job, extra) for job in jobs)
             timer(Snapshot(now, nodes, jobs, running))
@@ -511,6 +537,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         dest="running",
         action="store_false",
         help="snapshots without running jobs (busy GPUs held by nobody), as first measured",
+    )
+    add(
+        "--cpus-per-gpu",
+        type=float,
+        default=0.0,
+        help="nodes count CPUs (2x this per GPU) and every job asks this per GPU (0: no CPUs)",
     )
     add("--json", action="store_true", help="print one JSON object")
     add("--profile", action="store_true", help="print the hottest functions to stderr")

@@ -212,10 +212,16 @@ def capacity_left(job: JobRequest, node: NodeState) -> float:
     Units: idle GPUs for whole-GPU and CPU-only jobs, GiB of shareable memory
     for shared jobs. Only compare values computed for the same job.
     """
-    if job.shared:
-        assert job.gpu_memory is not None
-        return (node.free_memory - job.gpus * job.gpu_memory) / 2**30
-    return float(node.idle_gpus - job.gpus)
+    return left_after(job, node.idle_gpus, node.free_memory)
+
+
+def left_after(job: JobRequest, idle_gpus: int, free_memory: int) -> float:
+    """``capacity_left`` of a node with ``idle_gpus`` and ``free_memory`` (its ``NodeState``'s,
+    or its ``NodeFit``'s ``idle_all`` and ``free_all``)."""
+    share = job.gpu_memory
+    if share is not None and job.gpus > 0:  # ``job.shared``
+        return (free_memory - job.gpus * share) / 2**30
+    return float(idle_gpus - job.gpus)
 
 
 class NodeStates(Mapping[str, NodeState]):

@@ -14,12 +14,23 @@ counters.
 
 Multi-node gangs of whole GPUs are answered from the index too: their
 feasible nodes, best first (``IndexedVerdicts.ranked``), are the whole-GPU
-buckets with enough idle GPUs, by score then name. Three kinds of job go to
-the generic path (an ``EquivalenceCache`` kept inside, over the same
-``CycleState``): gangs of GPU shares, jobs that require a GPU topology, and
-jobs asking for CPUs when some node counts CPUs. The index would need
-per-node detail for them; they are rare, and the generic path answers them
-exactly.
+buckets with enough idle GPUs, by score then name.
+
+A single-node job asking for CPUs on a cluster where some node counts them
+(``CpuVerdicts``) walks the buckets of its class best first (by the score
+without CPUs, then name), checks each node's free CPUs and, under
+``binpack``'s CPU rule, scores it with the GPU capacity it would strand
+(``policies/binpack.py``), until no node still to come can score higher:
+usually a handful of nodes where CPUs are plentiful, every GPU-feasible node
+where they are tight. Its pending reasons are worded from the index too:
+``cpu_capacity``'s for the members short of CPUs, ``gpu_capacity``'s for the
+others.
+
+Three kinds of job go to the generic path (an ``EquivalenceCache`` kept
+inside, over the same ``CycleState``): gangs of GPU shares, jobs that require
+a GPU topology, and gangs asking for CPUs when some node counts CPUs. The
+index would need per-node detail for them; they are rare, and the generic
+path answers them exactly.
 
 Any other profile (custom filters, several scorers, other weights) takes the
 generic path (``equivalence.py``). Both must give the same Plan; the property
@@ -27,18 +38,21 @@ tests compare them on random clusters. What the fast path relies on:
 
 * the node with the best score is the one with the fewest (binpack) or most
   (spread) idle GPUs, or free shareable memory for shared jobs, left after
-  placement; the job's own size shifts every node's score equally;
+  placement; the job's own size shifts every node's score equally (for a
+  job asking for CPUs, binpack's CPU rule comes first: ``CpuVerdicts``);
 * within a cycle capacity only shrinks and availability never changes, so a
   job key with no feasible node stays blocked until the cycle ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.catalog import Catalog, Group, ModelClassIndex, Part
+from gpudock.scheduler.capacity import CycleState, left_after
+from gpudock.scheduler.catalog import Catalog, Group, ModelClassIndex, Part, shared_groups
 from gpudock.scheduler.equivalence import (
     EquivalenceCache,
     KeyVerdicts,
@@ -46,9 +60,9 @@ from gpudock.scheduler.equivalence import (
     no_nodes_reason,
 )
 from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
-from gpudock.scheduler.index import ANY_MODEL
-from gpudock.scheduler.policies.binpack import Binpack
-from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
+from gpudock.scheduler.index import ANY_MODEL, NodeFit, WholeKey
+from gpudock.scheduler.policies.binpack import Binpack, packed, stranded_gpus
+from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_reason
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
 from gpudock.scheduler.policies.gpu_model import GpuModel, model_reason
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
@@ -81,40 +95,50 @@ class IndexedCache:
         assert indexable(profile), "IndexedCache needs the built-in filters and one scorer"
         sign = -1 if type(profile.scorers[0][0]) is Spread else 1
         self._catalog = Catalog(state, sign)
-        self._by_key: dict[PlacementKey, IndexedVerdicts] = {}
+        self._by_key: dict[PlacementKey, IndexedVerdicts | CpuVerdicts] = {}
         self._state = state
         self._profile = profile
         self._generic: EquivalenceCache | None = None
         self._cpu_nodes = any(v.cpus is not None for v in state.views.values())
+        scorer = profile.scorers[0][0]
+        self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
 
     def generic(self, job: JobRequest) -> bool:
         """True for the jobs the index leaves to the generic path (see the module doc)."""
         return (
             (job.nodes > 1 and (job.shared or job.gpus == 0))
             or (job.topology is not None and job.gpus >= 2)
-            or (bool(job.cpus) and self._cpu_nodes)
+            or (bool(job.cpus) and self._cpu_nodes and job.nodes > 1)
         )
 
-    def verdicts(self, job: JobRequest) -> IndexedVerdicts | KeyVerdicts:
+    def _generic_cache(self) -> EquivalenceCache:
+        """The inner ``EquivalenceCache`` (see the module doc), made on first use."""
+        if self._generic is None:
+            self._generic = EquivalenceCache(self._state, self._profile)
+        return self._generic
+
+    def verdicts(self, job: JobRequest) -> IndexedVerdicts | CpuVerdicts | KeyVerdicts:
         """Current verdicts for ``job``'s key (caught up with every reservation so far).
 
         A key already blocked stays blocked, so it is answered before catching up.
         """
         if (  # ``generic``, inlined: this runs for every job
-            (job.nodes > 1 and (job.gpu_memory is not None or job.gpus == 0))
+            (job.nodes > 1 and (job.gpu_memory is not None or job.gpus == 0 or job.cpus))
             or (job.topology is not None and job.gpus >= 2)
-            or (job.cpus and self._cpu_nodes)
         ):
-            if self._generic is None:
-                self._generic = EquivalenceCache(self._state, self._profile)
-            return self._generic.verdicts(job)
+            return self._generic_cache().verdicts(job)
         key = placement_key(job)
         verdicts = self._by_key.get(key)
         if verdicts is not None and verdicts.blocked:
             return verdicts
         if verdicts is None:
             catalog = self._catalog
-            verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
+            if job.cpus and self._cpu_nodes:
+                verdicts = CpuVerdicts(
+                    job, catalog, catalog.model_class(job), self._state, self._cpu_rule
+                )
+            else:
+                verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
             self._by_key[key] = verdicts
         return verdicts
 
@@ -176,7 +200,10 @@ class IndexedVerdicts:
             self._reasons = (seen, self._explain())
         return self._reasons[1]
 
-    def _explain(self) -> list[PendingReason]:
+    def _explain(self, short: Sequence[tuple[str, float, float]] = ()) -> list[PendingReason]:
+        """The reasons; ``short``: ``(name, CPUs, free CPUs)`` of the available members that
+        lack the job's CPUs (``CpuVerdicts``), which ``cpu_capacity`` rejects before
+        ``gpu_capacity`` sees them."""
         job, klass, total = self._job, self._class, self._catalog.node_count
         if total == 0:
             return [no_nodes_reason()]
@@ -190,7 +217,25 @@ class IndexedVerdicts:
         reasons: list[PendingReason] = []
         if klass.down:
             reasons.append(health_reason(klass.down))
-        if job.gpus > 0 and fits:  # every available member fails gpu_capacity
+        if short:
+            cpus = cpus_reason(job, short, total)
+            if cpus is not None:
+                reasons.append(cpus)
+            lacking = {name for name, _, _ in short}
+            rest = [
+                (name, fit)
+                for part in klass.parts
+                for name, fit in part.index.fits.items()
+                if name not in lacking
+            ]
+            if job.gpus > 0 and rest:  # every other available member fails gpu_capacity
+                if job.shared:
+                    assert job.gpu_memory is not None
+                    closest = closest_shared(shared_groups(rest), job.gpus, job.gpu_memory)
+                else:
+                    closest = closest_whole_of(whole_buckets(rest), job.gpus)
+                reasons.append(capacity_reason(job, closest))
+        elif job.gpus > 0 and fits:  # every available member fails gpu_capacity
             if job.shared:
                 assert job.gpu_memory is not None
                 closest = closest_shared(klass.groups(), job.gpus, job.gpu_memory)
@@ -200,13 +245,136 @@ class IndexedVerdicts:
         return reasons or [fallback_reason(total)]
 
 
+class CpuVerdicts:
+    """``KeyVerdicts`` for a single-node job asking for CPUs (some node counts them).
+
+    ``best`` walks the class's buckets that can take the job's GPUs, best
+    first by the score without CPUs (``sign * idle_all`` or ``sign *
+    free_all``), then name, and skips nodes without the CPUs free
+    (``cpu_capacity``). Without the CPU rule (``spread``, or ``binpack``
+    with ``cpu_aware`` off) the first node left is the best. With it, each
+    node is scored as ``Binpack.score`` scores it (``packed``: stranded
+    capacity first) and the walk stops at the first node that strands
+    nothing: every later one has as much capacity left or more, so it
+    scores no higher, and ties go to the lower name, met first.
+    ``reasons`` are worded from the index too (``reasons``).
+    """
+
+    def __init__(
+        self,
+        job: JobRequest,
+        catalog: Catalog,
+        klass: ModelClassIndex,
+        state: CycleState,
+        cpu_rule: bool,
+    ) -> None:
+        self._job = job  # any job with this key
+        self._catalog = catalog
+        self._class = klass
+        self._state = state
+        self._cpu_rule = cpu_rule
+        self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
+        self.blocked = False
+
+    def best(self) -> str | None:
+        """The best feasible node, or None; once None, None for the rest of the cycle."""
+        if self.blocked:
+            return None
+        self._catalog.catch_up(self._class)
+        job, state = self._job, self._state
+        want = job.cpus or 0.0
+        views, free_cpus_of = state.views, state.nodes.free_cpus_of
+        best: tuple[float, str] | None = None  # (-score, name)
+        for _, name in self._walk():
+            cpus = views[name].cpus
+            free = 0.0 if cpus is None else free_cpus_of(name)
+            if cpus is not None and want > free + 1e-9:  # not ``cpus_fit``
+                continue
+            if not self._cpu_rule:
+                best = (0.0, name)  # the first that fits: no later one scores higher
+                break
+            fit = state.fit(name)
+            stranded = 0.0  # a node without CPU counts strands nothing (``Binpack.score``)
+            if cpus is not None:
+                largest = fit.sizes[0] if fit.sizes else 0
+                stranded = stranded_gpus(job, cpus, fit.total, largest, fit.free_all, free)
+            entry = (-packed(left_after(job, fit.idle_all, fit.free_all), stranded), name)
+            if best is None or entry < best:
+                best = entry
+            if stranded == 0.0:
+                break
+        self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
+        return None if best is None else best[1]
+
+    def _walk(self) -> Iterator[tuple[int, str]]:
+        """Every node that can take the job's GPUs now, by ``(rank, name)``: lazily merged."""
+        job = self._job
+        gpus, share = job.gpus, job.gpu_memory
+        streams: list[Iterable[tuple[int, str]]] = []
+        for part in self._class.parts:
+            index = part.index
+            if share is not None and gpus > 0:  # ``job.shared``
+                for level, entries in index.shared(gpus).read(index.fits).items():
+                    if level >= share:
+                        streams.append(entries)
+            else:
+                buckets = index.whole()
+                for rank, key in index.ranked_whole():
+                    if key[1] >= gpus:
+                        streams.append(zip(repeat(rank), buckets[key], strict=False))
+        return heapq.merge(*streams)
+
+    def ranked(self) -> list[str]:
+        raise AssertionError("gangs asking for CPUs take the generic path")
+
+    def reasons(self) -> list[PendingReason]:
+        """The generic path's reasons for a blocked key, in filter order, from the index:
+        ``cpu_capacity`` rejects the available members of the class that lack the CPUs,
+        ``gpu_capacity`` the others (``IndexedVerdicts._explain``). Memoized until the
+        next reservation."""
+        seen = self._catalog.catch_up(self._class)
+        if self._reasons is None or self._reasons[0] != seen:
+            explainer = IndexedVerdicts(self._job, self._catalog, self._class)
+            self._reasons = (seen, explainer._explain(self._short()))
+        return self._reasons[1]
+
+    def _short(self) -> list[tuple[str, float, float]]:
+        """``(name, CPUs, free CPUs)`` of the available members that lack the job's CPUs."""
+        want = self._job.cpus or 0.0
+        views, free_cpus_of = self._state.views, self._state.nodes.free_cpus_of
+        short: list[tuple[str, float, float]] = []
+        for part in self._class.parts:
+            for name in part.index.fits:
+                cpus = views[name].cpus
+                if cpus is not None:
+                    free = free_cpus_of(name)
+                    if want > free + 1e-9:
+                        short.append((name, cpus, free))
+        short.sort()
+        return short
+
+
 def closest_whole(parts: Sequence[Part], gpus: int) -> Closest:
-    """``gpu_capacity.closest`` for a blocked whole-GPU job, from the whole-GPU buckets.
+    """``gpu_capacity.closest`` for a blocked whole-GPU job, from the whole-GPU buckets."""
+    return closest_whole_of([item for part in parts for item in part.index.whole().items()], gpus)
+
+
+def whole_buckets(fits: Iterable[tuple[str, NodeFit]]) -> list[tuple[WholeKey, list[str]]]:
+    """Some nodes' whole-GPU buckets (``ClassIndex.whole``): key -> names, ascending."""
+    buckets: dict[WholeKey, list[str]] = {}
+    for name, fit in fits:
+        buckets.setdefault(fit.whole_key, []).append(name)
+    for names in buckets.values():
+        names.sort()
+    return list(buckets.items())
+
+
+def closest_whole_of(buckets: Sequence[tuple[WholeKey, list[str]]], gpus: int) -> Closest:
+    """``gpu_capacity.closest`` for a blocked whole-GPU job, from whole-GPU buckets.
 
     Busy nodes (``UNSCHEDULABLE``) are those with at least ``gpus`` GPUs of
     the class; when there are none, all are compared by their GPU count.
     """
-    buckets = [item for part in parts for item in part.index.whole().items()]
     busy = [(idle, names) for (total, idle, _), names in buckets if total >= gpus]
     free = sum(idle * len(names) for idle, names in busy)
     if busy:

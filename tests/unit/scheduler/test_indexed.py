@@ -77,7 +77,7 @@ def node_templates(draw: st.DrawFn) -> Template:
         draw(st.sampled_from([True, True, True, True, False])),
         draw(st.sampled_from(["a", "b"])),
         draw(st.sampled_from([(), (), (), (Taint("dedicated", "infra"),)])),
-        draw(st.sampled_from([None, None, None, 16.0])),
+        draw(st.sampled_from([None, None, None, 16.0, 6.0])),
     )
 
 
@@ -92,7 +92,8 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         gpus = tuple(build_gpu(name, i, spec) for i, spec in enumerate(specs))
         reason = None if available else draw(st.sampled_from([None, "heartbeat lost"]))
         labels = (("zone", zone),)
-        nodes.append(NodeView(name, gpus, available, reason, labels, taints, cpus))
+        used = 0.0 if cpus is None else float(draw(st.integers(0, int(cpus))))
+        nodes.append(NodeView(name, gpus, available, reason, labels, taints, cpus, used))
     keys = draw(st.lists(request_keys(), min_size=1, max_size=6))
     jobs = []
     for i in range(1, draw(st.integers(0, 40)) + 1):
@@ -111,6 +112,19 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     return Snapshot(0.0, tuple(nodes), tuple(jobs))
 
 
+GENERIC_FIELDS: list[dict[str, object]] = [
+    {},
+    {},
+    {},
+    {"nodes": 2},
+    {"topology": "nvlink"},
+    {"cpus": 4.0},
+    {"cpus": 1.5},
+    {"cpus": 12.0},
+    {"cpus": 4.0, "nodes": 2},
+]
+
+
 @st.composite
 def request_keys(draw: st.DrawFn) -> tuple[object, ...]:
     """``(gpus, submitted_at, gpu_memory, gpu_model, selector, tolerations, generic fields)``:
@@ -122,7 +136,7 @@ def request_keys(draw: st.DrawFn) -> tuple[object, ...]:
         draw(st.sampled_from(WANTED)),
         draw(st.sampled_from([(), (), (("zone", "a"),), (("zone", "c"),)])),
         draw(st.sampled_from([(), (), (Toleration("dedicated"),)])),
-        draw(st.sampled_from([{}, {}, {}, {"nodes": 2}, {"topology": "nvlink"}, {"cpus": 4.0}])),
+        draw(st.sampled_from(GENERIC_FIELDS)),
     )
 
 
@@ -136,6 +150,32 @@ configs = st.sampled_from(
 def test_the_index_gives_the_generic_plan(snapshot: Snapshot, config: SchedulerConfig) -> None:
     profile = build_profile(config)
     assert indexable(profile)
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+@st.composite
+def cpu_snapshots(draw: st.DrawFn) -> Snapshot:
+    """``snapshots`` where most nodes count CPUs (some nearly used up) and most jobs ask for
+    them: the walk of ``CpuVerdicts`` and binpack's CPU rule at work."""
+    snapshot = draw(snapshots())
+    nodes = []
+    for node in snapshot.nodes:
+        cpus = draw(st.sampled_from([None, 2.0, 8.0, 16.0, 64.0]))
+        used = 0.0 if cpus is None else draw(st.sampled_from([0.0, cpus / 2, cpus - 1.0]))
+        nodes.append(replace(node, cpus=cpus, used_cpus=max(0.0, used)))
+    jobs = [
+        replace(job, cpus=draw(st.sampled_from([None, 1.0, 2.0, 4.0, 8.0, 24.0])))
+        for job in snapshot.pending
+    ]
+    return replace(snapshot, nodes=tuple(nodes), pending=tuple(jobs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(cpu_snapshots(), configs)
+def test_the_index_gives_the_generic_plan_for_jobs_asking_for_cpus(
+    snapshot: Snapshot, config: SchedulerConfig
+) -> None:
+    profile = build_profile(config)
     assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
 
 

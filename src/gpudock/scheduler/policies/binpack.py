@@ -1,9 +1,9 @@
 """Score policy: pack jobs onto the fullest nodes, keeping whole nodes free for big jobs,
 without stranding GPUs behind exhausted CPUs.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together. The
-index mirrors the packing only: it never answers a job that asks for CPUs on a cluster
-whose nodes count them (``IndexedCache.generic``), the only jobs the CPU rule scores.
+Mirrored by the capacity index (``scheduler/indexed.py``): change both together. For a
+job asking for CPUs, ``indexed.CpuVerdicts`` scores the nodes it walks with ``packed``
+and ``stranded_gpus``, the functions ``Binpack.score`` uses.
 """
 
 from __future__ import annotations
@@ -42,35 +42,47 @@ class Binpack:
         left = capacity_left(job, node)
         if not job.cpus or node.cpus is None or not self.cpu_aware:
             return -left
-        return -STRANDED_FIRST * stranded_after(job, node) - left
+        return packed(left, stranded_after(job, node))
+
+
+def packed(left: float, stranded: float) -> float:
+    """``binpack``'s score under its CPU rule (the capacity index computes it too)."""
+    return -STRANDED_FIRST * stranded - left
 
 
 def stranded_after(job: JobRequest, node: NodeState) -> float:
-    """The node's free GPU capacity, in GPUs, that its free CPUs could not feed once ``job``
+    """``stranded_gpus`` of ``node`` as it is now."""
+    if not node.gpus or node.cpus is None:
+        return 0.0
+    largest = max(g.memory_total for g in node.gpus)
+    return stranded_gpus(job, node.cpus, len(node.gpus), largest, node.free_memory, node.free_cpus)
+
+
+def stranded_gpus(
+    job: JobRequest, cpus: float, gpus: int, largest: int, free_memory: int, free_cpus: float
+) -> float:
+    """A node's free GPU capacity, in GPUs, that its free CPUs could not feed once ``job``
     is placed there.
 
-    GPUs are counted in units of the node's largest GPU (shares by their
-    memory). Free CPUs feed free GPU capacity at ``ratio`` CPUs per GPU: the
-    lower of the job's own ratio (its CPUs over the GPUs it takes) and the
-    node's (its CPUs over its GPUs); the node's for a CPU-only job. The
-    lower ratio counts capacity as stranded only when neither more jobs like
-    this one nor jobs shaped like the node could use it. 0 when the node
-    has no GPUs or no CPUs to spare for any.
+    The node has ``cpus`` CPUs (``free_cpus`` free) and ``gpus`` GPUs, the
+    largest of ``largest`` bytes, with ``free_memory`` free bytes on the
+    healthy GPUs not held exclusively (``NodeState.free_memory``). GPUs are
+    counted in units of the largest (shares by their memory). Free CPUs feed
+    free GPU capacity at ``ratio`` CPUs per GPU: the lower of the job's own
+    ratio (its CPUs over the GPUs it takes) and the node's (its CPUs over its
+    GPUs); the node's for a CPU-only job. The lower ratio counts capacity as
+    stranded only when neither more jobs like this one nor jobs shaped like
+    the node could use it. 0 when the node has no GPUs.
     """
-    gpus = node.gpus
-    cpus = node.cpus
-    if not gpus or cpus is None:
+    if gpus == 0 or largest <= 0:
         return 0.0
-    size = max(g.memory_total for g in gpus)
-    if size <= 0:
-        return 0.0
-    ratio = cpus / len(gpus)
+    ratio = cpus / gpus
     taken = 0
     if job.gpus > 0:
-        taken = job.gpus * (job.gpu_memory if job.gpu_memory is not None else size)
-        ratio = min(ratio, (job.cpus or 0.0) * size / taken)
-    free_gpus = (node.free_memory - taken) / size
+        taken = job.gpus * (job.gpu_memory if job.gpu_memory is not None else largest)
+        ratio = min(ratio, (job.cpus or 0.0) * largest / taken)
+    free_gpus = (free_memory - taken) / largest
     if ratio <= 0:
         return max(0.0, free_gpus)
-    free_cpus = node.free_cpus - (job.cpus or 0.0)
-    return max(0.0, free_gpus - max(0.0, free_cpus) / ratio)
+    left_cpus = free_cpus - (job.cpus or 0.0)
+    return max(0.0, free_gpus - max(0.0, left_cpus) / ratio)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status, StatusCode
+from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
 _EPSILON = 1e-9
@@ -44,20 +44,29 @@ class CpuCapacity:
         CPUs``, but only when every node was rejected here (a node that has
         the CPUs and was rejected for something else explains the wait).
         """
-        want = job.cpus or 0.0
-        busy = [r for r in rejections if r.status.code is StatusCode.UNSCHEDULABLE]
-        if busy:
-            most, name = min((-r.node.free_cpus, r.node.name) for r in busy)
-            return PendingReason(
-                self.layer,
-                f"needs {job.cpus:g} CPUs; the most free on one node is {-most:g} ({name})",
-                f"runs when {want + most:g} more CPUs free up on {name}",
-            )
-        if len(rejections) < total_nodes:
-            return None  # other nodes have the CPUs: what rejected them explains the wait
-        largest, name = min((-(r.node.cpus or 0.0), r.node.name) for r in rejections)
+        rejected = [(r.node.name, r.node.cpus or 0.0, r.node.free_cpus) for r in rejections]
+        return cpus_reason(job, rejected, total_nodes)
+
+
+def cpus_reason(
+    job: JobRequest, rejected: Sequence[tuple[str, float, float]], total_nodes: int
+) -> PendingReason | None:
+    """``CpuCapacity.explain`` from ``(name, CPUs, free CPUs)`` of each node it rejected
+    (the capacity index words it without the nodes' states)."""
+    want = job.cpus or 0.0
+    busy = [(-free, name) for name, cpus, free in rejected if not cpus + _EPSILON < want]
+    if busy:  # ``UNSCHEDULABLE``: the node has the cores, taken
+        most, name = min(busy)
         return PendingReason(
-            self.layer,
-            f"needs {job.cpus:g} CPUs; the largest node has {-largest:g} ({name})",
-            f"needs a node with at least {job.cpus:g} CPUs",
+            CpuCapacity.layer,
+            f"needs {job.cpus:g} CPUs; the most free on one node is {-most:g} ({name})",
+            f"runs when {want + most:g} more CPUs free up on {name}",
         )
+    if len(rejected) < total_nodes:
+        return None  # other nodes have the CPUs: what rejected them explains the wait
+    largest, name = min((-cpus, name) for name, cpus, _ in rejected)
+    return PendingReason(
+        CpuCapacity.layer,
+        f"needs {job.cpus:g} CPUs; the largest node has {-largest:g} ({name})",
+        f"needs a node with at least {job.cpus:g} CPUs",
+    )
