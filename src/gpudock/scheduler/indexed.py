@@ -62,7 +62,7 @@ from gpudock.scheduler.equivalence import (
 from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
 from gpudock.scheduler.index import ANY_MODEL, NodeFit, WholeKey
 from gpudock.scheduler.policies.binpack import Binpack, packed, stranded_gpus
-from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_reason
+from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_fit_on, cpus_reason
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
 from gpudock.scheduler.policies.gpu_model import GpuModel, model_reason
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
@@ -217,6 +217,7 @@ class IndexedVerdicts:
         reasons: list[PendingReason] = []
         if klass.down:
             reasons.append(health_reason(klass.down))
+        rest: list[tuple[str, NodeFit]] | None = None  # None: every available member
         if short:
             cpus = cpus_reason(job, short, total)
             if cpus is not None:
@@ -228,19 +229,15 @@ class IndexedVerdicts:
                 for name, fit in part.index.fits.items()
                 if name not in lacking
             ]
-            if job.gpus > 0 and rest:  # every other available member fails gpu_capacity
-                if job.shared:
-                    assert job.gpu_memory is not None
-                    closest = closest_shared(shared_groups(rest), job.gpus, job.gpu_memory)
-                else:
-                    closest = closest_whole_of(whole_buckets(rest), job.gpus)
-                reasons.append(capacity_reason(job, closest))
-        elif job.gpus > 0 and fits:  # every available member fails gpu_capacity
+        if job.gpus > 0 and (fits if rest is None else rest):  # they all fail gpu_capacity
             if job.shared:
                 assert job.gpu_memory is not None
-                closest = closest_shared(klass.groups(), job.gpus, job.gpu_memory)
-            else:
+                groups = klass.groups() if rest is None else shared_groups(rest)
+                closest = closest_shared(groups, job.gpus, job.gpu_memory)
+            elif rest is None:
                 closest = closest_whole(klass.parts, job.gpus)
+            else:
+                closest = closest_whole_of(whole_buckets(rest), job.gpus)
             reasons.append(capacity_reason(job, closest))
         return reasons or [fallback_reason(total)]
 
@@ -282,13 +279,12 @@ class CpuVerdicts:
             return None
         self._catalog.catch_up(self._class)
         job, state = self._job, self._state
-        want = job.cpus or 0.0
         views, free_cpus_of = state.views, state.nodes.free_cpus_of
         best: tuple[float, str] | None = None  # (-score, name)
         for _, name in self._walk():
             cpus = views[name].cpus
             free = 0.0 if cpus is None else free_cpus_of(name)
-            if cpus is not None and want > free + 1e-9:  # not ``cpus_fit``
+            if not cpus_fit_on(job, cpus, free):
                 continue
             if not self._cpu_rule:
                 best = (0.0, name)  # the first that fits: no later one scores higher
@@ -340,7 +336,7 @@ class CpuVerdicts:
 
     def _short(self) -> list[tuple[str, float, float]]:
         """``(name, CPUs, free CPUs)`` of the available members that lack the job's CPUs."""
-        want = self._job.cpus or 0.0
+        job = self._job
         views, free_cpus_of = self._state.views, self._state.nodes.free_cpus_of
         short: list[tuple[str, float, float]] = []
         for part in self._class.parts:
@@ -348,7 +344,7 @@ class CpuVerdicts:
                 cpus = views[name].cpus
                 if cpus is not None:
                     free = free_cpus_of(name)
-                    if want > free + 1e-9:
+                    if not cpus_fit_on(job, cpus, free):
                         short.append((name, cpus, free))
         short.sort()
         return short

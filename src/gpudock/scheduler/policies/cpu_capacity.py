@@ -18,7 +18,12 @@ _EPSILON = 1e-9
 
 def cpus_fit(job: JobRequest, node: NodeState) -> bool:
     """True when the node does not count CPUs, the job asks for none, or enough are free."""
-    return not job.cpus or node.cpus is None or job.cpus <= node.free_cpus + _EPSILON
+    return cpus_fit_on(job, node.cpus, node.free_cpus)
+
+
+def cpus_fit_on(job: JobRequest, cpus: float | None, free_cpus: float) -> bool:
+    """``cpus_fit`` of a node with ``cpus`` CPUs (None: not counted), ``free_cpus`` free."""
+    return not job.cpus or cpus is None or job.cpus <= free_cpus + _EPSILON
 
 
 class CpuCapacity:
