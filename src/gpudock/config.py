@@ -110,10 +110,20 @@ class PriorityClass(BaseModel):
 
 
 class ScorerWeight(BaseModel):
+    """One score policy of ``policies.scorers``: its name, weight and options.
+
+    ``options`` are the policy's keyword parameters (e.g. ``binpack``'s
+    ``cpu_aware``); names and types are checked against the policy when the
+    profile is built (``registry.build_profile``), so at server start.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     name: str
     weight: float = Field(default=1.0, gt=0)
+    options: dict[str, bool | int | float | str] = Field(
+        default_factory=dict, description="the policy's keyword parameters; default: none"
+    )
 
 
 class PoliciesConfig(BaseModel):

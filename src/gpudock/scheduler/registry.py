@@ -9,9 +9,12 @@ directly.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
 
 from gpudock.config import SchedulerConfig
 from gpudock.scheduler.framework import (
@@ -74,13 +77,23 @@ assert len(REGISTRY) == sum(len(s) for s in _SECTIONS), "duplicate policy name"
 T = TypeVar("T")
 
 
+Options = tuple[tuple[str, bool | int | float | str], ...]
+"""A score policy's keyword parameters from config, as ``(name, value)`` pairs."""
+
+OPTION_TYPES: tuple[type, ...] = (bool, int, float, str)
+"""The parameter types config can set: a policy's other parameters are not options."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileSpec:
-    """Policy names per extension point; filters in run order (cheap and "never" first)."""
+    """Policy names per extension point; filters in run order (cheap and "never" first).
+
+    ``scorers``: ``(name, weight)`` or ``(name, weight, options)``.
+    """
 
     order: str
     filters: tuple[str, ...]
-    scorers: tuple[tuple[str, float], ...]
+    scorers: tuple[tuple[str, float] | tuple[str, float, Options], ...]
     picker: str
 
 
@@ -99,20 +112,57 @@ def profile_spec(config: SchedulerConfig) -> ProfileSpec:
     return ProfileSpec(
         order=chosen.order or PriorityFifo.name,
         filters=tuple(chosen.filters) if chosen.filters is not None else DEFAULT_FILTERS,
-        scorers=tuple((s.name, s.weight) for s in chosen.scorers)
+        scorers=tuple((s.name, s.weight, tuple(sorted(s.options.items()))) for s in chosen.scorers)
         if chosen.scorers is not None
         else ((config.placement, 1.0),),
         picker=chosen.picker or BestFitPicker.name,
     )
 
 
-def _make(section: Mapping[str, Callable[[], T]], kind: str, name: str) -> T:
+def _make(
+    section: Mapping[str, Callable[..., T]], kind: str, name: str, options: Options = ()
+) -> T:
     try:
         factory = section[name]
     except KeyError:
         known = ", ".join(sorted(section))
         raise ValueError(f"unknown {kind} policy {name!r} (known: {known})") from None
-    return factory()
+    return factory(**_checked(factory, f"{kind} policy {name!r}", options))
+
+
+def option_types(factory: Callable[..., object]) -> dict[str, type]:
+    """The keyword parameters of ``factory`` that config may set, with their types: those
+    annotated with one of ``OPTION_TYPES`` and given a default."""
+    target: Callable[..., object] = factory
+    if isinstance(factory, type):
+        target = factory.__init__  # type: ignore[misc]  # the class's own, read for its hints
+    hints = get_type_hints(target)
+    return {
+        name: hints[name]
+        for name, param in inspect.signature(factory).parameters.items()
+        if param.default is not inspect.Parameter.empty and hints.get(name) in OPTION_TYPES
+    }
+
+
+def _checked(factory: Callable[..., object], what: str, options: Options) -> dict[str, Any]:
+    """``options`` as keyword arguments of ``factory``; ``ValueError`` naming the policy, the
+    option and what it takes for an unknown option or a value of the wrong type."""
+    if not options:
+        return {}
+    types = option_types(factory)
+    out: dict[str, Any] = {}
+    for key, value in options:
+        if key not in types:
+            known = ", ".join(sorted(types)) or "none"
+            raise ValueError(f"{what} has no option {key!r} (options: {known})")
+        expected = types[key]
+        try:  # strict: YAML's ``yes`` is a bool already, and "1" is no number
+            out[key] = TypeAdapter(expected).validate_python(value, strict=True)
+        except ValidationError:
+            raise ValueError(
+                f"{what} option {key!r} takes a {expected.__name__}, got {value!r}"
+            ) from None
+    return out
 
 
 def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> Profile:
@@ -126,7 +176,9 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
         raise ValueError(
             f"the {GpuCapacity.name} filter is required: without it GPUs would be over-committed"
         )
-    scorers = tuple((_make(SCORE_POLICIES, "score", n), w) for n, w in spec.scorers)
+    scorers = tuple(
+        (_make(SCORE_POLICIES, "score", entry[0], *entry[2:]), entry[1]) for entry in spec.scorers
+    )
     picker = _make(GPU_PICKERS, "GPU picker", spec.picker)
     _bind(picker, scorers)
     return Profile(

@@ -149,9 +149,24 @@ def test_placement_flags_and_inventory_columns(make_server: Any) -> None:
     assert bad.returncode == 2 and "topology: Input should be 'nvlink' or 'numa'" in bad.stderr
 
 
-def test_a_bad_node_config_stops_the_server_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("yaml", "message"),
+    [
+        (
+            "node:\n  taints: ['gpu=a:NoExecute']\n",
+            "node.taints: taint 'gpu=a:NoExecute': effect must be NoSchedule",
+        ),
+        (
+            "scheduler:\n  policies:\n    scorers: [{name: binpack, options: {cpu_aware: 'no'}}]\n",
+            "score policy 'binpack' option 'cpu_aware' takes a bool, got 'no'",
+        ),
+    ],
+)
+def test_a_bad_config_stops_the_server_with_one_line(
+    tmp_path: Path, yaml: str, message: str
+) -> None:
     config = tmp_path / "server.yaml"
-    config.write_text("node:\n  taints: ['gpu=a:NoExecute']\n")
+    config.write_text(yaml)
     env = {**os.environ, "GPUDOCK_HOME": str(tmp_path)}
     result = subprocess.run(
         [gpudock_bin(), "server", "--port", "1", "--config", str(config)],
@@ -161,7 +176,5 @@ def test_a_bad_node_config_stops_the_server_with_one_line(tmp_path: Path) -> Non
         timeout=60,
     )
     assert result.returncode == 2, result.stderr
-    assert "node.taints: taint 'gpu=a:NoExecute': effect must be NoSchedule" in " ".join(
-        result.stderr.split()
-    )
+    assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr

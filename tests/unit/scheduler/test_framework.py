@@ -168,3 +168,65 @@ def test_unknown_or_unsafe_policy_names_are_refused() -> None:
     unsafe = SchedulerConfig.model_validate({"policies": {"filters": ["gpu_model"]}})
     with pytest.raises(ValueError, match="gpu_capacity filter is required"):
         build_profile(unsafe)
+
+
+def test_score_policy_options_come_from_the_config() -> None:
+    from gpudock.config import SchedulerConfig
+    from gpudock.scheduler.policies.binpack import Binpack
+    from gpudock.scheduler.registry import build_profile
+
+    def built(options: dict[str, object]) -> Binpack:
+        config = SchedulerConfig.model_validate(
+            {"policies": {"scorers": [{"name": "binpack", "options": options}]}}
+        )
+        scorer = build_profile(config).scorers[0][0]
+        assert isinstance(scorer, Binpack)
+        return scorer
+
+    assert built({}).cpu_aware is True
+    assert built({"cpu_aware": False}).cpu_aware is False
+
+
+def test_binpack_without_its_cpu_rule_fills_the_node_whose_cpus_run_out() -> None:
+    from gpudock.scheduler.cycle import schedule
+
+    # n0 has 3 idle GPUs but CPUs for only one job like this; n1 has 4 and CPUs for all.
+    nodes = [
+        make_node("n0").gpus(4).exclusive(0).cpus(16, used=8),
+        make_node("n1").gpus(4).cpus(64),
+    ]
+    snapshot = make_snapshot(nodes, [make_job(1).gpus(1).cpus(8)])
+
+    def placed_on(options: dict[str, object]) -> str:
+        config = SchedulerConfig.model_validate(
+            {"policies": {"scorers": [{"name": "binpack", "options": options}]}}
+        )
+        (placement,) = schedule(snapshot, config).placements
+        return placement.node
+
+    assert placed_on({}) == "n1"  # n0 would strand 2 GPUs behind its exhausted CPUs
+    assert placed_on({"cpu_aware": False}) == "n0"  # plain best fit: the fuller node
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("binpack", {"cpu": True}, "'binpack' has no option 'cpu' (options: cpu_aware)"),
+        ("spread", {"cpu_aware": True}, "'spread' has no option 'cpu_aware' (options: none)"),
+        ("binpack", {"cpu_aware": "no"}, "'binpack' option 'cpu_aware' takes a bool, got 'no'"),
+        ("binpack", {"cpu_aware": 1}, "'binpack' option 'cpu_aware' takes a bool, got 1"),
+        ("fgd", {"workload": "x"}, "'fgd' has no option 'workload' (options: none)"),
+    ],
+)
+def test_unknown_or_mistyped_score_policy_options_are_refused(
+    name: str, options: dict[str, object], message: str
+) -> None:
+    from gpudock.config import SchedulerConfig
+    from gpudock.scheduler.registry import build_profile
+
+    config = SchedulerConfig.model_validate(
+        {"policies": {"scorers": [{"name": name, "options": options}]}}
+    )
+    with pytest.raises(ValueError) as raised:
+        build_profile(config)
+    assert str(raised.value) == f"score policy {message}"
