@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from typing import TypeVar
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, left_after
@@ -70,6 +70,8 @@ from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
 from gpudock.scheduler.snapshot import JobRequest
+
+T = TypeVar("T")
 
 _FILTERS = (NodeAffinity, GpuModel, NodeHealth, CpuCapacity, GpuCapacity, GpuTopology)
 
@@ -158,15 +160,7 @@ class IndexedVerdicts:
         if self.blocked:
             return None
         self._catalog.catch_up(self._class)
-        gpus, share = self._job.gpus, self._job.gpu_memory
-        best: tuple[int, str] | None = None
-        for part in self._class.parts:  # the best of the parts' best nodes
-            if share is not None and gpus > 0:  # ``job.shared``, inlined
-                found = part.index.best_shared(gpus, share)
-            else:
-                found = part.index.best_whole(gpus)
-            if found is not None and (best is None or found < best):
-                best = found
+        best = first_node(self._class, self._job)
         self.blocked = best is None  # capacity only shrinks within a cycle
         return None if best is None else best[1]
 
@@ -253,7 +247,10 @@ class CpuVerdicts:
     node is scored as ``Binpack.score`` scores it (``packed``: stranded
     capacity first) and the walk stops at the first node that strands
     nothing: every later one has as much capacity left or more, so it
-    scores no higher, and ties go to the lower name, met first.
+    scores no higher, and ties go to the lower name, met first. The walk's
+    first node is the one ``IndexedVerdicts`` would answer (``first_node``,
+    from the buckets' heads); when it settles the answer (it has the CPUs
+    and, under the rule, strands nothing), no walk is set up at all.
     ``reasons`` are worded from the index too (``reasons``).
     """
 
@@ -278,23 +275,22 @@ class CpuVerdicts:
         if self.blocked:
             return None
         self._catalog.catch_up(self._class)
-        job, state = self._job, self._state
-        views, free_cpus_of = state.views, state.nodes.free_cpus_of
+        first = first_node(self._class, self._job)
+        if first is None:
+            self.blocked = True  # capacity only shrinks within a cycle
+            return None
+        judged = self._judge(first[1])  # usually the answer: then no walk
+        if judged is not None and (not self._cpu_rule or judged[1] == 0.0):
+            return first[1]
         best: tuple[float, str] | None = None  # (-score, name)
         for _, name in self._walk():
-            cpus = views[name].cpus
-            free = 0.0 if cpus is None else free_cpus_of(name)
-            if not cpus_fit_on(job, cpus, free):
+            judged = self._judge(name)
+            if judged is None:
                 continue
             if not self._cpu_rule:
                 best = (0.0, name)  # the first that fits: no later one scores higher
                 break
-            fit = state.fit(name)
-            stranded = 0.0  # a node without CPU counts strands nothing (``Binpack.score``)
-            if cpus is not None:
-                largest = fit.sizes[0] if fit.sizes else 0
-                stranded = stranded_gpus(job, cpus, fit.total, largest, fit.free_all, free)
-            entry = (-packed(left_after(job, fit.idle_all, fit.free_all), stranded), name)
+            entry, stranded = judged
             if best is None or entry < best:
                 best = entry
             if stranded == 0.0:
@@ -302,23 +298,37 @@ class CpuVerdicts:
         self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
         return None if best is None else best[1]
 
+    def _judge(self, name: str) -> tuple[tuple[float, str], float] | None:
+        """None when node ``name`` lacks the job's CPUs; else its ``(-score, name)`` under
+        the CPU rule and the GPU capacity it would strand (both 0 without the rule)."""
+        job, state = self._job, self._state
+        cpus = state.views[name].cpus
+        free = 0.0 if cpus is None else state.nodes.free_cpus_of(name)
+        if not cpus_fit_on(job, cpus, free):
+            return None
+        if not self._cpu_rule:
+            return (0.0, name), 0.0
+        fit = state.fit(name)
+        stranded = 0.0  # a node without CPU counts strands nothing (``Binpack.score``)
+        if cpus is not None:
+            largest = fit.sizes[0] if fit.sizes else 0
+            stranded = stranded_gpus(job, cpus, fit.total, largest, fit.free_all, free)
+        return (-packed(left_after(job, fit.idle_all, fit.free_all), stranded), name), stranded
+
     def _walk(self) -> Iterator[tuple[int, str]]:
-        """Every node that can take the job's GPUs now, by ``(rank, name)``: lazily merged."""
+        """Every node that can take the job's GPUs now, by ``(rank, name)``: lazily merged,
+        so that a walk that stops early reads only the buckets' heads and what it passed."""
         job = self._job
         gpus, share = job.gpus, job.gpu_memory
-        streams: list[Iterable[tuple[int, str]]] = []
+        parts: list[Iterator[tuple[int, str]]] = []
         for part in self._class.parts:
             index = part.index
             if share is not None and gpus > 0:  # ``job.shared``
-                for level, entries in index.shared(gpus).read(index.fits).items():
-                    if level >= share:
-                        streams.append(entries)
+                levels = index.shared(gpus).read(index.fits).items()
+                parts.append(merged([entries for level, entries in levels if level >= share]))
             else:
-                buckets = index.whole()
-                for rank, key in index.ranked_whole():
-                    if key[1] >= gpus:
-                        streams.append(zip(repeat(rank), buckets[key], strict=False))
-        return heapq.merge(*streams)
+                parts.append(_whole_walk(index.whole(), index.ranked_whole(), gpus))
+        return parts[0] if len(parts) == 1 else heapq.merge(*parts)
 
     def ranked(self) -> list[str]:
         raise AssertionError("gangs asking for CPUs take the generic path")
@@ -348,6 +358,58 @@ class CpuVerdicts:
                         short.append((name, cpus, free))
         short.sort()
         return short
+
+
+def merged(lists: Sequence[Sequence[T]]) -> Iterator[T]:
+    """The items of sorted ``lists`` in order (ties: the earlier list first), as
+    ``heapq.merge`` but from the lists' heads, without an iterator per list."""
+    heap = [(items[0], i, 0) for i, items in enumerate(lists) if items]
+    heapq.heapify(heap)
+    while heap:
+        item, i, at = heap[0]
+        yield item
+        at += 1
+        items = lists[i]
+        if at < len(items):
+            heapq.heapreplace(heap, (items[at], i, at))
+        else:
+            heapq.heappop(heap)
+
+
+def _whole_walk(
+    buckets: dict[WholeKey, list[str]], ranked: list[tuple[int, WholeKey]], gpus: int
+) -> Iterator[tuple[int, str]]:
+    """The nodes of the whole-GPU ``buckets`` with ``gpus`` idle GPUs, by ``(rank, name)``:
+    ``ranked`` lists the buckets by rank, so buckets of one rank are merged by name, one
+    rank after another (a walk that stops early reads the first ranks only)."""
+    group: list[list[str]] = []
+    group_rank = 0
+    for rank, key in ranked:
+        if key[1] < gpus:
+            continue
+        if group and rank != group_rank:
+            for name in group[0] if len(group) == 1 else merged(group):
+                yield group_rank, name
+            group = []
+        group_rank = rank
+        group.append(buckets[key])
+    for name in group[0] if len(group) == 1 else merged(group):
+        yield group_rank, name
+
+
+def first_node(klass: ModelClassIndex, job: JobRequest) -> tuple[int, str] | None:
+    """``(rank, name)`` of the class's best node for ``job``'s GPUs, the first that
+    ``CpuVerdicts._walk`` yields: the best of the parts' best nodes (parts caught up)."""
+    gpus, share = job.gpus, job.gpu_memory
+    best: tuple[int, str] | None = None
+    for part in klass.parts:
+        if share is not None and gpus > 0:  # ``job.shared``, inlined
+            found = part.index.best_shared(gpus, share)
+        else:
+            found = part.index.best_whole(gpus)
+        if found is not None and (best is None or found < best):
+            best = found
+    return best
 
 
 def closest_whole(parts: Sequence[Part], gpus: int) -> Closest:
