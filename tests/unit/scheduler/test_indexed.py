@@ -141,7 +141,13 @@ def request_keys(draw: st.DrawFn) -> tuple[object, ...]:
 
 
 configs = st.sampled_from(
-    [SchedulerConfig(placement="binpack"), SchedulerConfig(placement="spread")]
+    [
+        SchedulerConfig(placement="binpack"),
+        SchedulerConfig(placement="spread"),
+        SchedulerConfig.model_validate(  # plain best fit: the first node with the CPUs
+            {"policies": {"scorers": [{"name": "binpack", "options": {"cpu_aware": False}}]}}
+        ),
+    ]
 )
 
 
@@ -177,6 +183,30 @@ def test_the_index_gives_the_generic_plan_for_jobs_asking_for_cpus(
 ) -> None:
     profile = build_profile(config)
     assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+def test_a_cpu_job_sees_a_node_that_another_job_moved_ahead_of_where_its_walk_stopped() -> None:
+    """``CpuVerdicts`` keeps its verdicts between jobs of one key. n0 lacks the CPUs, n1
+    would strand a GPU, n2 strands nothing: job 1 goes to n2 and its walk stops there.
+    Job 2 (5 GPUs, no CPUs) can only go to n3, which then has 1 idle GPU: it now comes
+    before n2 in binpack's order, where job 1's walk never looked, and strands nothing
+    for job 3 (it keeps 40 free CPUs): job 3 must go there."""
+    nodes = [
+        make_node("n0").gpus(8).exclusive(*range(7)).cpus(64, used=64),
+        make_node("n1").gpus(8).exclusive(*range(6)).cpus(64, used=56),
+        make_node("n2").gpus(8).exclusive(*range(4)).cpus(64, used=32),
+        make_node("n3").gpus(8).exclusive(0, 1).cpus(64, used=16),
+    ]
+    jobs = [
+        make_job(1).gpus(1).cpus(8).submitted(1),
+        make_job(2).gpus(5).submitted(2),
+        make_job(3).gpus(1).cpus(8).submitted(3),
+    ]
+    snapshot = make_snapshot(nodes, jobs)
+    profile = build_profile(SchedulerConfig())
+    plan = run_cycle(snapshot, profile)
+    assert [(p.job_id, p.node) for p in plan.placements] == [(1, "n2"), (2, "n3"), (3, "n3")]
+    assert plan == run_cycle(snapshot, profile, index=False)
 
 
 def test_only_the_built_in_profile_is_indexed() -> None:
