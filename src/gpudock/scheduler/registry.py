@@ -9,6 +9,7 @@ directly.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -130,9 +131,11 @@ def _make(
     return factory(**_checked(factory, f"{kind} policy {name!r}", options))
 
 
+@functools.cache
 def option_types(factory: Callable[..., object]) -> dict[str, type]:
     """The keyword parameters of ``factory`` that config may set, with their types: those
-    annotated with one of ``OPTION_TYPES`` and given a default."""
+    annotated with one of ``OPTION_TYPES`` and given a default. Memoized (``schedule``
+    builds its profile every cycle); do not change the result."""
     target: Callable[..., object] = factory
     if isinstance(factory, type):
         target = factory.__init__  # type: ignore[misc]  # the class's own, read for its hints
