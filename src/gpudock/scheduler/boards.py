@@ -66,6 +66,7 @@ class Board:
         least = job.gpus - search.most_usable(job)  # what a victim must free alone, at least
         singles = search.singles.get(job.queue, {})
         self._streams = [stream for held, stream in singles.items() if held >= least]
+        self._held = [held for held in singles if held >= least]  # each stream's
         self._heads = [(self._cost(s[0]), i, 0) for i, s in enumerate(self._streams)]
         heapq.heapify(self._heads)  # (one-victim cost, stream, position) of each stream's next
         floor = search.floor.get(job.queue)
@@ -107,7 +108,7 @@ class Board:
                     stream = self._streams[i]
                     if at + 1 < len(stream):
                         heapq.heappush(heads, (self._cost(stream[at + 1]), i, at + 1))
-                    self._look(stream[at])
+                    self._look(stream[at], self._held[i])
                 elif self._multis is None:
                     self._multis = self._search.multis(self._job)
                 else:
@@ -138,8 +139,10 @@ class Board:
         entry = self._multis.at(self._search, self._next_multi, below)
         return None if entry is None else entry[0]
 
-    def _look(self, victim: RunningJob) -> None:
-        """A candidate that may suffice alone: its node is tried if it does."""
+    def _look(self, victim: RunningJob, held: int) -> None:
+        """A candidate that may suffice alone: its node is tried if it does. ``held``: what
+        it could free alone at most (its stream's), so fewer than its node needs rules it out
+        without working out what it frees."""
         search, name, job = self._search, victim.node, self._job
         if victim.id in search.taken or name in self._found:
             return
@@ -149,7 +152,7 @@ class Board:
                 self._found[name] = (-1, None)  # never tried
                 return
             need = self._need[name] = search.need(job, name)
-        if search.gain(victim, job) >= need:
+        if held >= need and search.gain(victim, job) >= need:
             self._try(name)
 
     def _catch_up(self) -> None:
