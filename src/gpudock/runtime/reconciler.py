@@ -148,17 +148,28 @@ def _stop_unstarted(ctx: RuntimeContext, job: Job) -> None:
 
 
 def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> None:
-    """Step 4: a container of ours that no active job claims."""
+    """Step 4: a container of ours that no active job claims.
+
+    The listing is older than the store read that found no active job: a job
+    that ended in between (its container exited, its finisher is removing it)
+    looks like a running orphan there. So a container listed as running is
+    inspected again, and only one still running is reported and stopped; one
+    gone meanwhile is left alone.
+    """
     key = container.job_id if container.job_id is not None else -1
 
     def clean() -> None:
         if not container.finished:
-            log.warning(
-                "stopping container %s: it belongs to no active job (job %s)",
-                container.name,
-                container.job_id,
-            )
-            ctx.executor.stop(container.id, ctx.config.executor.stop_grace)
+            current = ctx.executor.inspect(container.id)
+            if current is None:
+                return  # removed meanwhile (by its job's finisher)
+            if not current.finished:
+                log.warning(
+                    "stopping container %s: it belongs to no active job (job %s)",
+                    container.name,
+                    container.job_id,
+                )
+                ctx.executor.stop(container.id, ctx.config.executor.stop_grace)
         if container.job_id is not None and container.attempt is not None:
             path = finisher.log_file(ctx, container.job_id, container.attempt)
             if not path.exists():

@@ -1,0 +1,88 @@
+"""The reconciler's orphan step against a real dockerd (step 4 of ``reconciler.py``).
+
+A pass lists the containers, then asks the store which jobs still claim
+them. A job that ends in between (its container exits, its finisher removes
+it) leaves the pass with a listing that says "running" for a container no
+active job claims: that is a finished job, not an orphan to warn about.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.kit.docker import TEST_IMAGE, cleanup_containers
+from tests.kit.server import wait_for
+
+from gpudock.config import ServerConfig
+from gpudock.executors.base import ContainerState, ContainerStatus
+from gpudock.runtime import reconciler
+from gpudock.runtime.context import RuntimeContext
+from gpudock.server import build_server
+
+pytestmark = pytest.mark.docker
+
+WARNING = "belongs to no active job"
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, docker_api: Any) -> Iterator[RuntimeContext]:
+    """A server's runtime on the real engine (nothing started); its containers removed after."""
+    server = build_server(tmp_path, ServerConfig(), emulate_gpus="1xH100-80GB")
+    yield server.ctx
+    server.ctx.shutdown()
+    cleanup_containers(docker_api, f"gpudock.instance={server.ctx.instance_id}")
+
+
+def stray(docker_api: Any, ctx: RuntimeContext, job_id: int, command: list[str]) -> Any:
+    """A container of this instance for ``job_id``, which no job in the store claims."""
+    return docker_api.containers.run(
+        TEST_IMAGE,
+        command,
+        detach=True,
+        init=True,
+        name=f"gpudock-{ctx.instance_id}-{job_id}-a0",
+        labels={
+            "gpudock.job": str(job_id),
+            "gpudock.attempt": "0",
+            "gpudock.instance": ctx.instance_id,
+        },
+    )
+
+
+def clean_up(ctx: RuntimeContext, listed: ContainerStatus, docker_api: Any) -> None:
+    """Step 4 for one stray, as a pass that listed it as ``listed`` would; wait for it."""
+    reconciler._handle_orphan(ctx, listed)
+    wait_for(
+        lambda: not docker_api.api.containers(all=True, filters={"id": listed.id}),
+        60,
+        "the stray container to be removed",
+    )
+
+
+def test_a_container_that_exited_after_the_listing_is_removed_without_a_warning(
+    ctx: RuntimeContext, docker_api: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = stray(docker_api, ctx, 4242, ["true"])
+    wait_for(lambda: docker_api.api.inspect_container(container.id)["State"]["Status"] == "exited")
+    now = ctx.executor.inspect(container.id)
+    assert now is not None and now.finished
+    listed = replace(now, state=ContainerState.RUNNING)  # listed while it still ran
+    with caplog.at_level(logging.WARNING, logger="gpudock.reconciler"):
+        clean_up(ctx, listed, docker_api)
+    assert WARNING not in caplog.text
+
+
+def test_a_container_still_running_is_reported_and_stopped(
+    ctx: RuntimeContext, docker_api: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = stray(docker_api, ctx, 4343, ["sleep", "300"])
+    listed = ctx.executor.inspect(container.id)
+    assert listed is not None and listed.state is ContainerState.RUNNING
+    with caplog.at_level(logging.WARNING, logger="gpudock.reconciler"):
+        clean_up(ctx, listed, docker_api)
+    assert f"stopping container {listed.name}: it {WARNING} (job 4343)" in caplog.text
