@@ -1,5 +1,4 @@
-"""affinity and topology: job node selectors, tolerations, topology; node taints
-and cpus; GPU NUMA node and NVLink domain
+"""affinity and topology: job selectors, tolerations, topology; node taints, cpus; GPU NUMA, NVLink
 
 Revision ID: 0003
 Revises: 0002
