@@ -440,13 +440,20 @@ class Multis:
         out, waiting, known = self._out, self._waiting, self._known
         job = self._job
         while len(out) <= i:
-            while waiting and (not known or waiting[0][0] < known[0][0]):
-                if waiting[0][0][0] >= below:
+            if waiting and (not known or waiting[0][0] < known[0][0]):
+                priority = waiting[0][0][0]
+                if priority >= below:
                     return waiting[0]  # everything still to come costs at least this
-                _, name = heapq.heappop(waiting)
-                bound = search.multi_bound_at(job, name)
-                if bound is not None:
-                    heapq.heappush(known, (bound, name))
+                # An exact bound of this priority is no lower than the waiting ones of it
+                # (two victims or more, lost work from -inf), ties of -inf aside: bound all
+                # of them at once. Bounding a node early only makes it come up sooner.
+                while waiting and waiting[0][0][0] == priority:
+                    name = heapq.heappop(waiting)[1]
+                    bound = search.multi_bound_at(job, name)
+                    if bound is not None:
+                        known.append((bound, name))
+                heapq.heapify(known)
+                continue
             if not known:
                 return None
             out.append(heapq.heappop(known))
