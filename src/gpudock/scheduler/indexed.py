@@ -47,7 +47,7 @@ tests compare them on random clusters. What the fast path relies on:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from gpudock.core.job import PendingReason
@@ -104,6 +104,7 @@ class IndexedCache:
         self._cpu_nodes = any(v.cpus is not None for v in state.views.values())
         scorer = profile.scorers[0][0]
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
+        self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``
 
     def generic(self, job: JobRequest) -> bool:
         """True for the jobs the index leaves to the generic path (see the module doc)."""
@@ -137,7 +138,12 @@ class IndexedCache:
             catalog = self._catalog
             if job.cpus and self._cpu_nodes:
                 verdicts = CpuVerdicts(
-                    job, catalog, catalog.model_class(job), self._state, self._cpu_rule
+                    job,
+                    catalog,
+                    catalog.model_class(job),
+                    self._state,
+                    self._cpu_rule,
+                    self._shapes,
                 )
             else:
                 verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
@@ -261,12 +267,15 @@ class CpuVerdicts:
         klass: ModelClassIndex,
         state: CycleState,
         cpu_rule: bool,
+        shapes: dict[int, Shapes] | None = None,
     ) -> None:
         self._job = job  # any job with this key
         self._catalog = catalog
         self._class = klass
         self._state = state
         self._cpu_rule = cpu_rule
+        self._shapes = shapes if shapes is not None else {}
+        self._least: tuple[Callable[[int], float] | None] | None = None  # ``_floor``, once
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self.blocked = False
 
@@ -283,7 +292,15 @@ class CpuVerdicts:
         if judged is not None and (not self._cpu_rule or judged[1] == 0.0):
             return first[1]
         best: tuple[float, str] | None = None  # (-score, name)
-        for _, name in self._walk():
+        for rank, name in self._walk():
+            if best is not None:  # every node strands so far: can a later one do better?
+                if self._least is None:
+                    self._least = (self._floor(),)
+                least = self._least[0]
+                if least is not None:
+                    floor = least(rank)
+                    if best[0] < floor or (best[0] == floor and best[1] < name):
+                        break
             judged = self._judge(name)
             if judged is None:
                 continue
@@ -297,6 +314,53 @@ class CpuVerdicts:
                 break
         self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
         return None if best is None else best[1]
+
+    def _floor(self) -> Callable[[int], float] | None:
+        """For a shared job under the CPU rule: the least ``-score`` of any node the walk
+        meets at rank ``free_all`` or later, as a function of that rank; None when no
+        useful bound exists (another job, or a class with a node not counting CPUs).
+
+        Stranded capacity grows with free GPU memory and shrinks with free CPUs,
+        so the bound is ``stranded_gpus`` of a node no node can beat: the
+        largest GPUs of the class, the most CPUs free on any member at the start
+        of the cycle (free CPUs only shrink) and the lowest CPUs-per-GPU ratio
+        any member has for the job. The walk ranks by ``free_all``, so a later
+        node has as much capacity left and strands at least as much. Where
+        every member has the same CPUs, GPUs and GPU size the bound is the very
+        computation of a member with the most CPUs free, so it is exact for
+        such a node (a walk past many alike nodes stops at the second);
+        otherwise it is lowered by a rounding margin.
+        """
+        job = self._job
+        share = job.gpu_memory
+        if not self._cpu_rule or share is None or job.gpus == 0 or not job.cpus:
+            return None
+        shapes: set[tuple[float, int, int]] = set()
+        most_free = 0.0
+        for part in self._class.parts:
+            found = self._shapes.get(id(part))
+            if found is None:
+                found = self._shapes[id(part)] = node_shapes(self._state, part)
+            if found is None:
+                return None  # a member does not count CPUs: it strands nothing
+            shapes |= found[0]
+            most_free = max(most_free, found[1])
+        if not shapes:
+            return None
+        taken = job.gpus * share
+        ratio = min(min(cpus / gpus, job.cpus * largest / taken) for cpus, gpus, largest in shapes)
+        largest = max(largest for _, _, largest in shapes)
+        if ratio <= 0:
+            return None
+        exact = len(shapes) == 1
+
+        def least(rank: int) -> float:
+            stranded = stranded_gpus(job, ratio, 1, largest, rank, most_free)
+            if not exact:
+                stranded = max(0.0, stranded - 1e-9 * (1.0 + stranded))
+            return -packed(left_after(job, 0, rank), stranded)
+
+        return least
 
     def _judge(self, name: str) -> tuple[tuple[float, str], float] | None:
         """None when node ``name`` lacks the job's CPUs; else its ``(-score, name)`` under
@@ -395,6 +459,28 @@ def _whole_walk(
         group.append(buckets[key])
     for name in group[0] if len(group) == 1 else merged(group):
         yield group_rank, name
+
+
+Shapes = tuple[set[tuple[float, int, int]], float] | None
+"""A part's members' ``(CPUs, GPUs, largest GPU memory)`` (those with GPUs) and the most
+CPUs free on one at the start of the cycle; None when a member does not count CPUs."""
+
+
+def node_shapes(state: CycleState, part: Part) -> Shapes:
+    """``Shapes`` of ``part``'s available members: their snapshot views and the GPUs of their
+    ``ANY_MODEL`` fits (``CpuVerdicts._judge`` reads those; reservations change neither)."""
+    shapes: set[tuple[float, int, int]] = set()
+    most_free = 0.0
+    views = state.views
+    for name in part.index.fits:
+        view = views[name]
+        if view.cpus is None:
+            return None
+        fit = state.fit(name)
+        if fit.sizes:
+            shapes.add((view.cpus, fit.total, fit.sizes[0]))
+        most_free = max(most_free, view.cpus - view.used_cpus)
+    return shapes, most_free
 
 
 def first_node(klass: ModelClassIndex, job: JobRequest) -> tuple[int, str] | None:

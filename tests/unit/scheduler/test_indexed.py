@@ -185,6 +185,73 @@ def test_the_index_gives_the_generic_plan_for_jobs_asking_for_cpus(
     assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
 
 
+@st.composite
+def stranding_snapshots(draw: st.DrawFn) -> Snapshot:
+    """Every node counts CPUs (now and then one does not) and GPU shares ask for many: a
+    share strands capacity on most or all nodes, so ``CpuVerdicts`` walks far and stops
+    on the bound of ``_floor``. Nodes repeat a few templates (alike nodes: the exact
+    bound) of one or two GPU sizes, some GPUs partly taken; shares repeat their keys."""
+    templates = []
+    for _ in range(draw(st.integers(1, 3))):
+        models = draw(st.sampled_from([["A100-80GB"], ["A100-40GB"], ["T4"], ["H100", "T4"]]))
+        gpus = draw(st.integers(1, 8))
+        cpus = draw(st.sampled_from([4.0, 8.0, 16.0, 32.0, 64.0, None] if draw(st.booleans())
+                                    else [8.0, 16.0, 32.0, 64.0]))  # fmt: skip
+        templates.append((models, gpus, cpus))
+    nodes = []
+    for i in range(draw(st.integers(1, 12))):
+        models, count, cpus = draw(st.sampled_from(templates))
+        name = f"n{i:02d}"
+        gpus = []
+        for g in range(count):
+            model = models[g % len(models)]
+            total = MODELS[model]
+            used_gib = draw(st.sampled_from([0, 0, 0, 4, 10, 20]))
+            used = min(used_gib * GiB, total)
+            gpus.append(GpuView(gpu_uuid(name, g), g, model, total, used, False, int(used > 0)))
+        used_cpus = 0.0 if cpus is None else draw(st.sampled_from([0.0, 0.0, 1.0, cpus / 2]))
+        nodes.append(NodeView(name, tuple(gpus), True, None, (), (), cpus, used_cpus))
+    keys = [
+        (
+            draw(st.sampled_from([1, 1, 2])),
+            draw(st.sampled_from([4 * GiB, 10 * GiB, 16 * GiB, 20 * GiB])),
+            draw(st.sampled_from([2.0, 4.0, 8.0, 16.0, 24.0])),
+        )
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+    jobs = []
+    for i in range(1, draw(st.integers(1, 30)) + 1):
+        gpus, share, cpus = draw(st.sampled_from(keys))
+        jobs.append(JobRequest(i, gpus, float(i), share, cpus=cpus))
+    return Snapshot(0.0, tuple(nodes), tuple(jobs))
+
+
+@settings(max_examples=400, deadline=None)
+@given(stranding_snapshots(), configs)
+def test_the_index_gives_the_generic_plan_where_shares_strand_gpus_everywhere(
+    snapshot: Snapshot, config: SchedulerConfig
+) -> None:
+    profile = build_profile(config)
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+def test_a_walk_where_every_node_strands_reaches_a_node_with_larger_gpus() -> None:
+    """The share strands capacity on both nodes (each has just the job's CPUs free). a
+    comes first (16GiB free) and strands 0.75 of its 16GiB GPU; b (20GiB free) strands
+    0.2 of its 80GiB GPU, so b is best. The bound that stops the walk must measure free
+    capacity in the largest GPUs of the class: in a's 16GiB ones, b would seem to strand
+    a whole GPU and be passed over."""
+    nodes = [
+        make_node("a").gpus(1, model="T4", memory="16GiB").cpus(8),
+        make_node("b").gpus(1, model="A100-80GB").shared(0, "60GiB").cpus(8),
+    ]
+    snapshot = make_snapshot(nodes, [make_job(1).gpus(1).gpu_memory("4GiB").cpus(8)])
+    profile = build_profile(SchedulerConfig())
+    plan = run_cycle(snapshot, profile)
+    assert [(p.job_id, p.node) for p in plan.placements] == [(1, "b")]
+    assert plan == run_cycle(snapshot, profile, index=False)
+
+
 def test_a_cpu_job_sees_a_node_that_another_job_moved_ahead_of_where_its_walk_stopped() -> None:
     """``CpuVerdicts`` keeps its verdicts between jobs of one key. n0 lacks the CPUs, n1
     would strand a GPU, n2 strands nothing: job 1 goes to n2 and its walk stops there.
