@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cached_property
 from typing import TypeVar
 
 from gpudock.core.job import PendingReason
@@ -275,7 +276,6 @@ class CpuVerdicts:
         self._state = state
         self._cpu_rule = cpu_rule
         self._shapes = shapes if shapes is not None else {}
-        self._least: tuple[Callable[[int], float] | None] | None = None  # ``_floor``, once
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self.blocked = False
 
@@ -294,9 +294,7 @@ class CpuVerdicts:
         best: tuple[float, str] | None = None  # (-score, name)
         for rank, name in self._walk():
             if best is not None:  # every node strands so far: can a later one do better?
-                if self._least is None:
-                    self._least = (self._floor(),)
-                least = self._least[0]
+                least = self._floor
                 if least is not None:
                     floor = least(rank)
                     if best[0] < floor or (best[0] == floor and best[1] < name):
@@ -315,6 +313,7 @@ class CpuVerdicts:
         self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
         return None if best is None else best[1]
 
+    @cached_property
     def _floor(self) -> Callable[[int], float] | None:
         """For a shared job under the CPU rule: the least ``-score`` of any node the walk
         meets at rank ``free_all`` or later, as a function of that rank; None when no
@@ -329,7 +328,8 @@ class CpuVerdicts:
         every member has the same CPUs, GPUs and GPU size the bound is the very
         computation of a member with the most CPUs free, so it is exact for
         such a node (a walk past many alike nodes stops at the second);
-        otherwise it is lowered by a rounding margin.
+        otherwise it is lowered by a rounding margin. Worked out once per key and
+        cycle, on first need.
         """
         job = self._job
         share = job.gpu_memory
@@ -348,8 +348,8 @@ class CpuVerdicts:
         if not shapes:
             return None
         taken = job.gpus * share
-        ratio = min(min(cpus / gpus, job.cpus * largest / taken) for cpus, gpus, largest in shapes)
-        largest = max(largest for _, _, largest in shapes)
+        ratio = min(min(cpus / gpus, job.cpus * size / taken) for cpus, gpus, size in shapes)
+        largest = max(size for _, _, size in shapes)
         if ratio <= 0:
             return None
         exact = len(shapes) == 1

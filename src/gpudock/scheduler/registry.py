@@ -89,12 +89,12 @@ OPTION_TYPES: tuple[type, ...] = (bool, int, float, str)
 class ProfileSpec:
     """Policy names per extension point; filters in run order (cheap and "never" first).
 
-    ``scorers``: ``(name, weight)`` or ``(name, weight, options)``.
+    ``scorers``: ``(name, weight, options)``.
     """
 
     order: str
     filters: tuple[str, ...]
-    scorers: tuple[tuple[str, float] | tuple[str, float, Options], ...]
+    scorers: tuple[tuple[str, float, Options], ...]
     picker: str
 
 
@@ -115,7 +115,7 @@ def profile_spec(config: SchedulerConfig) -> ProfileSpec:
         filters=tuple(chosen.filters) if chosen.filters is not None else DEFAULT_FILTERS,
         scorers=tuple((s.name, s.weight, tuple(sorted(s.options.items()))) for s in chosen.scorers)
         if chosen.scorers is not None
-        else ((config.placement, 1.0),),
+        else ((config.placement, 1.0, ()),),
         picker=chosen.picker or BestFitPicker.name,
     )
 
@@ -180,7 +180,8 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
             f"the {GpuCapacity.name} filter is required: without it GPUs would be over-committed"
         )
     scorers = tuple(
-        (_make(SCORE_POLICIES, "score", entry[0], *entry[2:]), entry[1]) for entry in spec.scorers
+        (_make(SCORE_POLICIES, "score", name, options), weight)
+        for name, weight, options in spec.scorers
     )
     picker = _make(GPU_PICKERS, "GPU picker", spec.picker)
     _bind(picker, scorers)
