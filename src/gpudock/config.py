@@ -291,6 +291,10 @@ def load_config(path: str | Path | None) -> ServerConfig:
         data = yaml.safe_load(file.read_text()) or {}
     except OSError as exc:
         raise InvalidInput(f"cannot read config {file}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"config {file} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
     except yaml.YAMLError as exc:
         raise InvalidInput(f"config {file} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

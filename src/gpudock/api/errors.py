@@ -37,6 +37,12 @@ def install_error_handlers(app: FastAPI) -> None:
                 msg = "unknown field"
             elif err["type"] == "missing":
                 msg = "field required"
+            elif err["type"] == "json_invalid":  # loc is ("body", offset)
+                field = "body"
+                detail = (err.get("ctx") or {}).get("error", "")
+                msg = f"invalid JSON at character {err['loc'][-1]}: {detail}".rstrip(": ")
+            elif tuple(err["loc"]) == ("body",) and err["type"] == "model_attributes_type":
+                msg = "expected a JSON object, sent with Content-Type: application/json"
             messages.append(f"{field}: {msg}")
             fields.append(field)
         return error_response(422, "InvalidInput", "; ".join(messages), ",".join(fields))

@@ -129,7 +129,7 @@ def submit(
             data[key] = {**as_pairs(data.get(key), key), **parse_pairs(items, what)}
     for key, extra in (("mounts", mount), ("tolerations", toleration)):
         if extra:
-            data[key] = [*data.get(key, []), *extra]
+            data[key] = [*as_list(data.get(key), key), *extra]
     if "image" not in data:
         fail("an image is required: gpudock submit [OPTIONS] IMAGE [-- CMD…], or -f job.yaml", 2)
     try:
@@ -154,11 +154,22 @@ def as_pairs(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
+def as_list(value: Any, what: str) -> list[Any]:
+    """A spec file's list field, to extend with the flags' items."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        fail(f"{what} must be a list, got {value!r}", 2)
+    return value
+
+
 def load_spec_file(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}", 2)
+    except UnicodeDecodeError as exc:
+        fail(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})", 2)
     except yaml.YAMLError as exc:
         fail(f"{path} is not valid YAML: {exc}", 2)
     if not isinstance(data, dict):

@@ -26,7 +26,7 @@ def _fail(message: str) -> NoReturn:
 
 def server(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8470,
+    port: Annotated[int, typer.Option(help="port to listen on", min=1, max=65535)] = 8470,
     db: Annotated[
         str | None, typer.Option(help="database URL; default SQLite under $GPUDOCK_HOME")
     ] = None,

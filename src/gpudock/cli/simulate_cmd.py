@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -88,8 +89,14 @@ def simulate_command(
     names = [p.name for p in policies]
     if len(set(names)) != len(names):
         raise _fail(f"policy names repeat: {', '.join(names)}")
-    if cycle_interval < 0 or preempt_grace < 0:
-        raise _fail("--cycle-interval and --preempt-grace must not be negative")
+    for flag, value in (("--cycle-interval", cycle_interval), ("--preempt-grace", preempt_grace)):
+        if not (math.isfinite(value) and value >= 0):
+            raise _fail(f"{flag} must be a finite number of seconds >= 0, got {value}")
+    if report is not None:  # before the replay, which may take minutes
+        try:
+            report.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _fail(f"--report {report}: cannot create the folder ({exc.strerror})") from None
     try:
         fmt = format or detect_format(trace)
         if fmt not in FORMATS:
@@ -130,9 +137,12 @@ def simulate_command(
     if report is not None:
         from gpudock.sim.report import write_report
 
-        index = write_report(
-            runs, report, title="gpudock simulate", trace=str(trace), cluster=cluster
-        )
+        try:
+            index = write_report(
+                runs, report, title="gpudock simulate", trace=str(trace), cluster=cluster
+            )
+        except OSError as exc:
+            raise _fail(f"--report {report}: cannot write the report ({exc})", 1) from None
         err.print(f"report: {index}")
 
 

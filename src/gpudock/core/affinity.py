@@ -37,12 +37,12 @@ _VALUE_RE = re.compile(r"^([a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?)?$")
 
 def check_label(key: str, value: str) -> None:
     """Raise ``ValueError`` unless ``key``/``value`` are valid label (or taint) parts."""
-    if not _KEY_RE.match(key):
+    if not _KEY_RE.fullmatch(key):
         raise ValueError(
             f"label key {key!r} must be 1-63 letters, digits or '_./-', "
             "starting and ending with a letter or digit"
         )
-    if not _VALUE_RE.match(value):
+    if not _VALUE_RE.fullmatch(value):
         raise ValueError(
             f"label value {value!r} for {key!r} must be at most 63 letters, digits or '_.-', "
             "starting and ending with a letter or digit"

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.errors import IllegalTransition
@@ -124,7 +131,9 @@ class JobSpec(BaseModel):
         default=None, description="per-GPU memory share in bytes (accepts '20GiB'); shared job"
     )
     gpu_model: str | None = Field(default=None, description="GPU model constraint, e.g. H100")
-    cpus: float | None = Field(default=None, gt=0, le=4096, description="CPU limit in cores")
+    cpus: float | None = Field(
+        default=None, gt=0, le=4096, allow_inf_nan=False, description="CPU limit in cores"
+    )
     memory: int | None = Field(default=None, description="memory limit in bytes (accepts '8GiB')")
     shm_size: int | None = Field(default=None, description="/dev/shm size (accepts '1GiB')")
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
@@ -176,6 +185,15 @@ class JobSpec(BaseModel):
             data["gpus"] = per_node
         return data
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        """No field may hold a NUL character: Docker refuses them in images, argv and
+        env, and PostgreSQL cannot store them."""
+        if _holds_nul(value):
+            raise ValueError(f"{info.field_name} must not contain NUL (\\x00) characters")
+        return value
+
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
@@ -189,7 +207,7 @@ class JobSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is not None and not _NAME_RE.match(value):
+        if value is not None and not _NAME_RE.fullmatch(value):
             raise ValueError(
                 "name must be 1-63 characters of letters, digits, '_', '.', '-', "
                 f"starting with a letter or digit; got {value!r}"
@@ -199,7 +217,7 @@ class JobSpec(BaseModel):
     @field_validator("queue")
     @classmethod
     def _queue(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
+        if not _NAME_RE.fullmatch(value):
             raise ValueError(
                 f"queue must be 1-63 characters of letters, digits, '_', '.', '-'; got {value!r}"
             )
@@ -216,7 +234,7 @@ class JobSpec(BaseModel):
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
-            if not _ENV_KEY_RE.match(key):
+            if not _ENV_KEY_RE.fullmatch(key):
                 raise ValueError(f"env key {key!r} is not a valid variable name")
             if key.startswith("GPUDOCK_") or key in ("NVIDIA_VISIBLE_DEVICES",):
                 raise ValueError(f"env key {key!r} is reserved for gpudock")
@@ -226,7 +244,7 @@ class JobSpec(BaseModel):
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
-            if not _LABEL_KEY_RE.match(key) or key.startswith("gpudock."):
+            if not _LABEL_KEY_RE.fullmatch(key) or key.startswith("gpudock."):
                 raise ValueError(
                     f"label key {key!r} must be 1-63 of letters, digits, '_./-' "
                     "and must not start with 'gpudock.'"
@@ -312,6 +330,17 @@ class JobSpec(BaseModel):
     def shared(self) -> bool:
         """A shared job holds a memory share of each GPU instead of whole GPUs."""
         return self.gpu_memory is not None and self.gpus > 0
+
+
+def _holds_nul(value: Any) -> bool:
+    """True if ``value``, or a string in it (keys included), holds a NUL character."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 def _naming(what: str, text: str, err: ValueError) -> str:

@@ -8,6 +8,7 @@ combinations such as ``1h30m``.
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE_UNITS: dict[str, int] = {
@@ -28,6 +29,7 @@ _SIZE_UNITS: dict[str, int] = {
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 SIZE_HELP = "a size such as 512MiB, 20GiB, 16GB or 1073741824 (bytes)"
+MAX_SIZE = 2**63 - 1  # bytes: what Docker and the database hold (int64)
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -35,21 +37,31 @@ DURATION_HELP = "a duration such as 90s, 15m, 2h, 1h30m or 1d (a bare number is 
 
 
 def parse_size(value: str | int | float) -> int:
-    """Return ``value`` in bytes; raise ``ValueError`` naming what is accepted."""
-    if isinstance(value, bool):
+    """Return ``value`` in bytes; raise ``ValueError`` naming what is accepted.
+
+    Never raises anything else, whatever ``value`` is (lists, NaN, infinity and
+    sizes above ``MAX_SIZE`` included): callers get input straight from users.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"size must be a finite number, got {value}")
         if value < 0:
             raise ValueError(f"size must not be negative, got {value}")
-        return int(value)
-    match = _SIZE_RE.match(value)
-    if not match:
-        raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
-    number, unit = match.groups()
-    factor = _SIZE_UNITS.get(unit.lower())
-    if factor is None:
-        raise ValueError(f"unknown size unit {unit!r} in {value!r}; expected {SIZE_HELP}")
-    return int(float(number) * factor)
+        amount: int | float = value
+    else:
+        match = _SIZE_RE.match(value)
+        if not match:
+            raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
+        number, unit = match.groups()
+        factor = _SIZE_UNITS.get(unit.lower())
+        if factor is None:
+            raise ValueError(f"unknown size unit {unit!r} in {value!r}; expected {SIZE_HELP}")
+        amount = float(number) * factor
+    if amount > MAX_SIZE:
+        raise ValueError(f"size {value!r} is too large; at most {MAX_SIZE} bytes")
+    return int(amount)
 
 
 def format_size(num_bytes: int | None) -> str:
@@ -66,26 +78,29 @@ def format_size(num_bytes: int | None) -> str:
 
 
 def parse_duration(value: str | int | float) -> float:
-    """Return ``value`` in seconds; raise ``ValueError`` naming what is accepted."""
-    if isinstance(value, bool):
+    """Return ``value`` in seconds; raise ``ValueError`` naming what is accepted.
+
+    Never raises anything else, and never returns NaN or infinity (``"nan"``,
+    ``"inf"`` and ``1e999`` are refused): callers get input straight from users.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"expected {DURATION_HELP}, got {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"duration must not be negative, got {value}")
-        return float(value)
-    text = value.strip().lower()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
+        seconds = float(value)
     else:
-        if seconds < 0:
-            raise ValueError(f"duration must not be negative, got {value!r}")
-        return seconds
-    parts = _DURATION_RE.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"expected {DURATION_HELP}, got {value!r}")
-    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+        text = value.strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DURATION_RE.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                raise ValueError(f"expected {DURATION_HELP}, got {value!r}") from None
+            seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    if not math.isfinite(seconds):
+        raise ValueError(f"duration must be a finite number of seconds, got {value!r}")
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {value!r}")
+    return seconds
 
 
 def format_duration(seconds: float | None) -> str:

@@ -42,7 +42,7 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 
 
 def _check_name(kind: str, value: str) -> str:
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise ValueError(
             f"{kind} name must be 1-63 characters of letters, digits, '_', '.', '-', "
             f"starting with a letter or digit; got {value!r}"

@@ -33,7 +33,7 @@ class AuthService:
         """A new token for ``user``; only admins may create tokens."""
         if not principal.is_admin:
             raise Forbidden("only an admin can create tokens")
-        if not _USER_RE.match(user):
+        if not _USER_RE.fullmatch(user):
             raise InvalidInput(
                 f"user {user!r} must be 1-64 letters, digits, '_', '.', '@', '-'", field="user"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
@@ -19,6 +20,7 @@ from gpudock.scheduler.snapshot import Preemption
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
 
 ACTIVE_STATES = (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
+MAX_JOB_ID = 2**31 - 1  # jobs.id is a 32-bit INTEGER on PostgreSQL
 
 
 def insert_job(
@@ -65,6 +67,9 @@ def insert_job(
 
 
 def get_job(session: Session, job_id: int) -> Job | None:
+    """The job, or None; also None for an id no row can have (never a database error)."""
+    if not 0 < job_id <= MAX_JOB_ID:
+        return None
     row = session.get(JobRow, job_id)
     if row is None:
         return None
@@ -89,7 +94,13 @@ def list_jobs(
     limit: int | None = None,
     newest_first: bool = True,
 ) -> list[Job]:
-    """Jobs matching every given filter, with their allocations."""
+    """Jobs matching every given filter, with their allocations.
+
+    A ``queue`` or ``user`` holding a NUL character matches nothing (PostgreSQL
+    text cannot hold one, so it is never sent there).
+    """
+    if any("\x00" in text for text in (queue, user) if text is not None):
+        return []
     stmt = select(JobRow)
     if states:
         stmt = stmt.where(JobRow.state.in_([s.value for s in states]))
@@ -276,7 +287,7 @@ def _allocations(session: Session, job_ids: Iterable[int]) -> dict[int, tuple[Al
 def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
     return Job(
         id=row.id,
-        spec=JobSpec.model_validate(row.spec),
+        spec=stored_spec(row.spec),
         user=row.user,
         state=JobState(row.state),
         submitted_at=row.submitted_at,
@@ -299,3 +310,13 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         gpu_uuids=tuple(row.gpu_uuids or ()),
         gpu_memory_per_gpu=allocs[0].memory if allocs else None,
     )
+
+
+def stored_spec(data: dict[str, Any]) -> JobSpec:
+    """The spec as it was stored. It was validated when submitted; one that today's
+    stricter rules refuse (NaN runtimes, say) is kept as it is, never an error: a
+    stored job must stay readable, or listing jobs and reconciling would fail."""
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError:
+        return JobSpec.model_construct(**data)

@@ -88,6 +88,62 @@ def test_unknown_job_and_bad_filters(api: httpx.Client) -> None:
     assert "unknown state 'DONE'" in body["message"] and "RUNNING" in body["message"]
 
 
+def test_ids_no_job_can_have_and_nul_filters(api: httpx.Client) -> None:
+    """Not a 500: PostgreSQL ids are 32-bit, SQLite's 64-bit, and neither stores NUL."""
+    for job_id in (2**31, 2**63, 10**20):
+        assert error(api.get(f"/v1/jobs/{job_id}"), 404)["message"] == f"job {job_id} not found"
+        assert error(api.post(f"/v1/jobs/{job_id}/cancel"), 404)
+        assert error(api.get(f"/v1/jobs/{job_id}/logs"), 404)
+    assert api.get("/v1/jobs", params={"user": "a\x00"}).json() == []
+    assert api.get("/v1/jobs", params={"queue": "a\x00"}).json() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "field", "text"),
+    [
+        ("{bad", "application/json", "body", "body: invalid JSON at character 1: Expecting"),
+        ('{"image": "x"}', "text/plain", "body", "body: expected a JSON object, sent with"),
+        ("image=x", "application/x-www-form-urlencoded", "body", "expected a JSON object"),
+        ('{"image": "x", "gpus": 1, "gpu_memory": Infinity}', "application/json", "gpu_memory",
+         "gpu_memory: size must be a finite number"),
+        ('{"image": "x", "memory": 1e30}', "application/json", "memory", "is too large"),
+        ('{"image": "x", "gpu_memory": [1]}', "application/json", "gpu_memory", "expected a size"),
+        ('{"image": "x", "max_runtime": NaN}', "application/json", "max_runtime",
+         "max_runtime: duration must be a finite number"),
+        ('{"image": "x", "max_runtime": "inf"}', "application/json", "max_runtime", "finite"),
+        ('{"image": "x", "max_runtime": [1]}', "application/json", "max_runtime", "expected a"),
+        ('{"image": "x", "cpus": NaN}', "application/json", "cpus", "should be a finite number"),
+        ('{"image": "x", "gpu_model": "H100\\u0000"}', "application/json", "gpu_model", "NUL"),
+        ('{"image": "x", "env": {"A": "\\u0000"}}', "application/json", "env", "NUL"),
+        ('{"image": "x", "queue": "default\\n"}', "application/json", "queue", "queue must be"),
+    ],
+)  # fmt: skip
+def test_malformed_bodies_and_numbers_get_a_precise_422(
+    api: httpx.Client, body: str, content_type: str, field: str, text: str
+) -> None:
+    response = api.post("/v1/jobs", content=body, headers={"Content-Type": content_type})
+    found = error(response, 422)
+    assert found["field"] == field and text in found["message"]
+    assert api.get("/v1/jobs").json() == []  # nothing was stored
+
+
+def test_a_job_stored_under_looser_rules_stays_readable(server: ServerProcess) -> None:
+    """A spec today's validation refuses (accepted before) never makes reads fail."""
+    from gpudock.store.db import Database
+    from gpudock.store.models import JobRow
+
+    api = server.api()
+    job_id = submit(api, image=TEST_IMAGE, command=["true"])
+    database = Database.open(server.db_url or f"sqlite:///{server.home / 'gpudock.db'}")
+    with database.write() as session:
+        row = session.get(JobRow, job_id)
+        assert row is not None
+        row.spec = {**row.spec, "queue": "default\n"}
+    database.close()
+    assert api.get(f"/v1/jobs/{job_id}").json()["spec"]["queue"] == "default\n"
+    assert [j["id"] for j in api.get("/v1/jobs").json()] == [job_id]
+
+
 def test_every_request_needs_a_valid_token(server: ServerProcess) -> None:
     assert error(httpx.get(server.url + "/v1/jobs"), 401)["message"].startswith("missing")
     assert error(server.api(token="gpd_nope").get("/v1/jobs"), 401)["message"] == (
@@ -111,6 +167,10 @@ def test_users_see_and_cancel_only_their_own_jobs(server: ServerProcess) -> None
     assert error(bob.get(f"/v1/jobs/{job}"), 404)["message"] == f"job {job} not found"
     assert error(bob.post(f"/v1/jobs/{job}/cancel"), 404)
     assert error(bob.post("/v1/tokens", json={"user": "mallory"}), 403)
+    assert (
+        "user 'eve\\n' must be"
+        in error(admin.post("/v1/tokens", json={"user": "eve\n"}), 422)["message"]
+    )
     assert [j["user"] for j in admin.get("/v1/jobs").json()] == ["alice"]
     assert alice.post(f"/v1/jobs/{job}/cancel").status_code == 200
     assert wait_state(admin, job, {"CANCELLED"})["reason"] == "cancelled by alice"

@@ -104,6 +104,7 @@ def test_cli_explains_an_unreachable_server(sqlite_server: ServerProcess) -> Non
         (["--db", "postgresql+psycopg://nobody@127.0.0.1:1/x"], "cannot open the database"),
         (["--emulate-gpus", "4xH100"], "4xH100"),
         (["--log-level", "loud"], "--log-level must be one of"),
+        (["--port", "99999"], "Invalid value for '--port'"),
     ],
 )
 def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

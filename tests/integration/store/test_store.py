@@ -15,7 +15,7 @@ from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 from gpudock.store.applier import apply_plan
 from gpudock.store.db import Database
-from gpudock.store.models import GpuRow
+from gpudock.store.models import GpuRow, JobRow
 
 GIB = 1024**3
 
@@ -243,3 +243,33 @@ def test_preemption_request_is_conditional_and_requeues_keeping_submit_time(
         1.0,
         1,
     )
+
+
+def test_ids_no_row_can_have_are_simply_not_found(db: Database) -> None:
+    """Never a database error (int32 ids on PostgreSQL, int64 on SQLite)."""
+    submit(db)
+    with db.read() as s:
+        for job_id in (0, -1, 2**31, 2**63, 10**20):
+            assert job_store.get_job(s, job_id) is None
+
+
+def test_filters_holding_nul_match_nothing(db: Database) -> None:
+    submit(db)
+    with db.read() as s:
+        assert job_store.list_jobs(s, queue="default\x00") == []
+        assert job_store.list_jobs(s, user="alice\x00") == []
+        assert len(job_store.list_jobs(s, user="alice")) == 1
+
+
+def test_a_stored_spec_that_todays_rules_refuse_still_loads(db: Database) -> None:
+    """A job accepted under looser rules stays readable: listing never fails on it."""
+    job_id = submit(db)
+    with db.write() as s:
+        row = s.get(JobRow, job_id)
+        assert row is not None
+        row.spec = {**row.spec, "queue": "default\n"}
+    with db.read() as s:
+        job = job_store.get_job(s, job_id)
+        listed = job_store.list_jobs(s)
+    assert job is not None and job.spec.queue == "default\n"
+    assert [j.id for j in listed] == [job_id]

@@ -95,3 +95,27 @@ def test_bad_placement_flags_exit_2_with_the_reason(
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())  # rich may wrap long lines
     assert posted == []
+
+
+def test_spec_file_errors_exit_2_with_one_message(
+    posted: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """No traceback for a binary file, a list field that is not a list, or a NaN runtime."""
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("image: img\ntolerations: 5\nmounts: /a:/b\n")
+    for args, message in (
+        (["-f", str(binary)], "binary.yaml is not UTF-8 text"),
+        (["-f", str(scalar), "--toleration", "spot"], "tolerations must be a list, got 5"),
+        (["-f", str(scalar), "--mount", "/c:/d"], "mounts must be a list, got '/a:/b'"),
+        (["--max-runtime", "nan", "img"], "max_runtime: duration must be a finite number"),
+        (["--memory", "99999999999TiB", "img"], "memory: size '99999999999TiB' is too large"),
+        (["--cpus", "nan", "img"], "cpus: Input should be a finite number"),
+    ):
+        result = submit(*args)
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output and result.exception is not None
+        assert isinstance(result.exception, SystemExit)
+        assert message in " ".join(result.output.split())
+    assert posted == []

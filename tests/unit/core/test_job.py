@@ -33,6 +33,20 @@ def test_bad_sizes_name_what_is_accepted(text: str) -> None:
         parse_size(text)
 
 
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), [1], {}, None, 2**63, "9" * 30])
+def test_sizes_that_are_not_finite_numbers_or_too_large_raise_value_error(value: object) -> None:
+    with pytest.raises(ValueError, match="size"):
+        parse_size(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "value", ["nan", "inf", "-inf", "1e999", float("nan"), float("inf"), [1], None]
+)
+def test_durations_that_are_not_finite_numbers_raise_value_error(value: object) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(value)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1h30m", 5400), ("1d", 86400)],
@@ -73,6 +87,19 @@ def test_spec_normalises_sizes_and_durations() -> None:
         ({"privileged": True}, "Extra inputs are not permitted"),
         ({"retries": 1000}, "less than or equal to 100"),
         ({"memory": 8}, "at least 6MiB"),
+        ({"memory": float("inf")}, "size must be a finite number"),
+        ({"gpu_memory": [1]}, "expected a size"),
+        ({"max_runtime": "nan"}, "duration must be a finite number"),
+        ({"cpus": float("nan")}, "finite number"),
+        ({"image": "a\x00b"}, r"image must not contain NUL"),
+        ({"command": ["a\x00"]}, r"command must not contain NUL"),
+        ({"env": {"A": "\x00"}}, r"env must not contain NUL"),
+        ({"gpu_model": "H100\x00"}, r"gpu_model must not contain NUL"),
+        ({"queue": "default\n"}, "queue must be"),
+        ({"name": "x\n"}, "name must be"),
+        ({"env": {"A\n": "1"}}, "not a valid variable name"),
+        ({"labels": {"a\n": "1"}}, "label key"),
+        ({"node_selector": {"zone": "eu\n"}}, "label value"),
     ],
 )
 def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None:

@@ -160,7 +160,9 @@ def test_skip_bad_rows_reports_each_and_replays_the_rest(tmp_path: Path) -> None
         (["--cluster", "1y8"], "error: cluster '1y8': expected NODESxGPUS"),
         (["--cluster", "0x8"], "error: cluster '0x8': a node group needs at least 1 node"),
         (["--policy", "fifo", "--policy", "fifo"], "error: policy names repeat: fifo, fifo"),
-        (["--preempt-grace", "-1"], "error: --cycle-interval and --preempt-grace must not"),
+        (["--preempt-grace", "-1"], "error: --preempt-grace must be a finite number of seconds"),
+        (["--preempt-grace", "nan"], "error: --preempt-grace must be a finite number of seconds"),
+        (["--cycle-interval", "inf"], "error: --cycle-interval must be a finite number of seconds"),
         (["--format", "slurm"], "error: --format must be one of canonical, philly"),
     ],
 )
@@ -169,6 +171,15 @@ def test_bad_options_fail_with_one_line(trace: Path, args: list[str], message: s
     given = {a for a in args if a.startswith("--")}
     argv = [x for key, value in base.items() if key not in given for x in (key, value)]
     assert one_line_error(simulate(*argv, *args)).startswith(message)
+
+
+def test_a_report_folder_that_cannot_be_made_fails_before_the_replay(
+    trace: Path, tmp_path: Path
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("a file, not a folder")
+    result = simulate("--trace", trace, "--cluster", "1x8", "--policy", "fifo", "--report", taken)
+    assert one_line_error(result).startswith(f"error: --report {taken}: cannot create the folder")
 
 
 def test_a_missing_trace_file(tmp_path: Path) -> None:

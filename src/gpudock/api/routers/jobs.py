@@ -46,7 +46,7 @@ def show(job_id: int, user: CurrentUser, jobs: Jobs) -> JobDetailOut:
     """One job with its allocation, pending reasons and state history."""
     job = JobOut.of(jobs.get(job_id, user))
     events = [JobEventOut.model_validate(e) for e in jobs.events(job_id, user)]
-    return JobDetailOut(**job.model_dump(), events=events)
+    return JobDetailOut(**dict(job), events=events)  # fields as they are: no re-validation
 
 
 @router.post(
