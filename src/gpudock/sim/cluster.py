@@ -26,6 +26,7 @@ rejected.
 from __future__ import annotations
 
 import csv
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -43,6 +44,9 @@ from gpudock.scheduler.snapshot import GpuView, NodeView
 GiB = 2**30
 DEFAULT_PREFIX = "node"
 SPEC_HELP = "NODESxGPUS[:MODEL[:MEMORY]] (joined by '+') or a YAML file"
+MAX_NODES = 100_000
+"""Nodes a simulated cluster may have in all (a larger one would take minutes to build)."""
+MAX_GPUS_PER_NODE = 1024
 _GROUP_RE = re.compile(r"^(\d+)[xX](\d+)(?::([^:+\s]+))?(?::([^:+\s]+))?$")
 
 # GPU memory of the Alibaba 2023 models. G1/G2/G3 are undisclosed internal
@@ -77,12 +81,14 @@ class NodeGroup:
     def __post_init__(self) -> None:
         if self.count < 1:
             raise ValueError(f"a node group needs at least 1 node, got {self.count}")
-        if self.gpus < 0:
-            raise ValueError(f"GPUs per node must not be negative, got {self.gpus}")
+        if self.count > MAX_NODES:
+            raise ValueError(f"a cluster has at most {MAX_NODES:,} nodes, got {self.count:,}")
+        if not 0 <= self.gpus <= MAX_GPUS_PER_NODE:
+            raise ValueError(f"GPUs per node must be 0-{MAX_GPUS_PER_NODE}, got {self.gpus:,}")
         if self.gpu_memory <= 0:
             raise ValueError(f"GPU memory must be positive, got {self.gpu_memory}")
-        if self.cpus is not None and self.cpus <= 0:
-            raise ValueError(f"cpus must be positive, got {self.cpus}")
+        if self.cpus is not None and not (math.isfinite(self.cpus) and self.cpus > 0):
+            raise ValueError(f"cpus must be a positive number, got {self.cpus}")
         if self.memory_mib is not None and self.memory_mib < 0:
             raise ValueError(f"memory_mib must not be negative, got {self.memory_mib}")
         for what, text in (("GPU model", self.model), ("node name", self.name)):
@@ -100,6 +106,9 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if not self.groups:
             raise ValueError("a cluster needs at least one node group")
+        count = sum(group.count for group in self.groups)
+        if count > MAX_NODES:
+            raise ValueError(f"a cluster has at most {MAX_NODES:,} nodes, got {count:,}")
         seen: set[str] = set()
         for name in self.node_names():
             if name in seen:
@@ -167,7 +176,12 @@ def parse_cluster(text: str) -> ClusterSpec:
     spec = text.strip()
     if not _GROUP_RE.match(spec.split("+")[0].strip()) and _is_path(spec):
         return _load_yaml(Path(spec))
-    return ClusterSpec(_parse_groups(spec, f"cluster {text!r}"))
+    where = f"cluster {text!r}"
+    groups = _parse_groups(spec, where)
+    try:
+        return ClusterSpec(groups)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _is_path(spec: str) -> bool:
@@ -199,6 +213,8 @@ def _load_yaml(path: Path) -> ClusterSpec:
         raise ValueError(f"{where} does not exist; expected {SPEC_HELP}") from None
     except OSError as exc:
         raise ValueError(f"{where}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"{where}: not valid YAML ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
@@ -371,6 +387,8 @@ def _csv_rows(
         text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ValueError(f"{name}: cannot read {os.fspath(path)!r} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     reader = csv.DictReader(text.splitlines())
     missing = [column for column in required if column not in (reader.fieldnames or ())]
     if missing:

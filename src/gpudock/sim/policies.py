@@ -164,6 +164,10 @@ def load_policy(spec: str) -> SimPolicy:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ValueError(f"policy file {spec}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"policy file {spec}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except yaml.YAMLError as exc:
         raise ValueError(f"policy file {spec}: invalid YAML: {exc}") from None
     if not isinstance(data, dict):

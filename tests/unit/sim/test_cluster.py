@@ -81,6 +81,9 @@ def test_groups_join_with_plus_and_number_nodes_across_the_cluster() -> None:
         ("4x8:H100:80XB", "cluster '4x8:H100:80XB': unknown size unit 'XB' in '80XB'"),
         ("4x8:H100:0GiB", "cluster '4x8:H100:0GiB': GPU memory must be positive, got 0"),
         ("4x8:H100:80GiB:x", f"cluster '4x8:H100:80GiB:x': {HELP}"),
+        ("99999999999x4", "cluster '99999999999x4': a cluster has at most 100,000 nodes"),
+        ("1x99999999999", "cluster '1x99999999999': GPUs per node must be 0-1024"),
+        ("60000x8+60000x8", "cluster '60000x8+60000x8': a cluster has at most 100,000 nodes"),
     ],
 )
 def test_a_bad_spec_says_what_is_expected(text: str, problem: str) -> None:
@@ -138,6 +141,8 @@ def test_a_yaml_file_gives_groups_names_and_queues(tmp_path: Path) -> None:
         ("nodes: [{count: 1, gpus: 8, name: a}, {count: 1, gpus: 8, name: a}]\n", "node name 'a'"),
         ("nodes: ['2x8']\nqueues: {queues: [{name: q, cohort: ghost}]}\n", "queues: 1 validation"),
         ("nodes: [\n", "not valid YAML"),
+        ("nodes: [{gpus: 8, cpus: .nan}]\n", "nodes[0]: cpus must be a positive number, got nan"),
+        ("nodes: [{gpus: 8, cpus: .inf}]\n", "nodes[0]: cpus must be a positive number, got inf"),
     ],
 )
 def test_a_bad_yaml_file_names_the_file_and_the_entry(
@@ -148,6 +153,13 @@ def test_a_bad_yaml_file_names_the_file_and_the_entry(
         parse_cluster(str(path))
     assert str(caught.value).startswith(f"cluster file '{path}'")
     assert problem in str(caught.value)
+
+
+def test_a_yaml_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"nodes: ['2x8']\n# \xff\xfe\n")
+    with pytest.raises(ValueError, match=r"cluster file '.*c\.yaml': not UTF-8 text"):
+        parse_cluster(str(path))
 
 
 def test_a_missing_yaml_file_is_named(tmp_path: Path) -> None:
@@ -187,8 +199,8 @@ def test_node_names_must_be_unique() -> None:
     ("kwargs", "problem"),
     [
         ({"count": 0, "gpus": 8}, "at least 1 node"),
-        ({"count": 1, "gpus": -1}, "must not be negative"),
-        ({"count": 1, "gpus": 8, "cpus": 0.0}, "cpus must be positive"),
+        ({"count": 1, "gpus": -1}, "GPUs per node must be 0-1024, got -1"),
+        ({"count": 1, "gpus": 8, "cpus": 0.0}, "cpus must be a positive number"),
         ({"count": 1, "gpus": 8, "model": "H 100"}, "GPU model must be non-empty without spaces"),
         ({"count": 1, "gpus": 8, "name": ""}, "node name must be non-empty"),
     ],
@@ -290,6 +302,13 @@ def test_a_bad_vc_list_is_reported(tmp_path: Path, text: str, problem: str) -> N
     with pytest.raises(ValueError) as caught:
         philly_vc_queues(write(tmp_path, "vc.csv", text))
     assert str(caught.value).startswith(problem)
+
+
+def test_a_vc_list_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "vc.csv"
+    path.write_bytes(b"vc,node num\n\xff,8\n")
+    with pytest.raises(ValueError, match=r"^vc\.csv: not UTF-8 text"):
+        philly_vc_queues(path)
 
 
 def test_real_philly_vcs_split_2816_gpus_by_nodes() -> None:

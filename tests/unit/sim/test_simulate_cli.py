@@ -212,6 +212,13 @@ def test_a_bad_policy_file(trace: Path, tmp_path: Path, text: str, message: str)
     assert one_line_error(result).startswith("error: " + message.format(policy))
 
 
+def test_a_policy_file_that_is_not_utf8(trace: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_bytes(b"name: p\n# \xff\n")
+    result = simulate("--trace", trace, "--cluster", "1x8", "--policy", policy)
+    assert one_line_error(result).startswith(f"error: policy file {policy}: not UTF-8 text")
+
+
 def test_a_trace_with_nothing_to_replay(tmp_path: Path) -> None:
     path = tmp_path / "empty.csv"
     path.write_text("job_id,submit_time,duration,num_gpus\n")
