@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import accumulate
-from operator import is_
+from operator import attrgetter, is_
 from typing import ClassVar
 
 from gpudock.scheduler.snapshot import RunningJob
@@ -351,6 +351,8 @@ def _keyed(
     fresh: list[RunningJob], kept: dict[tuple[str, int], Keyed]
 ) -> dict[tuple[str, int], Keyed]:
     """``kept`` (each list sorted) with ``fresh`` candidates merged in, by queue then held."""
+    if not kept:
+        return _sorted_apart(fresh)
     added: dict[tuple[str, int], Keyed] = {}
     for v in fresh:
         key = (v.queue, len(v.gpu_uuids))
@@ -372,3 +374,41 @@ def _keyed(
         merged.sort()  # two sorted runs, or one: a merge
         out[key] = merged
     return {key: entries for key, entries in out.items() if entries}
+
+
+_id, _node, _start, _priority = (attrgetter(a) for a in ("id", "node", "started_at", "priority"))
+
+
+def _sorted_apart(fresh: list[RunningJob]) -> dict[tuple[str, int], Keyed]:
+    """``_keyed(fresh, {})``: each (queue, held) group of ``fresh`` in global order.
+
+    The order is reached by stable sorts on one attribute at a time, least
+    significant first (id descending, node, start, priority): sorts of ints,
+    strings or floats, which cost about a third of one sort of order tuples
+    (a cycle with every running job new, e.g. the first after a restart,
+    sorts them all). Unstarted jobs come before started ones, these latest
+    start first, as ``global_order`` has it. The entries are then built in order.
+    """
+    groups: dict[tuple[str, int], list[RunningJob]] = {}
+    for v in fresh:
+        key = (v.queue, len(v.gpu_uuids))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [v]
+        else:
+            group.append(v)
+    out: dict[tuple[str, int], Keyed] = {}
+    for key, group in groups.items():
+        group.sort(key=_id, reverse=True)  # stable, as every sort here
+        group.sort(key=_node)
+        started = [v for v in group if v.started_at is not None]
+        started.sort(key=_start, reverse=True)
+        ordered = [v for v in group if v.started_at is None] + started
+        ordered.sort(key=_priority)
+        entries: Keyed = []
+        for v in ordered:
+            at = v.started_at
+            order = (v.priority, at is not None, -at if at is not None else 0.0, v.node, -v.id)
+            entries.append((order, id(v), v))
+        out[key] = entries
+    return out
