@@ -149,6 +149,7 @@ class Simulator:
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
         self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
         self._versions: dict[tuple[str, float], int] = {}  # this cycle's, by class (``_version``)
+        self._ranks: dict[tuple[tuple[str, float], float], tuple[float, float]] = {}  # see below
         self._due: float | None = None  # earliest refresh of a running job; None: to be found
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job, version)
         self._seq = 0
@@ -488,6 +489,7 @@ class Simulator:
         fresh, self._fresh = self._fresh, []
         versions, srtf = self._versions, self.policy.priority == "srtf"
         versions.clear()  # versions move only when jobs finish, between cycles
+        self._ranks.clear()  # so do ranks: this cycle's, by class and attained time
         if self._estimator.changes != self._seen_changes:  # some class learnt: check them all
             self._seen_changes = self._estimator.changes
             fresh = list(pending.values())
@@ -536,12 +538,20 @@ class Simulator:
     def _remaining(self, job: _Job, ran: float, version: int) -> float:
         """The job's remaining time after ``ran`` seconds of service: true (``srtf``) or
         the estimator's, which is kept with the attained times it holds for and read
-        again only outside them or once its class's ``version`` has moved."""
+        again only outside them or once its class's ``version`` has moved.
+
+        Within a cycle the estimator stands still, so jobs of one class with the
+        same attained time (common: starts and stops fall on cycle boundaries)
+        share one reading (``_ranks``, emptied every cycle)."""
         if self.policy.priority == "srtf":
             job.rank_version = version
             return job.trace.duration - min(ran, job.trace.duration)
         if version != job.rank_version or not job.rank_from <= ran < job.rank_until:
-            job.rank, job.rank_until = self._estimator.ranked(job.trace.queue, job.gpus, ran)
+            key = (job.klass, ran)
+            found = self._ranks.get(key)
+            if found is None:
+                found = self._ranks[key] = self._estimator.ranked(job.trace.queue, job.gpus, ran)
+            job.rank, job.rank_until = found
             job.rank_from, job.rank_version = ran, version
         return job.rank
 
