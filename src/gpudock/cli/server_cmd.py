@@ -36,7 +36,7 @@ def server(
     ] = None,
     config: Annotated[Path | None, typer.Option(help="server config YAML")] = None,
     home: Annotated[Path | None, typer.Option(help="state dir; default $GPUDOCK_HOME")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the gpudock server (API, scheduler, reconciler) on this host."""
     from gpudock.server import build_server, write_client_config
