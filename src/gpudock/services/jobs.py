@@ -29,6 +29,12 @@ class JobService:
         ``Infeasible`` for a job no node could ever hold.
         """
         self._check_mounts(spec)
+        if spec.gpu_memory is not None and spec.gpus == 0:  # else silently a CPU-only job
+            raise InvalidInput(
+                "gpu_memory is a share of each of the job's GPUs: give gpus (1 or more) "
+                "with it, or leave it out for a CPU-only job",
+                field="gpu_memory",
+            )
         spec, can_preempt = self._resolve_priority(spec)
         self._check_feasible(spec)
         with self.ctx.db.write() as session:

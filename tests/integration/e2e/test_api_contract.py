@@ -30,6 +30,7 @@ def error(response: httpx.Response, status: int) -> dict[str, Any]:
     [
         ({"image": TEST_IMAGE, "gpus": -1}, "gpus", "greater than or equal to 0"),
         ({"image": TEST_IMAGE, "gpu_memory": "20XB"}, "gpu_memory", "unknown size unit 'XB'"),
+        ({"image": TEST_IMAGE, "gpu_memory": "20GiB"}, "gpu_memory", "give gpus (1 or more)"),
         ({"image": "  "}, "image", "image must not be empty"),
         ({"image": TEST_IMAGE, "gpuz": 2}, "gpuz", "unknown field"),
         ({"gpus": 1}, "image", "field required"),
