@@ -15,6 +15,7 @@ Run at start-up and periodically. One pass:
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 
 from gpudock.core.inventory import NodeStatus
 from gpudock.core.job import Job, JobState
@@ -147,22 +148,24 @@ def _stop_unstarted(ctx: RuntimeContext, job: Job) -> None:
     ctx.wake_scheduler.set()
 
 
-def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> None:
+def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> Future[None] | None:
     """Step 4: a container of ours that no active job claims.
 
     The listing is older than the store read that found no active job: a job
     that ended in between (its container exited, its finisher is removing it)
     looks like a running orphan there. So a container listed as running is
     inspected again, and only one still running is reported and stopped; one
-    gone meanwhile is left alone.
+    gone meanwhile, or being removed (Docker's ``removing`` state, while the
+    finisher's removal runs), is left alone. Returns the clean-up's future (None
+    when one for this job is already in flight).
     """
     key = container.job_id if container.job_id is not None else -1
 
     def clean() -> None:
         if not container.finished:
             current = ctx.executor.inspect(container.id)
-            if current is None:
-                return  # removed meanwhile (by its job's finisher)
+            if current is None or current.state is ContainerState.REMOVING:
+                return  # removed meanwhile, or being removed (by its job's finisher)
             if not current.finished:
                 log.warning(
                     "stopping container %s: it belongs to no active job (job %s)",
@@ -176,4 +179,4 @@ def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> None:
                 finisher.archive_logs(ctx, container.job_id, container.attempt, container.id)
         ctx.executor.remove(container.id)
 
-    ctx.run_once("orphan", key, clean)
+    return ctx.run_once("orphan", key, clean)

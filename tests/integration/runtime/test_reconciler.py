@@ -3,7 +3,8 @@
 A pass lists the containers, then asks the store which jobs still claim
 them. A job that ends in between (its container exits, its finisher removes
 it) leaves the pass with a listing that says "running" for a container no
-active job claims: that is a finished job, not an orphan to warn about.
+active job claims (or, while the finisher's removal runs, ``removing``): that
+is a finished job, not an orphan to warn about.
 """
 
 from __future__ import annotations
@@ -86,3 +87,30 @@ def test_a_container_still_running_is_reported_and_stopped(
     with caplog.at_level(logging.WARNING, logger="gpudock.reconciler"):
         clean_up(ctx, listed, docker_api)
     assert f"stopping container {listed.name}: it {WARNING} (job 4343)" in caplog.text
+
+
+def test_a_container_being_removed_is_left_to_its_remover(
+    ctx: RuntimeContext,
+    docker_api: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The finisher's removal under way: dockerd reports ``removing`` while it runs, too
+    briefly to catch here, so inspect answers that state for the real exited container."""
+    container = stray(docker_api, ctx, 4444, ["true"])
+    wait_for(lambda: docker_api.api.inspect_container(container.id)["State"]["Status"] == "exited")
+    now = ctx.executor.inspect(container.id)
+    assert now is not None
+    listed = replace(now, state=ContainerState.RUNNING)  # listed while it still ran
+    monkeypatch.setattr(
+        ctx.executor, "inspect", lambda _id: replace(now, state=ContainerState.REMOVING)
+    )
+    calls: list[str] = []
+    monkeypatch.setattr(ctx.executor, "stop", lambda *_args: calls.append("stop"))
+    monkeypatch.setattr(ctx.executor, "remove", lambda *_args: calls.append("remove"))
+    with caplog.at_level(logging.WARNING, logger="gpudock.reconciler"):
+        done = reconciler._handle_orphan(ctx, listed)
+        assert done is not None
+        done.result(timeout=60)
+    assert WARNING not in caplog.text
+    assert calls == []
