@@ -219,9 +219,11 @@ class QuotaLedger:
     """Per-queue usage during one cycle, with each lending group's balance kept current.
 
     Built from the usage of running jobs; ``charge`` adds what the cycle
-    admits. ``check`` never mutates; ``charge`` is the only mutation. Both
-    cost O(governed resources). Never mutates the ``QueueSet`` or the
-    mapping it was given.
+    admits. ``check`` never mutates the usage; ``charge`` is the only
+    mutation. Both cost O(governed resources), and a ``check`` repeated
+    between two charges (jobs of one queue and one shape) is answered from a
+    memo that ``charge`` empties. ``version`` moves with every charge. Never
+    mutates the ``QueueSet`` or the mapping it was given.
     """
 
     def __init__(
@@ -236,6 +238,8 @@ class QuotaLedger:
         self._borrowed: dict[str, dict[Resource, Quantity]] = {}  # B per group
         self._lendable: dict[str, dict[Resource, Quantity]] = {}  # L per group
         self._overflow: dict[Resource, Quantity] = dict.fromkeys(self._tracked, ZERO)
+        self._checks: dict[tuple[str, Resources], Admission] = {}  # since the last charge
+        self.version = 0  # moves with every charge
         for queue in queues:
             for resource in self._tracked:
                 self._shift(queue.group, resource, ZERO, queue.lendable(Resources()).get(resource))
@@ -270,7 +274,14 @@ class QuotaLedger:
         return _resources(self._overflow)
 
     def check(self, queue: str, request: Resources) -> Admission:
-        """Would ``request`` be admitted into ``queue`` now? Never mutates."""
+        """Would ``request`` be admitted into ``queue`` now? Never mutates the usage."""
+        key = (queue, request)
+        found = self._checks.get(key)
+        if found is None:
+            found = self._checks[key] = self._check(queue, request)
+        return found
+
+    def _check(self, queue: str, request: Resources) -> Admission:
         q, used = self._queue(queue), self.usage(queue)
         if q.declared and all(_within_guarantee(q, r, used, request) for r in self._tracked):
             return _ADMITTED  # the common case: no lending balance needed
@@ -278,6 +289,8 @@ class QuotaLedger:
 
     def charge(self, queue: str, usage: Resources) -> None:
         """Add ``usage`` to ``queue`` (an admitted job's exact usage, or running jobs')."""
+        self._checks.clear()
+        self.version += 1
         q = self._queue(queue)
         before = self.usage(queue)
         after = before + usage

@@ -98,7 +98,12 @@ class Admission:
         self.fair = FairShare.build(
             policy.queues, policy.config.fair_share, capacity, policy.history
         )
-        self._sizes: dict[str | None, list[int]] = {}
+        self._sizes: dict[str | None, list[int]] = {}  # distinct eligible GPU sizes, by model
+        self._borrowers: tuple[int, frozenset[str]] | None = None  # ``_borrowing``
+        self._grants = 0  # moves with every ``granted``
+        self._rules: dict[tuple[str, Resources], Callable[[RunningJob], bool] | None] = {}
+        self._rules_at = (-1, -1)  # the ledger's version and ``_grants`` the rules hold for
+        self._estimates: dict[tuple[int, int | None, str | None, float | None], Resources] = {}
         self._entitled: dict[str, Resources] | None = None
         self._pending = snapshot.pending
         self._promised: dict[str, Resources] = {}  # reclaims under way, per queue
@@ -117,11 +122,18 @@ class Admission:
     def estimate(self, job: JobRequest) -> Resources:
         """What admission charges ``job`` before it is placed (an upper bound).
 
-        A gang counts every node's part.
+        A gang counts every node's part. Jobs of one shape share one answer per
+        cycle (the eligible GPUs stand still within it).
         """
         share = job.gpu_memory if job.shared else None
         cpus = None if job.cpus is None else job.cpus * job.nodes
-        return pending_usage(job.gpus * job.nodes, share, self._eligible(job.gpu_model), cpus)
+        key = (job.gpus * job.nodes, share, job.gpu_model, cpus)
+        found = self._estimates.get(key)
+        if found is None:
+            found = self._estimates[key] = pending_usage(
+                key[0], share, self._eligible(job.gpu_model), cpus
+            )
+        return found
 
     def refuse(self, job: JobRequest) -> PendingReason | None:
         """Step 3: None if the queue may take ``job`` now, else the quota reason."""
@@ -141,6 +153,7 @@ class Admission:
     def granted(self, job: JobRequest) -> None:
         """``job`` reclaims capacity (victims chosen): count it against its fair share."""
         self._promised[job.queue] = self._promised.get(job.queue, Resources()) + self.estimate(job)
+        self._grants += 1
 
     def reclaim_rule(self, job: JobRequest) -> Callable[[RunningJob], bool] | None:
         """Who ``job`` may reclaim from, or None if its queue is at its fair share.
@@ -149,25 +162,48 @@ class Admission:
         their guarantee) while it stays within its fair share (weighted
         water-filling of capacity over every queue's demand), not only within
         its guarantee. Victims come from other, borrowing queues only.
-        Reclaims already under way (``granted``) count as usage.
+        Reclaims already under way (``granted``) count as usage. Jobs of one
+        queue and one shape get one answer until a charge or a grant.
         """
         tracked = self.ledger.queues.tracked
         if not tracked:
             return None
-        fair = self._fair_shares().get(job.queue, Resources())
-        promised = self._promised.get(job.queue, Resources())
-        after = self.ledger.usage(job.queue) + promised + self.estimate(job)
+        request = self.estimate(job)
+        state = (self.ledger.version, self._grants)
+        if self._rules_at != state:
+            self._rules.clear()
+            self._rules_at = state
+        key = (job.queue, request)
+        if key in self._rules:
+            return self._rules[key]
+        rule = self._rules[key] = self._reclaim_rule(job.queue, request)
+        return rule
+
+    def _reclaim_rule(self, queue: str, request: Resources) -> Callable[[RunningJob], bool] | None:
+        tracked = self.ledger.queues.tracked
+        fair = self._fair_shares().get(queue, Resources())
+        promised = self._promised.get(queue, Resources())
+        after = self.ledger.usage(queue) + promised + request
         if any(after.get(r) > fair.get(r) for r in tracked):
             return None
-        borrowing = {
-            name
-            for name, used in self.ledger.usages().items()
-            if name != job.queue
-            and any(self.ledger.queues.get(name).borrowed(used).get(r) > 0 for r in tracked)
-        }
+        borrowing = self._borrowing() - {queue}
         if not borrowing:
             return None
         return lambda victim: victim.queue in borrowing
+
+    def _borrowing(self) -> frozenset[str]:
+        """The queues using more than their guarantee in a governed resource (kept until
+        the ledger's next charge)."""
+        version = self.ledger.version
+        if self._borrowers is None or self._borrowers[0] != version:
+            tracked = self.ledger.queues.tracked
+            names = frozenset(
+                name
+                for name, used in self.ledger.usages().items()
+                if any(self.ledger.queues.get(name).borrowed(used).get(r) > 0 for r in tracked)
+            )
+            self._borrowers = (version, names)
+        return self._borrowers[1]
 
     def _fair_shares(self) -> dict[str, Resources]:
         if self._entitled is None:
@@ -178,10 +214,12 @@ class Admission:
         return self._entitled
 
     def _eligible(self, model: str | None) -> Iterable[int]:
-        if model not in self._sizes:
-            self._sizes[model] = [
-                total
-                for name, total in self._gpus
-                if model is None or gpu_model_matches(model, name)
-            ]
+        if model not in self._sizes:  # distinct sizes: ``pending_usage`` reads the extremes
+            self._sizes[model] = sorted(
+                {
+                    total
+                    for name, total in self._gpus
+                    if model is None or gpu_model_matches(model, name)
+                }
+            )
         return self._sizes[model]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.scheduler.builders import (
+    gpu_uuid,
     make_job,
     make_node,
     make_running,
@@ -14,6 +15,8 @@ from tests.unit.scheduler.builders import (
 
 from gpudock.config import SchedulerConfig
 from gpudock.queue import QueuesConfig
+from gpudock.scheduler.admission import Admission, QueuePolicy
+from gpudock.scheduler.snapshot import Placement
 
 
 def config(*queues: dict[str, Any], cohorts: tuple[str, ...] = ()) -> SchedulerConfig:
@@ -146,3 +149,38 @@ def test_reclaim_stops_at_the_fair_share_not_only_the_guarantee() -> None:
     )
     assert [(p.victim_id, p.preemptor_id) for p in plan.preemptions] == [(13, 1)]
     assert plan.pending[2][0].layer != "fairness"  # a fourth GPU would exceed the fair share
+
+
+def test_a_reclaim_answer_follows_what_the_cycle_charged() -> None:
+    # vision (fair share 6 of 8) holds 1 GPU; nlp borrows the other 3 of n0; n1 is free
+    queues = (
+        {"name": "vision", "weight": 3, "guarantee": {"gpus": 2}},
+        {"name": "nlp", "guarantee": {"gpus": 1}},
+    )
+    running = [
+        make_running(10).on("n0", 0).queue("vision"),
+        make_running(11).on("n0", 1, 2, 3).queue("nlp"),
+    ]
+    pending = [make_job(i).queue("vision").gpus(2).build() for i in (1, 2, 3)]
+    nodes = [make_node("n0").gpus(4), make_node("n1").gpus(4)]
+    snapshot = make_snapshot(nodes, pending, running=running)
+    admission = Admission(QueuePolicy.build(config(*queues).queues), snapshot)
+    rule = admission.reclaim_rule(pending[0])
+    assert rule is not None and rule(running[1].build()) and not rule(running[0].build())
+    admission.charge(pending[1], Placement(2, "n1", (gpu_uuid("n1", 0), gpu_uuid("n1", 1))))
+    admission.charge(pending[2], Placement(3, "n1", (gpu_uuid("n1", 2), gpu_uuid("n1", 3))))
+    assert admission.reclaim_rule(pending[0]) is None  # 5 + 2 GPUs would pass the share of 6
+
+
+def test_a_grant_counts_against_the_next_reclaim_of_the_same_shape() -> None:
+    queues = (
+        {"name": "vision", "weight": 3, "guarantee": {"gpus": 1}},
+        {"name": "nlp", "guarantee": {"gpus": 1}},
+    )
+    running = [make_running(11).on("n0", 0, 1, 2, 3).queue("nlp")]
+    pending = [make_job(i).queue("vision").gpus(2).build() for i in (1, 2)]
+    snapshot = make_snapshot([make_node("n0").gpus(4)], pending, running=running)
+    admission = Admission(QueuePolicy.build(config(*queues).queues), snapshot)
+    assert admission.reclaim_rule(pending[0]) is not None  # 2 of a fair share of 3
+    admission.granted(pending[0])
+    assert admission.reclaim_rule(pending[1]) is None  # 2 promised + 2 would pass it
