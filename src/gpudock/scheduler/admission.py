@@ -99,10 +99,11 @@ class Admission:
             policy.queues, policy.config.fair_share, capacity, policy.history
         )
         self._sizes: dict[str | None, list[int]] = {}  # distinct eligible GPU sizes, by model
-        self._borrowers: tuple[int, frozenset[str]] | None = None  # ``_borrowing``
         self._grants = 0  # moves with every ``granted``
+        # reclaim answers, kept while the ledger's version and ``_grants`` are ``_rules_at``
         self._rules: dict[tuple[str, Resources], Callable[[RunningJob], bool] | None] = {}
-        self._rules_at = (-1, -1)  # the ledger's version and ``_grants`` the rules hold for
+        self._borrowers: frozenset[str] | None = None  # ``_borrowing``
+        self._rules_at = (-1, -1)
         self._estimates: dict[tuple[int, int | None, str | None, float | None], Resources] = {}
         self._entitled: dict[str, Resources] | None = None
         self._pending = snapshot.pending
@@ -172,12 +173,12 @@ class Admission:
         state = (self.ledger.version, self._grants)
         if self._rules_at != state:
             self._rules.clear()
+            self._borrowers = None
             self._rules_at = state
         key = (job.queue, request)
-        if key in self._rules:
-            return self._rules[key]
-        rule = self._rules[key] = self._reclaim_rule(job.queue, request)
-        return rule
+        if key not in self._rules:
+            self._rules[key] = self._reclaim_rule(job.queue, request)
+        return self._rules[key]
 
     def _reclaim_rule(self, queue: str, request: Resources) -> Callable[[RunningJob], bool] | None:
         tracked = self.ledger.queues.tracked
@@ -192,18 +193,16 @@ class Admission:
         return lambda victim: victim.queue in borrowing
 
     def _borrowing(self) -> frozenset[str]:
-        """The queues using more than their guarantee in a governed resource (kept until
-        the ledger's next charge)."""
-        version = self.ledger.version
-        if self._borrowers is None or self._borrowers[0] != version:
+        """The queues using more than their guarantee in a governed resource (kept with
+        the reclaim answers)."""
+        if self._borrowers is None:
             tracked = self.ledger.queues.tracked
-            names = frozenset(
+            self._borrowers = frozenset(
                 name
                 for name, used in self.ledger.usages().items()
                 if any(self.ledger.queues.get(name).borrowed(used).get(r) > 0 for r in tracked)
             )
-            self._borrowers = (version, names)
-        return self._borrowers[1]
+        return self._borrowers
 
     def _fair_shares(self) -> dict[str, Resources]:
         if self._entitled is None:
