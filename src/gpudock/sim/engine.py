@@ -47,13 +47,15 @@ from gpudock.scheduler.snapshot import (
     Snapshot,
 )
 from gpudock.sim.cluster import ClusterSpec
-from gpudock.sim.estimate import RemainingEstimator
+from gpudock.sim.estimate import SIBLING_GAP, RemainingEstimator
 from gpudock.sim.policies import PARTITION_LABEL, SimPolicy, remaining_priority
 from gpudock.sim.results import JobRecord, RunRecord
 from gpudock.sim.traces import TraceJob, as_gang
 
 ARRIVE, FINISH, RELEASED, TICK = 0, 1, 2, 3  # event kinds; at equal times, arrivals first
 REPRIORITIZE_EVERY = 30.0  # seconds: the shortest refresh period of a dynamic priority
+SWEEP_GAP = 120.0  # seconds: a job this soon after the previous one of its class joins its sweep
+_ACTIVE = frozenset({"pending", "running", "stopping"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,10 @@ class _Job:
     rank_until: float = -math.inf  # ... up to (not including) this
     rank_version: int = -1  # ... while its class's estimator ``version`` is this
     ranked_as: float = math.nan  # the remaining time its ``priority`` was computed from
+    sibling: float | None = None  # siblings: the run time of its close sibling, if finished
+    before: int = 0  # siblings: the number of the job before it in its sweep (0: none)
+    place: int = 0  # siblings: its index in its class's jobs in submission order
+    shown: int | None = None  # siblings: a running job's priority held down by its sweep
 
     @property
     def gpus(self) -> float:
@@ -139,6 +145,9 @@ class Simulator:
             job = _Job(trace, self._request(number, trace), trace.duration)
             job.priority, job.klass = job.request.priority, (trace.queue, job.gpus)
             self._jobs.append(job)
+        self._of_class: dict[tuple[str, float], list[int]] = {}  # siblings: numbers by class
+        self._swept: dict[int, _Job] = {}  # siblings: active jobs with a job before them,
+        # by number, in arrival order
         self._queues = self._queue_policy(jobs)
         self._history: UsageHistory | None = None
         if self._queues is not None:
@@ -149,7 +158,7 @@ class Simulator:
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
         self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
         self._versions: dict[tuple[str, float], int] = {}  # this cycle's, by class (``_version``)
-        self._ranks: dict[tuple[tuple[str, float], float], tuple[float, float]] = {}  # see below
+        self._ranks: dict[tuple[object, ...], tuple[float, float]] = {}  # see ``_remaining``
         self._due: float | None = None  # earliest refresh of a running job; None: to be found
         self._heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job, version)
         self._seq = 0
@@ -276,6 +285,8 @@ class Simulator:
                 self.record.skipped_jobs += 1
                 continue
             self._push(job.trace.submit_time, ARRIVE, number, 0)
+        if self.policy.siblings:
+            self._sweeps()
         self._note_usage(0.0)
         pending: dict[int, _Job] = {}
         running: dict[int, _Job] = {}
@@ -301,6 +312,10 @@ class Simulator:
                     pending[number] = job
                     if self.policy.dynamic:
                         self._fresh.append(job)
+                    if self.policy.siblings:
+                        job.sibling = self._estimator.sibling(*job.klass, job.trace.submit_time)
+                        if job.before:
+                            self._swept[number] = job
                     changed = True
                 elif kind == FINISH and job.state == "running" and job.version == version:
                     self._finish(job, at)
@@ -347,6 +362,8 @@ class Simulator:
         self.record.cycles += 1
         if self.policy.dynamic:
             self._reprioritize(now, pending, running)
+        if self._swept:
+            self._hold_sweeps()
         snapshot = Snapshot(
             now=now,
             nodes=tuple(self._nodes.values()),
@@ -407,7 +424,12 @@ class Simulator:
         job.remaining = 0.0
         job.state, job.end = "done", at
         self._release(job, at)
-        self._estimator.record(job.trace.queue, job.gpus, job.ran)
+        if self.policy.siblings:
+            self._estimator.record(job.trace.queue, job.gpus, job.ran, job.trace.submit_time)
+            self._swept.pop(job.request.id, None)
+            self._new_sibling(job)
+        else:
+            self._estimator.record(job.trace.queue, job.gpus, job.ran)
 
     def _stop(self, job: _Job, preemptor: int, now: float) -> None:
         self._progress(job, now)
@@ -525,6 +547,74 @@ class Simulator:
                 due = job.reprioritize_at
         self._due = due
 
+    # ── sweeps and siblings (``SimPolicy.siblings``) ───────────────────────────
+
+    def _sweeps(self) -> None:
+        """Link each job to the one before it in its sweep, and list each class's jobs.
+
+        A *sweep* is a run of jobs of one class (queue and GPU count) each submitted
+        at most ``SWEEP_GAP`` seconds after the one before it: a burst, as a user
+        submitting a hyper-parameter sweep makes. Jobs go by submission, then number
+        (the order they arrive in), so the job before another always arrives first.
+        """
+        last: dict[tuple[str, float], _Job] = {}
+        jobs = [job for job in self._jobs if job.state != "skipped"]
+        for job in sorted(jobs, key=lambda j: (j.trace.submit_time, j.request.id)):
+            of_class = self._of_class.setdefault(job.klass, [])
+            job.place = len(of_class)
+            of_class.append(job.request.id)
+            previous = last.get(job.klass)
+            if previous is not None and job.trace.submit_time - previous.trace.submit_time <= (
+                SWEEP_GAP
+            ):
+                job.before = previous.request.id
+            last[job.klass] = job
+
+    def _hold_sweeps(self) -> None:
+        """Keep each sweep in submission order: the priority the scheduler sees for a job
+        is at most that of the job before it in its sweep, while that one is pending,
+        running or stopping. Equal priorities go by submission, and a preemptor must
+        rank strictly higher, so a job never overtakes or preempts an earlier job of its
+        sweep; and a job whose predecessor has run long without finishing ranks no
+        better than it (sweeps' run times are alike), before any of them has finished.
+        """
+        jobs, active = self._jobs, _ACTIVE
+        shown: dict[int, int] = {}
+        for number, job in self._swept.items():  # in arrival order: the job before first
+            priority = job.priority
+            before = jobs[job.before - 1]
+            if before.state in active:
+                held = shown.get(job.before, before.priority)
+                if held < priority:
+                    priority = held
+            shown[number] = priority
+            if job.state == "pending":
+                if job.request.priority != priority:
+                    job.request = _with_priority(job.request, priority)
+            elif (job.priority if job.shown is None else job.shown) != priority:
+                job.shown = priority
+                job.running_views = ()
+
+    def _new_sibling(self, done: _Job) -> None:
+        """``done`` finished: the active jobs of its class submitted within ``SIBLING_GAP``
+        of it may have a new close sibling; those that do are ranked again."""
+        numbers = self._of_class[done.klass]
+        submitted, at = done.trace.submit_time, done.place
+        for step, end in ((-1, -1), (1, len(numbers))):
+            for i in range(at + step, end, step):
+                job = self._jobs[numbers[i] - 1]
+                if abs(job.trace.submit_time - submitted) > SIBLING_GAP:
+                    break
+                if job.state not in _ACTIVE:
+                    continue
+                sibling = self._estimator.sibling(*job.klass, job.trace.submit_time)
+                if sibling != job.sibling:
+                    job.sibling, job.rank_version = sibling, -1
+                    if job.state == "pending":
+                        self._fresh.append(job)
+                    else:
+                        job.reprioritize_at = -math.inf
+
     def _version(self, job: _Job) -> int:
         """Changes whenever a job's remaining time may have changed at a fixed attained time
         (the estimator's ``version`` of its class, read once per cycle)."""
@@ -547,10 +637,10 @@ class Simulator:
             job.rank_version = version
             return job.trace.duration - min(ran, job.trace.duration)
         if version != job.rank_version or not job.rank_from <= ran < job.rank_until:
-            key = (job.klass, ran)
+            key = (job.klass, ran, job.sibling)
             found = self._ranks.get(key)
             if found is None:
-                found = self._ranks[key] = self._estimator.ranked(job.trace.queue, job.gpus, ran)
+                found = self._ranks[key] = self._estimator.ranked(*job.klass, ran, job.sibling)
             job.rank, job.rank_until = found
             job.rank_from, job.rank_version = ran, version
         return job.rank
@@ -636,7 +726,7 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
     return RunningJob(
         request.id,
         request.queue,
-        job.priority,  # ``request``'s is not kept up to date while it runs
+        job.priority if job.shown is None else job.shown,  # ``request``'s is left stale
         part.node,
         part.gpu_uuids,
         part.memory_per_gpu,

@@ -40,16 +40,32 @@ Classes with too little history fall back to the history of all jobs of
 that GPU count, then to all jobs; with no history at all the estimate is
 the attained time itself (least attained service). Only finished jobs are
 read: the estimator never sees a job's true duration before it ends.
+
+**Close siblings.** Jobs that one user submits together run alike: in the
+Philly window the log run times of consecutive jobs of one queue and GPU
+count submitted within 120 s of each other correlate 0.87-0.98. A finished
+job recorded with its submit time becomes the *close sibling* of the jobs of
+its queue and exact GPU count submitted within ``SIBLING_GAP`` seconds of it
+(``sibling``: the nearest one). Each finish that had a close sibling adds its
+run time over the sibling's to a second set of histories (class, GPU bucket,
+all), the *ratios* ``R``; a job whose sibling ran ``s`` seconds is ranked as
+one of run time ``s R``: ``1 / G_sR(a) = s / G_R(a / s)``, from the same
+Gittins tables (ratios are kept times ``RATIO_UNIT``, so their 1% bins are
+those of run times). Until ``min_history`` ratios exist, or past the longest
+one, the job is ranked as if it had no sibling.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Literal
 
 from gpudock.sim.policies import PRIORITY_STEPS
 
 MIN_HISTORY = 20  # finished jobs a class needs before its own history is used
+SIBLING_GAP = 10.0  # seconds: jobs of one class submitted this close are close siblings
+RATIO_UNIT = 1000.0  # a run time equal to its sibling's is a ratio of 1000 (1% bins apply)
 _BINS = int(PRIORITY_STEPS * math.log1p(1e9)) + 1  # durations past ~30 years share the last bin
 
 Rule = Literal["gittins", "mean"]
@@ -234,61 +250,132 @@ def _gittins_table(
     return table
 
 
+class _Histories:
+    """One kind of history at three levels: per class (queue, GPU bucket), per GPU
+    bucket, and over all jobs; a class reads them in that order (``chain``)."""
+
+    def __init__(self, exact: bool) -> None:
+        self._exact = exact
+        self._by_class: dict[tuple[str, int], _History] = {}
+        self._by_gpus: dict[int, _History] = {}
+        self.all = _History(exact=exact)
+        self._chains: dict[tuple[str, float], tuple[_History, ...]] = {}  # see ``chain``
+
+    def levels(self, queue: str, gpus: float) -> tuple[_History, _History, _History]:
+        """The three histories a value of this class goes into (made when first needed)."""
+        bucket = gpu_bucket(gpus)
+        by_class = self._by_class.get((queue, bucket))
+        if by_class is None:
+            by_class = self._by_class[queue, bucket] = _History(exact=self._exact)
+            self._chains.clear()
+        by_gpus = self._by_gpus.get(bucket)
+        if by_gpus is None:
+            by_gpus = self._by_gpus[bucket] = _History(exact=self._exact)
+            self._chains.clear()
+        return by_class, by_gpus, self.all
+
+    def chain(self, queue: str, gpus: float) -> tuple[_History, ...]:
+        """The histories a job of this class reads, in order: its class's, its GPU
+        bucket's, all jobs' (those that exist; kept until a history is added)."""
+        chain = self._chains.get((queue, gpus))
+        if chain is None:
+            bucket = gpu_bucket(gpus)
+            found = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self.all)
+            chain = self._chains[queue, gpus] = tuple(h for h in found if h is not None)
+        return chain
+
+
 class RemainingEstimator:
     """Effective remaining run time of a job, from finished jobs only (module doc)."""
 
     def __init__(self, min_history: int = MIN_HISTORY, rule: Rule = "gittins") -> None:
         self._min = min_history
         self._rule = rule
-        self._by_class: dict[tuple[str, int], _History] = {}
-        self._by_gpus: dict[int, _History] = {}
-        self._all = _History(exact=rule == "mean")
-        self._chains: dict[tuple[str, float], tuple[_History, ...]] = {}  # see ``_chain``
+        self._runs = _Histories(exact=rule == "mean")
+        self._ratios = _Histories(exact=False)  # run time over the close sibling's, x RATIO_UNIT
+        self._finished: dict[tuple[str, float], tuple[list[float], list[float]]] = {}
         self.changes = 0  # moves whenever any class's ``version`` does
 
-    def record(self, queue: str, gpus: float, duration: float) -> None:
-        """A job of ``queue`` using ``gpus`` GPUs finished after running ``duration`` seconds."""
-        bucket = gpu_bucket(gpus)
-        by_class = self._by_class.get((queue, bucket))
-        if by_class is None:
-            by_class = self._by_class[queue, bucket] = _History(exact=self._rule == "mean")
-            self._chains.clear()
-        by_gpus = self._by_gpus.get(bucket)
-        if by_gpus is None:
-            by_gpus = self._by_gpus[bucket] = _History(exact=self._rule == "mean")
-            self._chains.clear()
-        for history in (by_class, by_gpus, self._all):
+    def record(
+        self, queue: str, gpus: float, duration: float, submitted: float | None = None
+    ) -> None:
+        """A job of ``queue`` using ``gpus`` GPUs finished after running ``duration``
+        seconds. With ``submitted`` (its submit time) it also becomes a sibling that later
+        ranks read (``sibling``), and its run time over its own close sibling's, if it
+        had one, joins the ratios that siblings' ranks are scaled by."""
+        if submitted is not None:
+            sibling = self.sibling(queue, gpus, submitted)
+            if sibling is not None:
+                ratio = RATIO_UNIT * max(duration, 1.0) / max(sibling, 1.0)
+                self._add(self._ratios.levels(queue, gpus), ratio)
+            submits, durations = self._finished.setdefault((queue, gpus), ([], []))
+            at = bisect.bisect_right(submits, submitted)
+            submits.insert(at, submitted)
+            durations.insert(at, duration)
+        self._add(self._runs.levels(queue, gpus), duration)
+
+    def _add(self, histories: tuple[_History, ...], value: float) -> None:
+        for history in histories:
             before = history.version
-            history.add(duration)
+            history.add(value)
             if self._rule == "mean" or history.count == self._min:
                 history.version += 1  # every finish moves the mean; a class starts to count
             if history.version != before:
                 self.changes += 1
 
+    def sibling(self, queue: str, gpus: float, submitted: float) -> float | None:
+        """The run time of this job's *close sibling*: the finished job of the same queue
+        and GPU count (exactly) submitted nearest to ``submitted``, at most
+        ``SIBLING_GAP`` seconds away (the earlier one of two as near); None if none is.
+        Only jobs recorded with their submit time count."""
+        found = self._finished.get((queue, gpus))
+        if found is None:
+            return None
+        submits, durations = found
+        at = bisect.bisect_left(submits, submitted)
+        best: float | None = None
+        gap = SIBLING_GAP
+        for i in (at - 1, at):  # the nearest on each side (the later one only if nearer)
+            if not 0 <= i < len(submits):
+                continue
+            distance = abs(submits[i] - submitted)
+            if distance < gap or (best is None and distance == gap):
+                best, gap = durations[i], distance
+        return best
+
     def version(self, queue: str, gpus: float) -> int:
         """A number that changes whenever ``remaining`` for this class may change at a
-        fixed ``attained`` (so a pending job's rank need not be recomputed until then)."""
-        return sum(history.version for history in self._chain(queue, gpus))
+        fixed ``attained`` and a fixed sibling (so a pending job's rank need not be
+        recomputed until then, or until its sibling changes)."""
+        histories = (*self._runs.chain(queue, gpus), *self._ratios.chain(queue, gpus))
+        return sum(history.version for history in histories)
 
-    def _chain(self, queue: str, gpus: float) -> tuple[_History, ...]:
-        """The histories a job of this class reads, in order: its class's, its GPU
-        bucket's, all jobs' (those that exist; kept until a history is added)."""
-        chain = self._chains.get((queue, gpus))
-        if chain is None:
-            bucket = gpu_bucket(gpus)
-            found = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self._all)
-            chain = self._chains[queue, gpus] = tuple(h for h in found if h is not None)
-        return chain
-
-    def remaining(self, queue: str, gpus: float, attained: float) -> float:
+    def remaining(
+        self, queue: str, gpus: float, attained: float, sibling: float | None = None
+    ) -> float:
         """Effective seconds left for a job that has run ``attained`` seconds (module doc)."""
-        return self.ranked(queue, gpus, attained)[0]
+        return self.ranked(queue, gpus, attained, sibling)[0]
 
-    def ranked(self, queue: str, gpus: float, attained: float) -> tuple[float, float]:
-        """``(remaining(queue, gpus, attained), until)``: the same value holds for every
-        attained time from ``attained`` up to (not including) ``until``, as long as
-        ``version(queue, gpus)`` does not change."""
-        for history in self._chain(queue, gpus):
+    def ranked(
+        self, queue: str, gpus: float, attained: float, sibling: float | None = None
+    ) -> tuple[float, float]:
+        """``(remaining(queue, gpus, attained, sibling), until)``: the same value holds for
+        every attained time from ``attained`` up to (not including) ``until``, as long as
+        ``version(queue, gpus)`` (and the sibling) do not change.
+
+        ``sibling``: the run time of the job's close sibling (``sibling``). The job's
+        run time is then taken as ``s R`` with ``s = sibling / RATIO_UNIT`` and ``R``
+        the learnt ratios, and ranked ``1 / G_sR(a) = s / G_R(a / s)``; without enough
+        ratios (or past the longest one) as if it had none. The ``mean`` rule reads no
+        siblings."""
+        if sibling is not None and self._rule == "gittins":
+            scale = max(sibling, 1.0) / RATIO_UNIT
+            for history in self._ratios.chain(queue, gpus):
+                if history.count >= self._min:
+                    ranked = history.gittins_ranked(attained / scale)
+                    if ranked is not None:
+                        return ranked[0] * scale, ranked[1] * scale
+        for history in self._runs.chain(queue, gpus):
             if history.count < self._min:
                 continue
             if self._rule == "mean":

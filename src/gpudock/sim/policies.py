@@ -18,7 +18,10 @@ only chooses its inputs:
                finished jobs of its class (``estimate.py``); no access to
                true durations. No preemption margin (``hysteresis`` 1): the
                Gittins rule has none, and ranks within a priority step
-               (about 1%) already tie
+               (about 1%) already tie. ``siblings``: each sweep (jobs of a
+               class submitted close together) runs in submission order,
+               and a finished close sibling scales a job's rank (engine
+               ``_hold_sweeps``, estimator ``sibling``)
 =============  ==============================================================
 
 Dynamic priorities (``srtf-oracle``, ``default``) are recomputed before
@@ -75,6 +78,7 @@ class SimPolicy:
     partition: bool = False
     preemptive: bool = False
     hysteresis: float = 1.0  # a running job counts as this many times shorter (preempt margin)
+    siblings: bool = False  # ``estimate`` only: keep sweeps in order, rank by close siblings
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
     @property
@@ -136,6 +140,7 @@ POLICIES: dict[str, SimPolicy] = {
             "learnt from finished jobs only",
             priority="estimate",
             preemptive=True,
+            siblings=True,
         ),
     )
 }

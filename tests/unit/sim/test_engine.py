@@ -18,8 +18,8 @@ import pytest
 from gpudock.queue.config import QueuesConfig
 from gpudock.scheduler.snapshot import Placement
 from gpudock.sim.cluster import ClusterSpec, NodeGroup, parse_cluster
-from gpudock.sim.engine import SimConfig, Simulator, _Job, simulate
-from gpudock.sim.estimate import RemainingEstimator, gpu_bucket
+from gpudock.sim.engine import SWEEP_GAP, SimConfig, Simulator, _Job, simulate
+from gpudock.sim.estimate import SIBLING_GAP, RemainingEstimator, gpu_bucket
 from gpudock.sim.metrics import summarize
 from gpudock.sim.policies import POLICIES
 from gpudock.sim.results import JobRecord, RunRecord
@@ -223,8 +223,9 @@ def test_default_without_history_is_least_attained_service() -> None:
     At 150 c,d (0 s) preempt b (40 s): b releases at 160, c,d run 160-170. Then b
     (40 s) goes before a (100 s) from 170; at the 260 tick b has 130 s > 100 s: a runs
     270-330 (160 s > 130 s at the tick), b 340-400 (190 s), a 410-470 (220 s), b ends
-    its last 10 s 480-490; a resumes with 780 s left: 490-1270."""
-    jobs = [Job("a", 0, 1000, 8), Job("b", 100, 200, 8), Job("c", 150, 10, 4)]
+    its last 10 s 480-490; a resumes with 780 s left: 490-1270. (b is of another queue
+    than a: two jobs of one class submitted 100 s apart would form a sweep, below.)"""
+    jobs = [Job("a", 0, 1000, 8), Job("b", 100, 200, 8, queue="other"), Job("c", 150, 10, 4)]
     jobs.append(Job("d", 150, 10, 4))
     record, log = recorded("default", jobs)
     assert timeline(record) == {
@@ -236,6 +237,55 @@ def test_default_without_history_is_least_attained_service() -> None:
     stops = [(100, "a"), (150, "b"), (260, "b"), (330, "a"), (400, "b"), (470, "a")]
     assert [(t, job) for t, what, job, _ in log if what == "stop"] == stops
     assert record.preemptions == 6
+
+
+def test_default_keeps_a_sweep_in_submission_order() -> None:
+    """The same jobs, but a and b of one class (queue and GPU count) submitted 100 s
+    apart: one sweep. b (0 s) ranks no better than a (100 s), and an equal rank does not
+    preempt, so a keeps running. c,d (another class) preempt a at 150 as before (a has
+    150 s, they 0 s): a releases at 160, c,d run 160-170. Then a goes first again
+    (b waits behind it): a runs its last 850 s 170-1020, b 1020-1220."""
+    jobs = [Job("a", 0, 1000, 8), Job("b", 100, 200, 8), Job("c", 150, 10, 4)]
+    jobs.append(Job("d", 150, 10, 4))
+    record, log = recorded("default", jobs)
+    assert timeline(record) == {
+        "a": (0, 1020),
+        "b": (1020, 1220),
+        "c": (160, 170),
+        "d": (160, 170),
+    }
+    assert [(t, job) for t, what, job, _ in log if what == "stop"] == [(150, "a")]
+
+
+def test_a_sweep_ends_where_submissions_pause() -> None:
+    """b comes 121 s after a (more than ``SWEEP_GAP``): not a's sweep, so least attained
+    service applies and b (0 s) preempts a (121 s) at once."""
+    jobs = [Job("a", 0, 1000, 8), Job("b", SWEEP_GAP + 1, 200, 8)]
+    _, log = recorded("default", jobs)
+    assert (SWEEP_GAP + 1, "stop", "a", ("node-0000",)) in log
+
+
+class SiblingLog(Simulator):
+    """Logs each job's close sibling (the run time the estimator gave it) when it starts."""
+
+    seen: dict[str, float | None]
+
+    def _start(self, job: _Job, parts: tuple[Placement, ...], now: float) -> None:
+        self.seen[job.trace.job_id] = job.sibling
+        super()._start(job, parts, now)
+
+
+def test_a_job_learns_its_close_sibling_when_that_one_finishes() -> None:
+    """y, 5 s after x in x's class, waits behind x (its sweep); x finishes at 50, so y
+    starts with x's run time as its close sibling. w comes 12 s after z: the same sweep,
+    but further apart than ``SIBLING_GAP``, so no sibling; nor has x, the first."""
+    jobs = [Job("x", 0, 50, 8), Job("y", 5, 100, 8), Job("z", 300, 30, 8)]
+    jobs.append(Job("w", 300 + SIBLING_GAP + 2, 10, 8))
+    sim = SiblingLog(jobs, parse_cluster("1x8"), POLICIES["default"])
+    sim.seen = {}
+    record = sim.run()
+    assert timeline(record) == {"x": (0, 50), "y": (50, 150), "z": (300, 330), "w": (330, 340)}
+    assert sim.seen == {"x": None, "y": 50, "z": None, "w": None}
 
 
 def test_default_reevaluates_estimates_between_events() -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudock.sim.estimate import RemainingEstimator, Rule, _bin
+from gpudock.sim.estimate import SIBLING_GAP, RemainingEstimator, Rule, _bin
 from gpudock.sim.policies import PRIORITY_STEPS
 
 
@@ -189,3 +189,82 @@ def test_ranked_says_how_long_a_rank_holds() -> None:
     assert estimator.remaining("q", 1, until * (1 - 1e-9)) == rank
     assert estimator.ranked("q", 1, 999.5)[1] == 1000  # 999.5 and 1000 share a bin
     assert estimator.ranked("q", 1, 1500) == (1500, 1500)
+
+
+# ── close siblings ─────────────────────────────────────────────────────────
+
+
+def test_a_close_sibling_is_the_nearest_finished_job_of_its_class() -> None:
+    """Of the finished jobs of the same queue and GPU count, the one submitted nearest,
+    at most ``SIBLING_GAP`` seconds away (the earlier of two as near); only jobs
+    recorded with their submit time count."""
+    estimator = RemainingEstimator()
+    estimator.record("q", 1, 50, submitted=100)
+    estimator.record("q", 1, 70, submitted=112)
+    estimator.record("q", 2, 999, submitted=101)
+    estimator.record("q", 1, 5)  # no submit time: not a sibling
+    assert estimator.sibling("q", 1, 105) == 50  # 5 s against 7 s
+    assert estimator.sibling("q", 1, 106) == 50  # 6 s each: the earlier
+    assert estimator.sibling("q", 1, 107) == 70
+    assert estimator.sibling("q", 1, 112 + SIBLING_GAP) == 70
+    assert estimator.sibling("q", 1, 112 + SIBLING_GAP + 1) is None
+    assert estimator.sibling("q", 1, 100 - SIBLING_GAP - 1) is None
+    assert estimator.sibling("q", 2, 105) == 999  # the GPU count must match
+    assert estimator.sibling("r", 1, 105) is None  # and the queue
+
+
+def twins(count: int, ratio: float) -> RemainingEstimator:
+    """``count`` pairs of close siblings whose second run is ``ratio`` times the first,
+    pairs far apart, first runs 10, 20, 30... s."""
+    estimator = RemainingEstimator(min_history=count)
+    for i in range(count):
+        estimator.record("q", 1, 10.0 * (i + 1), submitted=1000.0 * i)
+        estimator.record("q", 1, 10.0 * (i + 1) * ratio, submitted=1000.0 * i + 1)
+    return estimator
+
+
+def test_a_sibling_scales_the_rank_by_the_learnt_ratios() -> None:
+    """Every second twin ran as long as the first (ratio 1, always): a job whose close
+    sibling ran 500 s is taken to run 500 s, so its rank is its true remaining time.
+    Without a sibling the class's own Gittins rank applies (runs of 10-200 s)."""
+    estimator = twins(20, 1.0)
+    assert estimator.remaining("q", 1, 0, sibling=500) == pytest.approx(500)
+    assert estimator.remaining("q", 1, 200, sibling=500) == pytest.approx(300, rel=0.01)
+    assert estimator.remaining("q", 1, 600, sibling=500) == 600  # past it: attained time
+    assert estimator.remaining("q", 1, 0) == pytest.approx(
+        brute_gittins([10.0 * (i + 1) for i in range(20)] * 2, 0)
+    )
+
+
+def test_ratios_spread_the_rank_as_runs_spread() -> None:
+    """Second twins ran twice as long as the first: a sibling of 100 s predicts 200 s."""
+    assert twins(20, 2.0).remaining("q", 1, 0, sibling=100) == pytest.approx(200)
+
+
+def test_siblings_need_min_history_ratios_and_the_gittins_rule() -> None:
+    """Under ``min_history`` ratios (anywhere) the sibling is ignored; so it is by the
+    ``mean`` rule, whose ranks are the class's conditional means."""
+    few = twins(20, 1.0)
+    few._min = 21  # 20 ratios, 40 runs: only the runs count
+    assert few.remaining("q", 1, 0, sibling=500) == few.remaining("q", 1, 0)
+    mean = RemainingEstimator(min_history=2, rule="mean")
+    for i in range(4):
+        mean.record("q", 1, 10.0, submitted=float(i))
+    assert mean.remaining("q", 1, 0, sibling=1000) == 10
+
+
+def test_version_moves_when_the_ratios_may_move_a_rank() -> None:
+    """A sibling's rank reads the ratios too, so they move ``version`` as runs do: a
+    new longest ratio, and the ratios reaching ``min_history``; a finish without a
+    close sibling adds no ratio."""
+    estimator = RemainingEstimator(min_history=2)
+    for i in range(2):
+        estimator.record("q", 1, 10.0, submitted=100.0 * i)
+    before = estimator.version("q", 1)
+    estimator.record("q", 1, 10.0, submitted=5000.0)  # no sibling, nothing new
+    assert estimator.version("q", 1) == before
+    estimator.record("q", 1, 10.0, submitted=5001.0)  # the first ratio
+    first = estimator.version("q", 1)
+    assert first != before
+    estimator.record("q", 1, 10.0, submitted=1.0)  # the second: the ratios count now
+    assert estimator.version("q", 1) != first
