@@ -102,6 +102,7 @@ class _Job:
     ranked_as: float = math.nan  # the remaining time its ``priority`` was computed from
     sibling: float | None = None  # siblings: the run time of its close sibling, if finished
     before: int = 0  # siblings: the number of the job before it in its sweep (0: none)
+    after: int = 0  # siblings: ... and of the job after it
     place: int = 0  # siblings: its index in its class's jobs in submission order
     shown: int | None = None  # siblings: a running job's priority held down by its sweep
 
@@ -146,8 +147,8 @@ class Simulator:
             job.priority, job.klass = job.request.priority, (trace.queue, job.gpus)
             self._jobs.append(job)
         self._of_class: dict[tuple[str, float], list[int]] = {}  # siblings: numbers by class
-        self._swept: dict[int, _Job] = {}  # siblings: active jobs with a job before them,
-        # by number, in arrival order
+        self._swept: dict[int, _Job] = {}  # siblings: active jobs whose job before them
+        # (``before``) is active too, by number, in arrival order
         self._queues = self._queue_policy(jobs)
         self._history: UsageHistory | None = None
         if self._queues is not None:
@@ -314,7 +315,7 @@ class Simulator:
                         self._fresh.append(job)
                     if self.policy.siblings:
                         job.sibling = self._estimator.sibling(*job.klass, job.trace.submit_time)
-                        if job.before:
+                        if job.before and self._jobs[job.before - 1].state in _ACTIVE:
                             self._swept[number] = job
                     changed = True
                 elif kind == FINISH and job.state == "running" and job.version == version:
@@ -427,6 +428,7 @@ class Simulator:
         if self.policy.siblings:
             self._estimator.record(job.trace.queue, job.gpus, job.ran, job.trace.submit_time)
             self._swept.pop(job.request.id, None)
+            self._unhold(job)
             self._new_sibling(job)
         else:
             self._estimator.record(job.trace.queue, job.gpus, job.ran)
@@ -567,7 +569,7 @@ class Simulator:
             if previous is not None and job.trace.submit_time - previous.trace.submit_time <= (
                 SWEEP_GAP
             ):
-                job.before = previous.request.id
+                job.before, previous.after = previous.request.id, job.request.id
             last[job.klass] = job
 
     def _hold_sweeps(self) -> None:
@@ -578,15 +580,15 @@ class Simulator:
         sweep; and a job whose predecessor has run long without finishing ranks no
         better than it (sweeps' run times are alike), before any of them has finished.
         """
-        jobs, active = self._jobs, _ACTIVE
+        jobs = self._jobs
         shown: dict[int, int] = {}
         for number, job in self._swept.items():  # in arrival order: the job before first
             priority = job.priority
-            before = jobs[job.before - 1]
-            if before.state in active:
-                held = shown.get(job.before, before.priority)
-                if held < priority:
-                    priority = held
+            held = shown.get(job.before)
+            if held is None:  # the job before it is the first of those active in its sweep
+                held = jobs[job.before - 1].priority
+            if held < priority:
+                priority = held
             shown[number] = priority
             if job.state == "pending":
                 if job.request.priority != priority:
@@ -594,6 +596,19 @@ class Simulator:
             elif (job.priority if job.shown is None else job.shown) != priority:
                 job.shown = priority
                 job.running_views = ()
+
+    def _unhold(self, done: _Job) -> None:
+        """``done`` finished: the job after it in its sweep is no longer held by it, and
+        shows its own priority again (the jobs after that one follow at the next cycle)."""
+        job = self._jobs[done.after - 1] if done.after else None
+        if job is None or self._swept.pop(job.request.id, None) is None:
+            return
+        if job.state == "pending":  # a pending job shows its request's priority
+            if job.request.priority != job.priority:
+                job.request = _with_priority(job.request, job.priority)
+        elif job.shown is not None and job.shown != job.priority:
+            job.running_views = ()
+        job.shown = None  # also for a pending job: it may run again
 
     def _new_sibling(self, done: _Job) -> None:
         """``done`` finished: the active jobs of its class submitted within ``SIBLING_GAP``

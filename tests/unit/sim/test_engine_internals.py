@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -112,7 +113,7 @@ class _Uncached(Simulator):
         if self.policy.priority == "srtf":
             return super()._remaining(job, ran, version)
         job.rank_version = version
-        return self._estimator.remaining(job.trace.queue, job.gpus, ran)
+        return self._estimator.remaining(job.trace.queue, job.gpus, ran, job.sibling)
 
     def _set_priority(self, job: _Job, now: float, remaining: float) -> None:
         job.ranked_as = math.nan
@@ -122,6 +123,29 @@ class _Uncached(Simulator):
     def _schedule_tick(self, now: float, running: dict[int, _Job]) -> None:
         self._due = None
         super()._schedule_tick(now, running)
+
+    def _reprioritize(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
+        """Then every sweep's hold recomputed from scratch, for every active job."""
+        super()._reprioritize(now, pending, running)
+        if not self.policy.siblings:
+            return
+        shown: dict[int, int] = {}
+        for job in self._jobs:  # submission order (the traces here are sorted)
+            if job.state not in ("pending", "running", "stopping"):
+                continue
+            priority = job.priority
+            if job.before and job.before in shown:
+                priority = min(priority, shown[job.before])
+            shown[job.request.id] = priority
+            job.request = replace(job.request, priority=priority)
+            job.shown = priority
+            job.running_views = ()
+
+    def _hold_sweeps(self) -> None:
+        pass  # done above
+
+    def _unhold(self, done: _Job) -> None:
+        pass  # done above
 
     def _change(self, part: Placement, request: JobRequest, sign: int) -> None:
         gpus = self._gpus[part.node]
@@ -156,13 +180,43 @@ def _mixed_jobs(seed: int, count: int = 120) -> list[TraceJob]:
     return jobs
 
 
-@pytest.mark.parametrize("policy", ["default", "srtf-oracle", "priority"])
+def _bursty_jobs(seed: int, count: int = 150) -> list[TraceJob]:
+    """Bursts of 1-6 jobs of one class (queue and GPU count) submitted 0-40 s apart, with
+    run times alike within a burst; bursts about every 300 s."""
+    rng = random.Random(seed)
+    jobs: list[TraceJob] = []
+    now = 0.0
+    while len(jobs) < count:
+        now += rng.expovariate(1 / 300)
+        gpus, queue = rng.choice([1, 2, 4, 8]), rng.choice(["q0", "q1"])
+        base = rng.uniform(3000, 20000) if rng.random() < 0.3 else rng.uniform(5, 600)
+        at = now
+        for _ in range(rng.randint(1, 6)):
+            duration = round(base * rng.uniform(0.5, 2), 1)
+            jobs.append(TraceJob(f"j{len(jobs)}", round(at, 1), duration, gpus, queue=queue))
+            at += rng.choice([0.0, rng.uniform(0, 40)])
+        now = at
+    return jobs
+
+
+@pytest.mark.parametrize(
+    ("policy", "workload"),
+    [
+        ("default", _mixed_jobs),
+        ("default", _bursty_jobs),
+        ("srtf-oracle", _mixed_jobs),
+        ("priority", _mixed_jobs),
+    ],
+)
 @pytest.mark.parametrize(("seed", "interval"), [(1, 60.0), (2, 300.0)])
-def test_the_engines_shortcuts_change_no_decision(policy: str, seed: int, interval: float) -> None:
+def test_the_engines_shortcuts_change_no_decision(
+    policy: str, workload: Callable[[int], list[TraceJob]], seed: int, interval: float
+) -> None:
     """Kept ranks, priorities computed once per remaining time, running jobs' requests
-    left stale, the next refresh kept rather than searched for, and GPU views looked up
-    rather than made: a run without any of them is the same run, down to the GPUs."""
-    jobs = _mixed_jobs(seed)
+    left stale, the next refresh kept rather than searched for, GPU views looked up
+    rather than made, and sweeps held only while the job before is active (``_swept``,
+    ``_unhold``): a run without any of them is the same run, down to the GPUs."""
+    jobs = workload(seed)
     cluster = parse_cluster("3x8")
     config = SimConfig(cycle_interval=interval)
     fast = Simulator(jobs, cluster, POLICIES[policy], config)
