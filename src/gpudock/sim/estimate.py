@@ -47,8 +47,8 @@ count submitted within 120 s of each other correlate 0.87-0.98. A finished
 job recorded with its submit time becomes the *close sibling* of the jobs of
 its queue and exact GPU count submitted within ``SIBLING_GAP`` seconds of it
 (``sibling``: the nearest one). Each finish that had a close sibling adds its
-run time over the sibling's to a second set of histories (class, GPU bucket,
-all), the *ratios* ``R``; a job whose sibling ran ``s`` seconds is ranked as
+run time over the sibling's to a second set of histories (GPU bucket and
+all jobs), the *ratios* ``R``; a job whose sibling ran ``s`` seconds is ranked as
 one of run time ``s R``: ``1 / G_sR(a) = s / G_R(a / s)``, from the same
 Gittins tables (ratios are kept times ``RATIO_UNIT``, so their 1% bins are
 those of run times). Until ``min_history`` ratios exist, or past the longest
@@ -251,26 +251,30 @@ def _gittins_table(
 
 
 class _Histories:
-    """One kind of history at three levels: per class (queue, GPU bucket), per GPU
-    bucket, and over all jobs; a class reads them in that order (``chain``)."""
+    """One kind of history at up to three levels: per class (queue, GPU bucket) unless
+    ``per_class`` is false, per GPU bucket, and over all jobs; a class reads them in
+    that order (``chain``)."""
 
-    def __init__(self, exact: bool) -> None:
+    def __init__(self, exact: bool, per_class: bool = True) -> None:
         self._exact = exact
+        self._per_class = per_class
         self._by_class: dict[tuple[str, int], _History] = {}
         self._by_gpus: dict[int, _History] = {}
         self.all = _History(exact=exact)
         self._chains: dict[tuple[str, float], tuple[_History, ...]] = {}  # see ``chain``
 
-    def levels(self, queue: str, gpus: float) -> tuple[_History, _History, _History]:
-        """The three histories a value of this class goes into (made when first needed)."""
+    def levels(self, queue: str, gpus: float) -> tuple[_History, ...]:
+        """The histories a value of this class goes into (made when first needed)."""
         bucket = gpu_bucket(gpus)
-        by_class = self._by_class.get((queue, bucket))
-        if by_class is None:
-            by_class = self._by_class[queue, bucket] = _History(exact=self._exact)
-            self._chains.clear()
         by_gpus = self._by_gpus.get(bucket)
         if by_gpus is None:
             by_gpus = self._by_gpus[bucket] = _History(exact=self._exact)
+            self._chains.clear()
+        if not self._per_class:
+            return by_gpus, self.all
+        by_class = self._by_class.get((queue, bucket))
+        if by_class is None:
+            by_class = self._by_class[queue, bucket] = _History(exact=self._exact)
             self._chains.clear()
         return by_class, by_gpus, self.all
 
@@ -292,7 +296,7 @@ class RemainingEstimator:
         self._min = min_history
         self._rule = rule
         self._runs = _Histories(exact=rule == "mean")
-        self._ratios = _Histories(exact=False)  # run time over the close sibling's, x RATIO_UNIT
+        self._ratios = _Histories(exact=False, per_class=False)  # see ``record``
         self._finished: dict[tuple[str, float], tuple[list[float], list[float]]] = {}
         self.changes = 0  # moves whenever any class's ``version`` does
 
@@ -301,8 +305,10 @@ class RemainingEstimator:
     ) -> None:
         """A job of ``queue`` using ``gpus`` GPUs finished after running ``duration``
         seconds. With ``submitted`` (its submit time) it also becomes a sibling that later
-        ranks read (``sibling``), and its run time over its own close sibling's, if it
-        had one, joins the ratios that siblings' ranks are scaled by."""
+        ranks read (``sibling``), and its run time over its own close sibling's (times
+        ``RATIO_UNIT``), if it had one, joins the ratios that siblings' ranks are scaled
+        by: those of its GPU bucket and those of all jobs (how alike the run times of
+        close siblings are is learnt per GPU bucket, not per queue)."""
         if submitted is not None:
             sibling = self.sibling(queue, gpus, submitted)
             if sibling is not None:
@@ -347,8 +353,8 @@ class RemainingEstimator:
         """A number that changes whenever ``remaining`` for this class may change at a
         fixed ``attained`` and a fixed sibling (so a pending job's rank need not be
         recomputed until then, or until its sibling changes)."""
-        histories = (*self._runs.chain(queue, gpus), *self._ratios.chain(queue, gpus))
-        return sum(history.version for history in histories)
+        runs = sum(history.version for history in self._runs.chain(queue, gpus))
+        return runs + sum(history.version for history in self._ratios.chain(queue, gpus))
 
     def remaining(
         self, queue: str, gpus: float, attained: float, sibling: float | None = None
@@ -365,9 +371,9 @@ class RemainingEstimator:
 
         ``sibling``: the run time of the job's close sibling (``sibling``). The job's
         run time is then taken as ``s R`` with ``s = sibling / RATIO_UNIT`` and ``R``
-        the learnt ratios, and ranked ``1 / G_sR(a) = s / G_R(a / s)``; without enough
-        ratios (or past the longest one) as if it had none. The ``mean`` rule reads no
-        siblings."""
+        the learnt ratios (its GPU bucket's, else all jobs'), and ranked
+        ``1 / G_sR(a) = s / G_R(a / s)``; without enough ratios (or past the longest
+        one) as if it had none. The ``mean`` rule reads no siblings."""
         if sibling is not None and self._rule == "gittins":
             scale = max(sibling, 1.0) / RATIO_UNIT
             for history in self._ratios.chain(queue, gpus):
