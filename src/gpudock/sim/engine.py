@@ -425,13 +425,13 @@ class Simulator:
         job.remaining = 0.0
         job.state, job.end = "done", at
         self._release(job, at)
-        if self.policy.siblings:
-            self._estimator.record(job.trace.queue, job.gpus, job.ran, job.trace.submit_time)
+        siblings = self.policy.siblings
+        submitted = job.trace.submit_time if siblings else None  # siblings read submit times
+        self._estimator.record(job.trace.queue, job.gpus, job.ran, submitted)
+        if siblings:
             self._swept.pop(job.request.id, None)
             self._unhold(job)
             self._new_sibling(job)
-        else:
-            self._estimator.record(job.trace.queue, job.gpus, job.ran)
 
     def _stop(self, job: _Job, preemptor: int, now: float) -> None:
         self._progress(job, now)
@@ -590,12 +590,18 @@ class Simulator:
             if held < priority:
                 priority = held
             shown[number] = priority
-            if job.state == "pending":
-                if job.request.priority != priority:
-                    job.request = _with_priority(job.request, priority)
-            elif (job.priority if job.shown is None else job.shown) != priority:
-                job.shown = priority
-                job.running_views = ()
+            self._show(job, priority)
+
+    @staticmethod
+    def _show(job: _Job, priority: int) -> None:
+        """Let the scheduler see ``priority`` for ``job``: a pending job's request carries
+        it, a running or stopping job's snapshot entries (``shown``)."""
+        if job.state == "pending":
+            if job.request.priority != priority:
+                job.request = _with_priority(job.request, priority)
+        elif (job.priority if job.shown is None else job.shown) != priority:
+            job.shown = priority
+            job.running_views = ()
 
     def _unhold(self, done: _Job) -> None:
         """``done`` finished: the job after it in its sweep is no longer held by it, and
@@ -603,12 +609,8 @@ class Simulator:
         job = self._jobs[done.after - 1] if done.after else None
         if job is None or self._swept.pop(job.request.id, None) is None:
             return
-        if job.state == "pending":  # a pending job shows its request's priority
-            if job.request.priority != job.priority:
-                job.request = _with_priority(job.request, job.priority)
-        elif job.shown is not None and job.shown != job.priority:
-            job.running_views = ()
-        job.shown = None  # also for a pending job: it may run again
+        self._show(job, job.priority)
+        job.shown = None  # its own priority; also for a pending job, which may run again
 
     def _new_sibling(self, done: _Job) -> None:
         """``done`` finished: the active jobs of its class submitted within ``SIBLING_GAP``
