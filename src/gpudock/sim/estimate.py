@@ -27,14 +27,17 @@ The Gittins index is taken at the lower edge of the bin holding ``a`` (ages
 are rounded down by under 1%), over quanta that end at the longest run of a
 bin (one ending inside a bin stops under 1% of its end sooner), so a rank is
 never below the exact one and, for a quantum that starts well before it ends,
-at most about 1% above it. Its table over all bins (upper concave hull of the curve
-``(E[min(D, t)], P(D <= t))``, whose slopes from the point at ``a`` are the
-ratios above) takes O(bins), however many jobs finished, and is rebuilt when
-a history has grown by ``sqrt(n)`` finishes since the last build: ``k`` new
-finishes move the empirical CDF by at most ``k / n``, below its sampling
-error ``1 / sqrt(n)``. ``version`` tells when a class's ranks may have moved
-(a rebuild is due, a longer run finished, a class starts to count), so a job
-whose attained time stands still (pending) need not be ranked again before.
+at most about 1% above it. A build keeps the points of the curve
+``(E[min(D, t)], P(D <= t))`` at those quantum ends (one per bin that holds a
+run), whose slopes from the point at ``a`` are the ratios above; the index
+at a bin's edge is the steepest such slope, worked out (with numpy) on the
+bin's first look-up and kept, as a replay reads only a few bins of each
+build. A history is built again once it has grown by ``sqrt(n)`` finishes
+since the last build: ``k`` new finishes move the empirical CDF by at most
+``k / n``, below its sampling error ``1 / sqrt(n)``. ``version`` tells when a
+class's ranks may have moved (a rebuild is due, a longer run finished, a
+class starts to count), so a job whose attained time stands still (pending)
+need not be ranked again before.
 
 Classes with too little history fall back to the history of all jobs of
 that GPU count, then to all jobs; with no history at all the estimate is
@@ -60,6 +63,8 @@ from __future__ import annotations
 import bisect
 import math
 from typing import Literal
+
+import numpy as np
 
 from gpudock.sim.policies import PRIORITY_STEPS
 
@@ -129,9 +134,9 @@ class _History:
         self._bin_counts: dict[int, int] = {}  # bin -> finishes (for the Gittins table)
         self._bin_sums: dict[int, float] = {}  # bin -> their seconds
         self._bin_longest: dict[int, float] = {}  # bin -> its longest run
-        self._table: list[float] = []  # bin of a -> 1 / G(lower edge of the bin)
-        self._built_at = 0  # count when the table was built
-        self._stale = True  # the table misses enough finishes to be rebuilt at the next look-up
+        self._curve: _Curve | None = None  # the last build (ranks by bin of a)
+        self._built_at = 0  # count when the curve was built
+        self._stale = True  # the curve misses enough finishes to be rebuilt at the next look-up
         self.version = 0  # changes whenever a Gittins rank read from here may change
 
     def add(self, duration: float) -> None:
@@ -181,73 +186,66 @@ class _History:
         ``until`` (its bin's upper edge, or the longest run) while ``version`` stands."""
         if attained >= self.longest:
             return None
-        if self._stale:
-            self._table = _gittins_table(self._bin_counts, self._bin_sums, self._bin_longest)
+        curve = self._curve
+        if self._stale or curve is None:
+            curve = self._curve = _Curve(self._bin_counts, self._bin_sums, self._bin_longest)
             self._built_at, self._stale = self.count, False
         b = min(_BINS - 1, int(PRIORITY_STEPS * math.log1p(max(0.0, attained))))  # ``_bin``
-        rank = self._table[b] if b < len(self._table) else math.inf
+        rank = curve.rank(b)
         return (rank, min(self.longest, _UPPER[b])) if math.isfinite(rank) else None
 
 
-def _gittins_table(
-    counts: dict[int, int], sums: dict[int, float], longest: dict[int, float]
-) -> list[float]:
-    """``1 / G`` at the lower edge of every bin up to the longest run, from the right.
+class _Curve:
+    """The points ``(n E[min(D, t)], n P(D <= t))`` of one build, and ``1 / G`` at the
+    lower edge of a bin, worked out on the bin's first look-up.
 
     Quanta end at the longest run of a bin (the end that completes the whole
-    bin; one inside it is at most 1% shorter). Points ``(n E[min(D, t)],
-    n P(D <= t))`` at those ends ``t``; ``G`` at age ``a`` is the steepest
-    slope from ``a``'s point to a later one. That one lies on the upper hull
-    of the later points (a stack, leftmost last); slopes along the hull from
-    a point left of it rise, then fall, so a walk from the previous bin's
-    tangent finds it. O(bins) per build, however many jobs finished.
+    bin; one inside it is at most 1% shorter). ``G`` at age ``a`` is the
+    steepest slope from ``a``'s point to a later one (a quantum ending after
+    ``a``): a maximum over those points, taken with numpy. A replay reads a
+    few bins of each build (new jobs at age 0, running ones at theirs), so
+    this costs far less than a table over every bin. The points and the
+    running totals are summed from the right, in one order, so every
+    look-up of a build computes the same floats.
     """
-    bins = sorted(counts)
-    n = float(sum(counts.values()))
-    done, work = n, sum(sums.values())  # finishes, and their seconds, before the age
-    table = [math.inf] * (bins[-1] + 1)
-    ends = [longest[c] for c in bins]
-    hx: list[float] = []  # the hull's points (x, y), leftmost last
-    hy: list[float] = []
-    i, k = 0, len(bins) - 1  # i: the previous bin's tangent point
-    last = -1  # the hull's last index
-    after = ends[k]  # the longest run of bin k: the next point once the age is below it
-    tiny = _TINY  # ``max(d, tiny)`` below is written ``tiny if tiny > d else d`` (the same)
-    for b in range(bins[-1], -1, -1):
-        edge = _EDGES[b]
-        if after > edge:  # bins whose runs (some) outlast this age
-            while k >= 0 and ends[k] > edge:
-                c = bins[k]
-                x, y = work + (n - done) * ends[k], done  # the quantum to longest[c]
-                while len(hx) >= 2 and (hy[-1] - y) * (hx[-2] - x) <= (hy[-2] - y) * (hx[-1] - x):
-                    hx.pop()  # not on the upper hull once (x, y) is left of it
-                    hy.pop()
-                hx.append(x)
-                hy.append(y)
-                done, work = done - counts[c], work - sums[c]
-                k -= 1
-            after = ends[k] if k >= 0 else -math.inf
-            last = len(hx) - 1
-        if last >= 0:  # the steepest hull point from the age's: slopes rise, then fall
-            x, y = work + (n - done) * edge, done
-            if last < i:
-                i = last
-            d = hx[i] - x
-            best = (hy[i] - y) / (tiny if tiny > d else d)
-            while i < last:
-                d = hx[i + 1] - x
-                slope = (hy[i + 1] - y) / (tiny if tiny > d else d)
-                if slope < best:
-                    break
-                i, best = i + 1, slope
-            while i > 0:
-                d = hx[i - 1] - x
-                slope = (hy[i - 1] - y) / (tiny if tiny > d else d)
-                if slope <= best:
-                    break
-                i, best = i - 1, slope
-            table[b] = 1.0 / best
-    return table
+
+    __slots__ = ("_done", "_ends", "_n", "_ranks", "_work", "_x", "_y")
+
+    def __init__(
+        self, counts: dict[int, int], sums: dict[int, float], longest: dict[int, float]
+    ) -> None:
+        bins = sorted(counts)
+        m = len(bins)
+        n = float(sum(counts.values()))
+        done, work = n, sum(sums.values())  # finishes, and their seconds, before the age
+        self._n = n
+        self._ends = [longest[c] for c in bins]
+        xs, ys = [0.0] * m, [0.0] * m
+        self._done, self._work = [0.0] * m, [0.0] * m  # at an age just below ``ends[k]``
+        for k in range(m - 1, -1, -1):
+            c = bins[k]
+            xs[k], ys[k] = work + (n - done) * self._ends[k], done  # the quantum to it
+            done, work = done - counts[c], work - sums[c]
+            self._done[k], self._work[k] = done, work
+        self._x = np.array(xs)
+        self._y = np.array(ys)
+        self._ranks: dict[int, float] = {}  # bin -> 1 / G(its lower edge)
+
+    def rank(self, b: int) -> float:
+        """``1 / G`` at the lower edge of bin ``b``; inf when no run outlasts it."""
+        found = self._ranks.get(b)
+        if found is None:
+            edge = _EDGES[b]
+            k = bisect.bisect_right(self._ends, edge)  # the first quantum ending after it
+            if k == len(self._ends):
+                found = math.inf
+            else:
+                done = self._done[k]
+                x = self._work[k] + (self._n - done) * edge
+                slopes = (self._y[k:] - done) / np.maximum(self._x[k:] - x, _TINY)
+                found = 1.0 / float(slopes.max())
+            self._ranks[b] = found
+        return found
 
 
 class _Histories:
