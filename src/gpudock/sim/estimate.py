@@ -53,7 +53,7 @@ its queue and exact GPU count submitted within ``SIBLING_GAP`` seconds of it
 run time over the sibling's to a second set of histories (GPU bucket and
 all jobs), the *ratios* ``R``; a job whose sibling ran ``s`` seconds is ranked as
 one of run time ``s R``: ``1 / G_sR(a) = s / G_R(a / s)``, from the same
-Gittins tables (ratios are kept times ``RATIO_UNIT``, so their 1% bins are
+Gittins builds (ratios are kept times ``RATIO_UNIT``, so their 1% bins are
 those of run times). Until ``min_history`` ratios exist, or past the longest
 one, the job is ranked as if it had no sibling.
 """
@@ -131,7 +131,7 @@ class _History:
         self._counts = _Fenwick(_BINS)
         self._sums = _Fenwick(_BINS)
         self._values: dict[int, dict[float, int]] = {}  # bin -> duration -> finishes
-        self._bin_counts: dict[int, int] = {}  # bin -> finishes (for the Gittins table)
+        self._bin_counts: dict[int, int] = {}  # bin -> finishes (for the Gittins builds)
         self._bin_sums: dict[int, float] = {}  # bin -> their seconds
         self._bin_longest: dict[int, float] = {}  # bin -> its longest run
         self._curve: _Curve | None = None  # the last build (ranks by bin of a)
@@ -140,7 +140,7 @@ class _History:
         self.version = 0  # changes whenever a Gittins rank read from here may change
 
     def add(self, duration: float) -> None:
-        """Record a finish; bumps ``version`` when the table goes stale or the longest
+        """Record a finish; bumps ``version`` when the build goes stale or the longest
         run grows (a rank that fell back past the longest run may now come from here)."""
         duration = max(0.0, duration)
         if duration > self.longest:

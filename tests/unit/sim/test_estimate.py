@@ -27,7 +27,7 @@ def estimator_of(durations: list[float], rule: Rule = "gittins") -> RemainingEst
 
 def brute_gittins(durations: list[float], age: float, binned: bool = False) -> float:
     """``1 / G(age)`` by trying every quantum that ends at a recorded duration (``binned``:
-    only at the longest run of each 1% bin, as the estimator's table does)."""
+    only at the longest run of each 1% bin, as the estimator's builds do)."""
     above = [d for d in durations if d > age]
     ends = set(above)
     if binned:
@@ -77,7 +77,7 @@ def test_a_class_needs_min_history_then_falls_back() -> None:
     assert estimator.remaining("y", 8, 0) == pytest.approx(40)  # bucket 8: 30, 50 -> 40
 
 
-def test_the_table_is_refreshed_after_sqrt_n_new_finishes() -> None:
+def test_the_build_is_refreshed_after_sqrt_n_new_finishes() -> None:
     """Built at n = 4, the ranks move once sqrt(4) = 2 more jobs have finished, not after
     one: 1 new finish moves the empirical CDF by at most 1/5, below its sampling error."""
     estimator = estimator_of([10.0, 10.0, 100.0, 1000.0])
@@ -134,7 +134,7 @@ def test_a_quantum_ends_at_the_longest_run_of_a_bin() -> None:
     Quanta end at a bin's longest run: at age 0, to 10.02 s completes 201 of 1201 for
     200 x 9.92 + 1001 x 10.02 s of service, rank 59.77 s (to 1000 s: 836 s). Ending
     inside the bin, at 9.92 s, would be slightly better (1201 x 9.92 / 200 = 59.57 s): the
-    table gives up under 1% for not splitting bins."""
+    estimator gives up under 1% for not splitting bins."""
     estimator = estimator_of([9.92] * 200 + [10.02] + [1000.0] * 1000)
     assert _bin(9.92) == _bin(10.02)
     rank = estimator.remaining("q", 1, 0)
@@ -147,7 +147,7 @@ def test_a_quantum_ends_at_the_longest_run_of_a_bin() -> None:
 
 def test_version_moves_only_when_a_rank_may_move() -> None:
     """A pending job's rank is recomputed only when ``version`` changes: when a class
-    starts to count (``min_history``), when its table goes stale (sqrt(n) new finishes
+    starts to count (``min_history``), when its build goes stale (sqrt(n) new finishes
     since it was built) and when its longest run grows; not after every finish."""
     estimator = RemainingEstimator(min_history=4)
     seen = [estimator.version("q", 1)]
