@@ -221,7 +221,9 @@ class _Curve:
         self._n = n
         self._ends = [longest[c] for c in bins]
         xs, ys = [0.0] * m, [0.0] * m
-        self._done, self._work = [0.0] * m, [0.0] * m  # at an age just below ``ends[k]``
+        # ``_done[k]``, ``_work[k]``: those of the bins before ``bins[k]``, the finishes by
+        # an age whose first later quantum end is ``ends[k]``
+        self._done, self._work = [0.0] * m, [0.0] * m
         for k in range(m - 1, -1, -1):
             c = bins[k]
             xs[k], ys[k] = work + (n - done) * self._ends[k], done  # the quantum to it
