@@ -134,9 +134,8 @@ class _History:
         self._bin_counts: dict[int, int] = {}  # bin -> finishes (for the Gittins builds)
         self._bin_sums: dict[int, float] = {}  # bin -> their seconds
         self._bin_longest: dict[int, float] = {}  # bin -> its longest run
-        self._curve: _Curve | None = None  # the last build (ranks by bin of a)
+        self._curve: _Curve | None = None  # the last build; None: rebuilt at the next look-up
         self._built_at = 0  # count when the curve was built
-        self._stale = True  # the curve misses enough finishes to be rebuilt at the next look-up
         self.version = 0  # changes whenever a Gittins rank read from here may change
 
     def add(self, duration: float) -> None:
@@ -145,8 +144,8 @@ class _History:
         duration = max(0.0, duration)
         if duration > self.longest:
             self.version += 1
-        if not self._stale and (self.count + 1 - self._built_at) ** 2 >= self._built_at:
-            self._stale = True
+        if self._curve is not None and (self.count + 1 - self._built_at) ** 2 >= self._built_at:
+            self._curve = None  # stale: misses enough finishes to be rebuilt
             self.version += 1
         b = _bin(duration)
         if self.exact:
@@ -187,9 +186,9 @@ class _History:
         if attained >= self.longest:
             return None
         curve = self._curve
-        if self._stale or curve is None:
+        if curve is None:
             curve = self._curve = _Curve(self._bin_counts, self._bin_sums, self._bin_longest)
-            self._built_at, self._stale = self.count, False
+            self._built_at = self.count
         b = min(_BINS - 1, int(PRIORITY_STEPS * math.log1p(max(0.0, attained))))  # ``_bin``
         rank = curve.rank(b)
         return (rank, min(self.longest, _UPPER[b])) if math.isfinite(rank) else None
