@@ -85,6 +85,7 @@ def gpu_bucket(gpus: float) -> int:
 
 
 _TINY = 1e-9  # job-seconds: a later point is never closer than this (rounding guard)
+_SHORT = 56  # points: up to this many after an age, a loop is faster than numpy's call
 _EDGES = [math.expm1(b / PRIORITY_STEPS) for b in range(_BINS)]  # lower edge of each bin
 _UPPER = [*_EDGES[1:], math.inf]  # upper edge of each bin (the last one has none)
 
@@ -208,7 +209,7 @@ class _Curve:
     look-up of a build computes the same floats.
     """
 
-    __slots__ = ("_done", "_ends", "_n", "_ranks", "_work", "_x", "_y")
+    __slots__ = ("_done", "_ends", "_n", "_ranks", "_work", "_x", "_xs", "_y", "_ys")
 
     def __init__(
         self, counts: dict[int, int], sums: dict[int, float], longest: dict[int, float]
@@ -228,6 +229,7 @@ class _Curve:
             xs[k], ys[k] = work + (n - done) * self._ends[k], done  # the quantum to it
             done, work = done - counts[c], work - sums[c]
             self._done[k], self._work[k] = done, work
+        self._xs, self._ys = xs, ys
         self._x = np.array(xs)
         self._y = np.array(ys)
         self._ranks: dict[int, float] = {}  # bin -> 1 / G(its lower edge)
@@ -236,15 +238,24 @@ class _Curve:
         """``1 / G`` at the lower edge of bin ``b``; inf when no run outlasts it."""
         found = self._ranks.get(b)
         if found is None:
-            edge = _EDGES[b]
-            k = bisect.bisect_right(self._ends, edge)  # the first quantum ending after it
-            if k == len(self._ends):
+            edge, ends = _EDGES[b], self._ends
+            k = bisect.bisect_right(ends, edge)  # the first quantum ending after it
+            if k == len(ends):
                 found = math.inf
             else:
                 done = self._done[k]
                 x = self._work[k] + (self._n - done) * edge
-                slopes = (self._y[k:] - done) / np.maximum(self._x[k:] - x, _TINY)
-                found = 1.0 / float(slopes.max())
+                if len(ends) - k > _SHORT:
+                    slopes = (self._y[k:] - done) / np.maximum(self._x[k:] - x, _TINY)
+                    found = 1.0 / float(slopes.max())
+                else:  # the same floats, without numpy's fixed cost per call
+                    xs, ys, steepest = self._xs, self._ys, 0.0
+                    for j in range(k, len(ends)):
+                        run = xs[j] - x
+                        slope = (ys[j] - done) / (run if run >= _TINY else _TINY)
+                        if slope > steepest:
+                            steepest = slope
+                    found = 1.0 / steepest
             self._ranks[b] = found
         return found
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpudock.sim import estimate
 from gpudock.sim.estimate import SIBLING_GAP, RemainingEstimator, Rule, _bin
 from gpudock.sim.policies import PRIORITY_STEPS
 
@@ -118,6 +119,26 @@ def test_gittins_matches_brute_force_and_never_exceeds_the_mean(
     assert rank == pytest.approx(brute_gittins(sample, edge, binned=True), rel=1e-9)
     assert rank >= brute_gittins(sample, edge) * (1 - 1e-9)
     assert rank <= mean.remaining("q", 1, edge) * (1 + 1e-9)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=300),
+    st.lists(st.floats(0, 1.2e6, allow_nan=False), min_size=1, max_size=10),
+)
+def test_numpy_and_the_short_tail_loop_give_the_same_floats(
+    durations: list[float], ages: list[float]
+) -> None:
+    """A build finds the steepest slope after an age with numpy, or with a plain loop
+    when few points follow (``_SHORT``): both give the very same floats, so which one
+    ran never changes a rank (and so never a decision)."""
+    ranks = []
+    for short in (0, 10**6):  # numpy always, the loop always
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(estimate, "_SHORT", short)
+            estimator = estimator_of(durations)
+            ranks.append([estimator.remaining("q", 1, age) for age in ages])
+    assert ranks[0] == ranks[1]
 
 
 def test_remaining_reads_nothing_but_recorded_finishes() -> None:
