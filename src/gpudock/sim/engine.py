@@ -544,7 +544,17 @@ class Simulator:
                     remaining = job.rank  # ``_remaining``'s kept rank, inlined
                 else:
                     remaining = self._remaining(job, ran, version)
-                self._set_priority(job, now, remaining / margin)
+                remaining /= margin
+                # ``_set_priority``, inlined: this runs for about every running job every cycle
+                step = 0.01 * remaining
+                job.reprioritize_at = now + (
+                    step if step > REPRIORITIZE_EVERY else REPRIORITIZE_EVERY
+                )
+                if remaining != job.ranked_as:
+                    job.ranked_as = remaining
+                    priority = remaining_priority(remaining)
+                    if priority != job.priority:
+                        job.priority, job.running_views = priority, ()
             if job.reprioritize_at < due:
                 due = job.reprioritize_at
         self._due = due
