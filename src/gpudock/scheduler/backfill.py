@@ -66,12 +66,12 @@ class Reservation:
         for one at least); a node that comes up gets the tighter bound of
         ``_earliest``, and is tried when that comes up in turn.
         """
-        now, gpus, fit, holders = running.now, job.gpus, state.fit, running.holders
+        now, gpus, holders = running.now, job.gpus, running.holders
         whole = job.gpu_memory is None or gpus == 0  # ``usable_bound`` is ``idle_all``
         first_end = running.first_end
         order: list[tuple[float, str, bool]] = []  # (bound, node, tight?)
-        for name in state.views:
-            if (fit(name).idle_all if whole else usable_bound(job, fit(name))) >= gpus:
+        for name, found in zip(state.views, state.fit_all(), strict=True):  # ``fit`` of each
+            if (found.idle_all if whole else usable_bound(job, found)) >= gpus:
                 order.append((now, name, False))
             elif name in holders:
                 order.append((first_end(name), name, False))

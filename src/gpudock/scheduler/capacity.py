@@ -371,9 +371,10 @@ class CycleState:
     def _snapshot_fit(self, gpus: tuple[GpuView, ...]) -> NodeFit:
         """``node_fit(gpus, ANY_MODEL)`` of a snapshot's GPU tuple, the last cycle's when it
         fitted this very tuple; recorded for the next cycle."""
-        known = self._known.get(id(gpus))
+        key = id(gpus)
+        known = self._known.get(key)
         fit = known[1] if known is not None and known[0] is gpus else node_fit(gpus, ANY_MODEL)
-        self._fitted[id(gpus)] = (gpus, fit)
+        self._fitted[key] = (gpus, fit)
         return fit
 
     def _changed(self, name: str) -> None:

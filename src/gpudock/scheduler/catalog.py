@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import ClassVar
 
 from gpudock.core.affinity import Toleration
@@ -39,6 +40,8 @@ from gpudock.scheduler.snapshot import JobRequest
 
 Affinity = tuple[tuple[tuple[str, str], ...], tuple[Toleration, ...]]
 ClassKey = tuple[ModelClass, Affinity]
+
+_taints = attrgetter("taints")  # ``any(map(...))`` runs no Python frame per node
 
 Group = tuple[tuple[int, ...], tuple[int, ...], str, int]
 """Available members with equal ``(frees, sizes)``: those, the lowest name, how many."""
@@ -98,7 +101,7 @@ class Catalog:
         self._gpu_names: frozenset[str] | None = None
         self._models: dict[str, frozenset[str]] = {}
         self._classes: dict[ClassKey, ModelClassIndex] = {}
-        self._tainted = any(v.taints for v in state.views.values())
+        self._tainted = any(map(_taints, state.views.values()))
         self._products: dict[str, Part] | None = None  # by product name; see ``_split``
         self._kept: dict[tuple[str, int], ClassIndex] = {}  # for the next cycle (``_reuse``)
         self._others: list[str] = []  # available nodes in no product's part

@@ -172,7 +172,9 @@ def _run_cycle(
     heads: dict[str, int] = {}  # strict: the blocked head of each queue
     deferred: list[JobRequest] = []  # would borrow: tried after the first pass
     deferring: set[int] = set()
-    for job in _passes(admission.order(jobs) if admission else iter(jobs), deferred):  # 3
+    # without admission nothing is deferred: the jobs in order, without a generator
+    passes = _passes(admission.order(jobs), deferred) if admission else jobs
+    for job in passes:  # 3
         if admission and job.id not in deferring and admission.borrows(job):
             deferring.add(job.id)
             deferred.append(job)
@@ -201,16 +203,14 @@ def _run_cycle(
                 gangs_blocked.append(job)
             continue
         outcome = place_job(job, state, cache, profile)
-        if outcome is None and reservation and reservation.short_enough(job, snapshot.now):
+        if (
+            outcome is None
+            and reservation
+            and job.max_runtime is not None  # ``short_enough``'s first test, inlined
+            and reservation.short_enough(job, snapshot.now)
+        ):
             outcome = backfill(job, reservation, state, profile)
-        if isinstance(outcome, Placement):
-            heads.pop(job.queue, None)
-            plan.placements.append(outcome)
-            if admission:
-                admission.charge(job, outcome)
-        elif isinstance(outcome, PendingReason):
-            plan.pending[job.id] = [outcome]
-        else:
+        if outcome is None:  # first: most jobs of a contended cycle are blocked
             blocked.append(job)
             if job.id in nominated:
                 hold_for_preemptor(job, nominated[job.id], state)
@@ -225,6 +225,13 @@ def _run_cycle(
                 reservation = Reservation.make(job, state, holders)
                 if reservation is not None:
                     reservation.hold(state)
+        elif isinstance(outcome, Placement):
+            heads.pop(job.queue, None)
+            plan.placements.append(outcome)
+            if admission:
+                admission.charge(job, outcome)
+        else:
+            plan.pending[job.id] = [outcome]
     if explain:
         explain_blocked(blocked, cache, plan)  # 4
         explain_gangs(gangs_blocked, cache, plan)

@@ -102,7 +102,8 @@ class IndexedCache:
         self._state = state
         self._profile = profile
         self._generic: EquivalenceCache | None = None
-        self._cpu_nodes = any(v.cpus is not None for v in state.views.values())
+        cpus = [v.cpus for v in state.views.values()]  # a list, not a generator per node
+        self._cpu_nodes = cpus.count(None) != len(cpus)
         scorer = profile.scorers[0][0]
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
         self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``

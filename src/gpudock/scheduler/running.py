@@ -193,7 +193,8 @@ class NodeRunning:
 
     def first_end(self, now: float) -> float:
         """The earliest ``expected_end`` of the node's jobs at ``now`` (inf when none)."""
-        return max(now, self.first_raw_end)
+        first = self.first_raw_end
+        return first if first > now else now  # ``max(now, first)`` without the call
 
     def gains(self, gpus: object) -> dict[int, tuple[int, int]]:
         """The memo of ``victims.freed_alone`` of the node's jobs (by ``id``) on ``gpus``,
@@ -314,7 +315,7 @@ class RunningIndex:
 
     @property
     def latest_start(self) -> float:
-        return max((n.latest_start for n in self.nodes.values()), default=-math.inf)
+        return max([n.latest_start for n in self.nodes.values()], default=-math.inf)
 
     def _worked_out(self) -> Candidates:
         """The candidates across nodes, from ``_base`` where it holds."""

@@ -261,6 +261,21 @@ class VictimSearch:
             return () if node is None else node.queue(queue).candidates
         return [v for v in self._left.get(name, ()) if v.queue == queue]
 
+    def pairs(self, queue: str) -> list[tuple[Cost, str]]:
+        """``((priority of its second candidate, 2, -inf, node), node)`` for every node with
+        two candidates of ``queue`` or more, in ``nodes`` order: what a set of two or more
+        victims there costs at least (``Multis``' first bounds)."""
+        out: list[tuple[Cost, str]] = []
+        version = self.version
+        for name, node in self._running.items():
+            if name in version:  # some taken there
+                candidates = self.candidates(queue, name)
+            else:  # ``candidates``, inlined: this runs for every node
+                candidates = node.queue(queue).candidates
+            if len(candidates) >= 2:
+                out.append(((float(candidates[1].priority), 2, -math.inf, name), name))
+        return out
+
     def held(self, victim: RunningJob) -> int:
         """At most how many of its node's GPUs ``victim`` holds (``freed_alone`` is no more)."""
         if self.state.unique_uuids:
@@ -273,10 +288,9 @@ class VictimSearch:
         share = job.gpu_memory if job.gpu_memory is not None and job.gpus > 0 else None
         most = self._most.get(share)
         if most is None:
-            fit = self.state.fit
             most = 0
-            for name in self.state.views:
-                usable = usable_bound(job, fit(name))
+            for fit in self.state.fit_all():  # ``fit`` of every node, in one pass
+                usable = usable_bound(job, fit)
                 if usable > most:
                     most = usable
             self._most[share] = most
@@ -424,11 +438,7 @@ class Multis:
 
     def __init__(self, search: VictimSearch, job: JobRequest) -> None:
         self._job = job
-        self._waiting: list[tuple[Cost, str]] = []
-        for name in search.nodes:
-            candidates = search.candidates(job.queue, name)
-            if len(candidates) >= 2:
-                self._waiting.append(((float(candidates[1].priority), 2, -math.inf, name), name))
+        self._waiting = search.pairs(job.queue)
         heapq.heapify(self._waiting)
         self._known: list[tuple[Cost, str]] = []  # exact bounds not handed out yet
         self._out: list[tuple[Cost, str]] = []  # handed out, in order
