@@ -368,7 +368,7 @@ class Simulator:
         snapshot = Snapshot(
             now=now,
             nodes=tuple(self._nodes.values()),
-            pending=tuple(j.request for j in pending.values()),
+            pending=tuple([j.request for j in pending.values()]),
             running=tuple(self._running_views(running)),
         )
         if self._history is not None:  # as the server's controller does each cycle
@@ -493,7 +493,12 @@ class Simulator:
         for job in running.values():
             own = job.running_views
             if not own:  # a gang holds GPUs on several nodes: one entry per node
-                own = job.running_views = tuple([_running_view(job, p) for p in job.parts])
+                parts = job.parts
+                own = job.running_views = (
+                    (_running_view(job, parts[0]),)
+                    if len(parts) == 1
+                    else tuple([_running_view(job, p) for p in parts])
+                )
             extend(own)
         return views
 
@@ -600,7 +605,10 @@ class Simulator:
             if held < priority:
                 priority = held
             shown[number] = priority
-            self._show(job, priority)
+            if job.state != "pending":
+                self._show(job, priority)
+            elif job.request.priority != priority:  # ``_show`` of a pending job, inlined
+                job.request = _with_priority(job.request, priority)
 
     @staticmethod
     def _show(job: _Job, priority: int) -> None:

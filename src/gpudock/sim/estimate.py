@@ -30,14 +30,14 @@ never below the exact one and, for a quantum that starts well before it ends,
 at most about 1% above it. A build keeps the points of the curve
 ``(E[min(D, t)], P(D <= t))`` at those quantum ends (one per bin that holds a
 run), whose slopes from the point at ``a`` are the ratios above; the index
-at a bin's edge is the steepest such slope, worked out (with numpy) on the
-bin's first look-up and kept, as a replay reads only a few bins of each
-build. A history is built again once it has grown by ``sqrt(n)`` finishes
-since the last build: ``k`` new finishes move the empirical CDF by at most
-``k / n``, below its sampling error ``1 / sqrt(n)``. ``version`` tells when a
-class's ranks may have moved (a rebuild is due, a longer run finished, a
-class starts to count), so a job whose attained time stands still (pending)
-need not be ranked again before.
+at a bin's edge is the steepest such slope, worked out (with numpy, or a
+plain loop when few points follow) on the bin's first look-up and kept, as
+a replay reads only a few bins of each build. A history is built again once
+it has grown by ``sqrt(n)`` finishes since the last build: ``k`` new
+finishes move the empirical CDF by at most ``k / n``, below its sampling
+error ``1 / sqrt(n)``. ``version`` tells when a class's ranks may have moved
+(a rebuild is due, a longer run finished, a class starts to count), so a job
+whose attained time stands still (pending) need not be ranked again before.
 
 Classes with too little history fall back to the history of all jobs of
 that GPU count, then to all jobs; with no history at all the estimate is
@@ -142,7 +142,8 @@ class _History:
     def add(self, duration: float) -> None:
         """Record a finish; bumps ``version`` when the build goes stale or the longest
         run grows (a rank that fell back past the longest run may now come from here)."""
-        duration = max(0.0, duration)
+        if not duration > 0.0:  # ``max(0.0, duration)``, and the ``max``es below, no calls
+            duration = 0.0
         if duration > self.longest:
             self.version += 1
         if self._curve is not None and (self.count + 1 - self._built_at) ** 2 >= self._built_at:
@@ -156,10 +157,13 @@ class _History:
             values[duration] = values.get(duration, 0) + 1
         self._bin_counts[b] = self._bin_counts.get(b, 0) + 1
         self._bin_sums[b] = self._bin_sums.get(b, 0.0) + duration
-        self._bin_longest[b] = max(self._bin_longest.get(b, 0.0), duration)
+        longest = self._bin_longest.get(b)
+        if longest is None or duration > longest:
+            self._bin_longest[b] = duration
         self.count += 1
         self.total += duration
-        self.longest = max(self.longest, duration)
+        if duration > self.longest:
+            self.longest = duration
 
     def expected_remaining(self, attained: float) -> float | None:
         """``E[D - a | D > a]``, exact; None when no recorded run outlasted ``attained``.
@@ -190,9 +194,14 @@ class _History:
         if curve is None:
             curve = self._curve = _Curve(self._bin_counts, self._bin_sums, self._bin_longest)
             self._built_at = self.count
-        b = min(_BINS - 1, int(PRIORITY_STEPS * math.log1p(max(0.0, attained))))  # ``_bin``
+        b = int(PRIORITY_STEPS * math.log1p(attained if attained > 0.0 else 0.0))  # ``_bin``,
+        if b >= _BINS:  # inlined without min() and max() calls
+            b = _BINS - 1
         rank = curve.rank(b)
-        return (rank, min(self.longest, _UPPER[b])) if math.isfinite(rank) else None
+        if not math.isfinite(rank):
+            return None
+        upper = _UPPER[b]
+        return rank, (upper if upper < self.longest else self.longest)
 
 
 class _Curve:
@@ -202,11 +211,13 @@ class _Curve:
     Quanta end at the longest run of a bin (the end that completes the whole
     bin; one inside it is at most 1% shorter). ``G`` at age ``a`` is the
     steepest slope from ``a``'s point to a later one (a quantum ending after
-    ``a``): a maximum over those points, taken with numpy. A replay reads a
-    few bins of each build (new jobs at age 0, running ones at theirs), so
-    this costs far less than a table over every bin. The points and the
-    running totals are summed from the right, in one order, so every
-    look-up of a build computes the same floats.
+    ``a``): a maximum over those points, taken with numpy, or with a plain
+    loop when at most ``_SHORT`` points follow (numpy's fixed cost per call,
+    about 10 µs, is then more than the loop's; both compute the same floats,
+    property-tested). A replay reads a few bins of each build (new jobs at
+    age 0, running ones at theirs), so this costs far less than a table over
+    every bin. The points and the running totals are summed from the right,
+    in one order, so every look-up of a build computes the same floats.
     """
 
     __slots__ = ("_done", "_ends", "_n", "_ranks", "_work", "_x", "_xs", "_y", "_ys")
@@ -363,8 +374,8 @@ class RemainingEstimator:
         """A number that changes whenever ``remaining`` for this class may change at a
         fixed ``attained`` and a fixed sibling (so a pending job's rank need not be
         recomputed until then, or until its sibling changes)."""
-        runs = sum(history.version for history in self._runs.chain(queue, gpus))
-        return runs + sum(history.version for history in self._ratios.chain(queue, gpus))
+        runs = sum([history.version for history in self._runs.chain(queue, gpus)])
+        return runs + sum([history.version for history in self._ratios.chain(queue, gpus)])
 
     def remaining(
         self, queue: str, gpus: float, attained: float, sibling: float | None = None

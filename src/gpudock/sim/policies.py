@@ -154,7 +154,7 @@ def remaining_priority(seconds: float) -> int:
     running job's priority changes a few hundred times in its life, not
     every second, and near-equal jobs do not preempt each other.
     """
-    return -round(PRIORITY_STEPS * math.log1p(max(0.0, seconds)))
+    return -round(PRIORITY_STEPS * math.log1p(seconds if seconds > 0.0 else 0.0))
 
 
 def load_policy(spec: str) -> SimPolicy:
