@@ -313,7 +313,10 @@ class RunningOn:
     def first_end(self, node: str) -> float:
         """The earliest ``expected_end`` of a running job on ``node`` (inf when none)."""
         found = self._nodes.get(node)
-        return math.inf if found is None else found.first_end(self.now)
+        if found is None:
+            return math.inf
+        first, now = found.first_raw_end, self.now  # ``found.first_end(now)``, inlined
+        return first if first > now else now
 
     def jobs(self, node: str, gpus: Sequence[AnyGpu], unique: bool = False) -> NodeJobs:
         """``node``'s summary; ``gpus`` are its GPUs (only their uuids are read), ``unique``

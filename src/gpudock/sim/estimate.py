@@ -197,7 +197,9 @@ class _History:
         b = int(PRIORITY_STEPS * math.log1p(attained if attained > 0.0 else 0.0))  # ``_bin``,
         if b >= _BINS:  # inlined without min() and max() calls
             b = _BINS - 1
-        rank = curve.rank(b)
+        rank = curve._ranks.get(b)  # ``curve.rank``'s memo, read here: most look-ups hit it
+        if rank is None:
+            rank = curve.rank(b)
         if not math.isfinite(rank):
             return None
         upper = _UPPER[b]
@@ -302,7 +304,7 @@ class _Histories:
     def chain(self, queue: str, gpus: float) -> tuple[_History, ...]:
         """The histories a job of this class reads, in order: its class's, its GPU
         bucket's, all jobs' (those that exist; kept until a history is added)."""
-        chain = self._chains.get((queue, gpus))
+        chain = self._chains.get((queue, gpus))  # ``RemainingEstimator.ranked`` reads it too
         if chain is None:
             bucket = gpu_bucket(gpus)
             found = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self.all)
@@ -397,12 +399,14 @@ class RemainingEstimator:
         one) as if it had none. The ``mean`` rule reads no siblings."""
         if sibling is not None and self._rule == "gittins":
             scale = max(sibling, 1.0) / RATIO_UNIT
-            for history in self._ratios.chain(queue, gpus):
+            ratios = self._ratios
+            for history in ratios._chains.get((queue, gpus)) or ratios.chain(queue, gpus):
                 if history.count >= self._min:
                     ranked = history.gittins_ranked(attained / scale)
                     if ranked is not None:
                         return ranked[0] * scale, ranked[1] * scale
-        for history in self._runs.chain(queue, gpus):
+        runs = self._runs  # its ``chain``'s memo read here: this runs for every look-up
+        for history in runs._chains.get((queue, gpus)) or runs.chain(queue, gpus):
             if history.count < self._min:
                 continue
             if self._rule == "mean":
