@@ -194,8 +194,9 @@ class _History:
         if curve is None:
             curve = self._curve = _Curve(self._bin_counts, self._bin_sums, self._bin_longest)
             self._built_at = self.count
-        b = int(PRIORITY_STEPS * math.log1p(attained if attained > 0.0 else 0.0))  # ``_bin``,
-        if b >= _BINS:  # inlined without min() and max() calls
+        # ``_bin``, inlined without ``min`` and ``max`` calls: this runs for every look-up
+        b = int(PRIORITY_STEPS * math.log1p(attained if attained > 0.0 else 0.0))
+        if b >= _BINS:
             b = _BINS - 1
         rank = curve._ranks.get(b)  # ``curve.rank``'s memo, read here: most look-ups hit it
         if rank is None:
