@@ -192,7 +192,8 @@ class NodeRunning:
         return not waiting or all(now - started < least for started, least in waiting)
 
     def first_end(self, now: float) -> float:
-        """The earliest ``expected_end`` of the node's jobs at ``now`` (inf when none)."""
+        """The earliest ``expected_end`` of the node's jobs at ``now`` (inf when none);
+        ``release.RunningOn.first_end`` inlines it."""
         first = self.first_raw_end
         return first if first > now else now  # ``max(now, first)`` without the call
 

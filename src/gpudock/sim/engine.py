@@ -682,7 +682,8 @@ class Simulator:
 
     def _set_priority(self, job: _Job, now: float, remaining: float) -> None:
         """``job.priority`` from ``remaining``; a changed priority drops its snapshot entries
-        (a pending job's request is brought up to it by the caller)."""
+        (a pending job's request is brought up to it by the caller). ``_reprioritize``
+        inlines it for running jobs: a change here goes there too (a test compares both)."""
         job.reprioritize_at = now + max(REPRIORITIZE_EVERY, 0.01 * remaining)
         if remaining != job.ranked_as:  # the priority is a function of the remaining time
             job.ranked_as = remaining

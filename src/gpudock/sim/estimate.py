@@ -249,7 +249,8 @@ class _Curve:
         self._ranks: dict[int, float] = {}  # bin -> 1 / G(its lower edge)
 
     def rank(self, b: int) -> float:
-        """``1 / G`` at the lower edge of bin ``b``; inf when no run outlasts it."""
+        """``1 / G`` at the lower edge of bin ``b``; inf when no run outlasts it.
+        ``_History.gittins_ranked`` reads the memo (``_ranks``) itself first."""
         found = self._ranks.get(b)
         if found is None:
             edge, ends = _EDGES[b], self._ends

@@ -125,8 +125,16 @@ class _Uncached(Simulator):
         super()._schedule_tick(now, running)
 
     def _reprioritize(self, now: float, pending: dict[int, _Job], running: dict[int, _Job]) -> None:
-        """Then every sweep's hold recomputed from scratch, for every active job."""
-        super()._reprioritize(now, pending, running)
+        """Pending jobs as the engine refreshes them; running jobs through ``_set_priority``
+        (the engine inlines it); then every sweep's hold recomputed from scratch, for every
+        active job."""
+        super()._reprioritize(now, pending, {})
+        for job in running.values():
+            if job.state == "running" and now >= job.reprioritize_at:
+                ran = job.ran + (now - job.attempt_start)
+                remaining = self._remaining(job, ran, self._version(job))
+                self._set_priority(job, now, remaining / self.policy.hysteresis)
+        self._due = None  # the next refresh searched for (``_schedule_tick``)
         if not self.policy.siblings:
             return
         shown: dict[int, int] = {}
