@@ -102,7 +102,8 @@ class IndexedCache:
         self._state = state
         self._profile = profile
         self._generic: EquivalenceCache | None = None
-        cpus = [v.cpus for v in state.views.values()]  # a list, not a generator per node
+        # some node counts CPUs (a list, not a generator resumed per node)
+        cpus = [v.cpus for v in state.views.values()]
         self._cpu_nodes = cpus.count(None) != len(cpus)
         scorer = profile.scorers[0][0]
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
