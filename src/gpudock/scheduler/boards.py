@@ -97,13 +97,16 @@ class Board:
         while True:
             multi = self._multi_ahead(below)
             single = heads[0][0] if heads else None
-            ahead = single if multi is None or (single is not None and single < multi) else multi
+            # a flag, not ``ahead is single``: compiled (mypyc), a Cost tuple is unboxed
+            # and boxed anew, so identity does not survive
+            from_single = multi is None or (single is not None and single < multi)
+            ahead = single if from_single else multi
             top = heap[0][0] if heap else None
             least = ahead if top is None or (ahead is not None and ahead < top) else top
             if least is not None and least[0] >= below:
                 return None
             if ahead is not None and (not heap or ahead < heap[0][0]):
-                if ahead is single:
+                if from_single:
                     _, i, at = heapq.heappop(heads)
                     stream = self._streams[i]
                     if at + 1 < len(stream):

@@ -135,10 +135,10 @@ class NodeRunning:
 
     @property
     def ready(self) -> Stream:
-        if self._ready is None:
-            self._summarise()
-            assert self._ready is not None
-        return self._ready
+        # ``_summarise`` returns it: after that call mypy still narrows ``self._ready``
+        # to None, and compiled code (mypyc) checks the narrowed type at run time
+        ready = self._ready
+        return self._summarise() if ready is None else ready
 
     @property
     def latest_start(self) -> float:
@@ -162,7 +162,7 @@ class NodeRunning:
             self._first_raw_end = first
         return first
 
-    def _summarise(self) -> None:
+    def _summarise(self) -> Stream:
         now = self.now
         ready: Stream = []
         waiting: list[tuple[float, float]] = []
@@ -181,6 +181,7 @@ class NodeRunning:
             ready.sort(key=victim_order)
         self._ready, self._waiting = ready, waiting
         self._latest_start = latest
+        return ready
 
     def holds_at(self, now: float) -> bool:
         """True if this summary is the one a fresh one at ``now`` would be."""

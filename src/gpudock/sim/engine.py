@@ -29,7 +29,9 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
+
+from mypy_extensions import mypyc_attr
 
 from gpudock.core.affinity import parse_selector
 from gpudock.queue.config import QueuesConfig
@@ -112,6 +114,7 @@ class _Job:
         return self.trace.num_gpus * self.trace.nodes * fraction
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests subclass it (when compiled: ``_native``)
 class Simulator:
     """Replays ``jobs`` on ``cluster`` under ``policy`` (module doc); one run per instance."""
 
@@ -752,41 +755,30 @@ def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
     return out
 
 
-_new_running = RunningJob.__new__
-# fmt: off
-(_rj_id, _rj_queue, _rj_priority, _rj_node, _rj_uuids, _rj_memory, _rj_started,
- _rj_submitted, _rj_max_runtime, _rj_min_runtime, _rj_preemptible, _rj_stopping,
- _rj_preempted_for, _rj_user, _rj_cpus) = (
-    getattr(RunningJob, f.name).__set__ for f in fields(RunningJob)
-)  # a field added to ``RunningJob`` stops the import here
-# fmt: on
-
-
 def _running_view(job: _Job, part: Placement) -> RunningJob:
     """The snapshot entry of a running (or stopping) job's ``part``, as the store shows it.
 
-    Made slot by slot, without the frozen dataclass's ``__init__`` (which sets each
-    field through ``object.__setattr__``): about twice as fast, and a long replay makes
-    one per priority change of a running job, over a million. A test pins it to the
-    keyword form, field by field."""
+    Positional, without keyword matching: a long replay makes one per priority change
+    of a running job, over a million (compiled, ``RunningJob`` is a native class and
+    this is a C call). A test pins it to the keyword form, field by field."""
     request = job.request
-    view = _new_running(RunningJob)
-    _rj_id(view, request.id)
-    _rj_queue(view, request.queue)
-    _rj_priority(view, job.priority if job.shown is None else job.shown)  # not ``request``'s
-    _rj_node(view, part.node)
-    _rj_uuids(view, part.gpu_uuids)
-    _rj_memory(view, part.memory_per_gpu)
-    _rj_started(view, job.attempt_start)
-    _rj_submitted(view, request.submitted_at)
-    _rj_max_runtime(view, request.max_runtime)
-    _rj_min_runtime(view, None)
-    _rj_preemptible(view, True)
-    _rj_stopping(view, job.state == "stopping")
-    _rj_preempted_for(view, job.preempted_for)
-    _rj_user(view, "")
-    _rj_cpus(view, request.cpus)
-    return view
+    return RunningJob(
+        request.id,
+        request.queue,
+        job.priority if job.shown is None else job.shown,  # not ``request``'s
+        part.node,
+        part.gpu_uuids,
+        part.memory_per_gpu,
+        job.attempt_start,
+        request.submitted_at,
+        request.max_runtime,
+        None,
+        True,
+        job.state == "stopping",
+        job.preempted_for,
+        "",
+        request.cpus,
+    )
 
 
 def _with_gpus(view: NodeView, gpus: tuple[GpuView, ...], used_cpus: float) -> NodeView:
