@@ -11,7 +11,9 @@ Prints JSON: per policy the ``gpudock simulate --json`` figures, plus
 ``default_vs_srtf`` = default avg JCT / srtf-oracle avg JCT measured in the
 same run (goal <= 1.15) and ``sim_seconds`` per policy (the speed goal is
 ``default`` replaying all 82,247 Philly jobs in <= 60 s; ``--all-jobs``
-runs that).
+runs that). ``compiled`` says whether the scheduler's and the simulator's hot
+modules ran compiled (mypyc, ``gpudock._native``), ``build`` why or why not;
+``GPUDOCK_PURE=1`` runs their source.
 
 Usage::
 
@@ -32,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from gpudock import _native  # noqa: E402
 from gpudock.sim.cluster import parse_cluster, philly_vc_queues  # noqa: E402
 from gpudock.sim.engine import SimConfig, simulate  # noqa: E402
 from gpudock.sim.metrics import summarize  # noqa: E402
@@ -89,6 +92,8 @@ def main() -> None:
         "load_seconds": round(load_seconds, 2),
         "policies": results,
         "sim_seconds": {name: r["sim_seconds"] for name, r in results.items()},
+        "compiled": _native.compiled(),  # the scheduler's hot modules (mypyc), or source
+        "build": _native.status(),
     }
     default, srtf = results.get("default"), results.get("srtf-oracle")
     if default and srtf and default["avg_jct_s"] and srtf["avg_jct_s"]:

@@ -18,7 +18,7 @@ if ! _gpudock_docker_ping; then
     ensure_packages docker.io busybox-static
     start_dockerd --no-gpu-hook  # like a user's host without the NVIDIA toolkit
 fi
-ensure_packages busybox-static
+ensure_packages busybox-static gcc python3-dev  # gcc and headers: the compiled scheduler (setup.py)
 build_test_image
 ensure_venv
 export PATH="$PWD/.venv/bin:$PATH"

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from gpudock import __version__
+from gpudock import __version__, _native
 from gpudock.cli import render
 from gpudock.cli.client import Client, ClientError
 from gpudock.config import format_validation_error
@@ -63,8 +63,9 @@ def parse_pairs(items: list[str] | None, what: str) -> dict[str, str]:
 
 @app.command()
 def version() -> None:
-    """Print the gpudock version."""
+    """Print the gpudock version, and whether the scheduler runs compiled."""
     out.print(__version__)
+    out.print(f"scheduler: {_native.describe()}")
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

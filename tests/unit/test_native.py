@@ -1,0 +1,155 @@
+"""The mypyc-compiled modules (``gpudock._native``): the same decisions as their source,
+and never stale.
+
+These need the compiled build (``pip install -e .`` with a C compiler and the Python
+headers, as ``scripts/lib.sh`` sets up). Under ``CI=true`` a pure build fails them;
+elsewhere they are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpudock import _native
+
+PACKAGE = Path(_native.__file__).resolve().parent
+SRC = PACKAGE.parent
+
+_REPLAY = """
+import json, random
+from gpudock import _native
+from gpudock.sim.cluster import parse_cluster
+from gpudock.sim.engine import SimConfig, Simulator
+from gpudock.sim.policies import POLICIES
+from gpudock.sim.traces import TraceJob
+
+rng = random.Random(11)
+jobs, now = [], 0.0
+for i in range(300):  # short and long jobs, gangs of 16 GPUs, shared GPUs, 3 queues
+    now += rng.expovariate(1 / 100)
+    duration = rng.uniform(3000, 20000) if rng.random() < 0.3 else rng.uniform(5, 600)
+    gpus = rng.choice([1, 1, 2, 4, 8, 16])
+    fraction = rng.choice([0.25, 0.5, 0.75]) if gpus == 1 and rng.random() < 0.4 else None
+    jobs.append(TraceJob(f"j{i}", round(now, 1), round(duration, 1), gpus,
+                         queue=f"q{i % 3}", gpu_fraction=fraction))
+runs = {}
+for name in ("default", "srtf-oracle", "fifo", "fair-share", "static"):
+    sim = Simulator(jobs, parse_cluster("3x8"), POLICIES[name], SimConfig(cycle_interval=60.0))
+    record = sim.run()
+    runs[name] = {
+        "jobs": [[j.job_id, j.start, j.end, j.preemptions] for j in record.jobs],
+        "gpus": sorted([k, list(v)] for k, v in sim.first_placements().items()),
+        "cycles": record.cycles,
+    }
+print(json.dumps({"compiled": _native.compiled(), "status": _native.status(), "runs": runs}))
+"""
+
+
+def _run(code: str, *args: str, pure: bool, path: Path = SRC) -> str:
+    """Stdout of ``python -c code args`` importing gpudock from ``path``."""
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    env.pop(_native.PURE_ENV, None)
+    if pure:
+        env[_native.PURE_ENV] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _python(code: str, *, pure: bool, path: Path = SRC) -> dict[str, object]:
+    return dict(json.loads(_run(code, pure=pure, path=path)))
+
+
+def _require_compiled() -> None:
+    if (PACKAGE / _native.MANIFEST).is_file():
+        return
+    message = "gpudock is built pure Python here (no compiled modules to check)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + "; CI builds them (gcc and python3-dev, scripts/lib.sh)")
+    pytest.skip(message)
+
+
+def test_the_compiled_modules_replay_exactly_as_their_source() -> None:
+    """Five policies over one job stream, compiled and interpreted: the same starts,
+    ends, preemptions and GPUs for every job."""
+    _require_compiled()
+    compiled = _python(_REPLAY, pure=False)
+    source = _python(_REPLAY, pure=True)
+    assert compiled["compiled"] is True, compiled["status"]
+    assert source["compiled"] is False
+    assert source["status"] == f"{_native.PURE_ENV} is set"
+    runs = compiled["runs"]
+    assert isinstance(runs, dict)
+    assert all(any(job[3] for job in runs[name]["jobs"]) for name in ("default", "srtf-oracle"))
+    assert runs == source["runs"]
+
+
+_WHICH = """
+import json
+from gpudock import _native
+import gpudock.scheduler.cycle, gpudock.sim.estimate
+print(json.dumps({"compiled": _native.compiled(), "status": _native.status(),
+                  "files": [gpudock.scheduler.cycle.__file__, gpudock.sim.estimate.__file__]}))
+"""
+
+
+def _copy_build(to: Path) -> Path:
+    """The package with its compiled modules, as built, under ``to``."""
+    shutil.copytree(PACKAGE, to / "gpudock", ignore=shutil.ignore_patterns("__pycache__"))
+    for lib in SRC.glob("gpudock_native__mypyc*"):
+        shutil.copy2(lib, to / lib.name)
+    return to
+
+
+def test_an_edited_source_is_never_shadowed_by_its_stale_compiled_module(
+    tmp_path: Path,
+) -> None:
+    """Python prefers an extension to the ``.py`` beside it. Once any compiled module's
+    source differs from what was compiled, all of them load from source (compiled
+    modules call each other directly, so a mix would still run stale code)."""
+    _require_compiled()
+    root = _copy_build(tmp_path)
+    fresh = _python(_WHICH, pure=False, path=root)
+    assert fresh["compiled"] is True, fresh["status"]
+    assert all(str(f).endswith(".so") for f in fresh["files"])  # type: ignore[attr-defined]
+
+    edited = root / "gpudock" / "scheduler" / "boards.py"
+    edited.write_text(edited.read_text() + "\n# edited after the build\n")
+    stale = _python(_WHICH, pure=False, path=root)
+    assert stale["compiled"] is False
+    assert "a source changed since the build" in str(stale["status"])
+    assert [Path(str(f)).suffix for f in stale["files"]] == [".py", ".py"]  # type: ignore[attr-defined]
+
+
+def test_the_manifest_names_every_compiled_module() -> None:
+    """``setup.py`` writes what each module was compiled from; nothing compiled is
+    missing from it, so ``guard`` checks every compiled source."""
+    _require_compiled()
+    written = json.loads((PACKAGE / _native.MANIFEST).read_text())
+    assert sorted(written) == sorted(_native.MODULES)
+    built = {
+        ".".join(p.relative_to(SRC).with_suffix("").with_suffix("").parts)
+        for p in PACKAGE.rglob("*.so")
+    }
+    assert built == set(_native.MODULES)
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_gpudock_version_says_how_the_scheduler_runs(pure: bool) -> None:
+    _require_compiled()
+    printed = _run("from gpudock.cli.main import main; main()", "version", pure=pure)
+    expected = (
+        f"scheduler: interpreted ({_native.PURE_ENV} is set)"
+        if pure
+        else f"scheduler: compiled (mypyc, {len(_native.MODULES)} modules)"
+    )
+    assert printed.splitlines()[1] == expected
