@@ -73,6 +73,13 @@ def manifest(root: Path = _ROOT) -> dict[str, str]:
     return {m: digest(source_of(m, root)) for m in MODULES}
 
 
+def _extension_of(module: str) -> bool:
+    """True when a compiled extension of ``module`` lies beside its source."""
+    source = source_of(module)
+    stem = source.with_suffix("").name
+    return any(source.with_name(stem + s).is_file() for s in importlib.machinery.EXTENSION_SUFFIXES)
+
+
 class _SourceFirst(importlib.abc.MetaPathFinder):
     """Finds ``MODULES`` as their ``.py`` files, ahead of any compiled extension."""
 
@@ -109,10 +116,13 @@ def guard() -> None:
             built = json.loads(written.read_text())
         except (OSError, ValueError):
             built = None
-        if built == manifest():
+        if built != manifest():
+            reason = "a source changed since the build (reinstall to compile again)"
+        elif not all(_extension_of(m) for m in MODULES):
+            reason = "compiled modules are missing (reinstall to compile again)"
+        else:
             _state["reason"] = "compiled"
             return
-        reason = "a source changed since the build (reinstall to compile again)"
     _state["reason"] = reason
     if not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
         sys.meta_path.insert(0, _SourceFirst(MODULES))

@@ -130,6 +130,18 @@ def test_an_edited_source_is_never_shadowed_by_its_stale_compiled_module(
     assert [Path(str(f)).suffix for f in stale["files"]] == [".py", ".py"]  # type: ignore[attr-defined]
 
 
+def test_a_build_missing_one_compiled_module_loads_all_from_source(tmp_path: Path) -> None:
+    """A partial build would also mix compiled and interpreted code: none is loaded."""
+    _require_compiled()
+    root = _copy_build(tmp_path)
+    for lib in (root / "gpudock" / "scheduler").glob("boards.*.so"):
+        lib.unlink()
+    partial = _python(_WHICH, pure=False, path=root)
+    assert partial["compiled"] is False
+    assert "compiled modules are missing" in str(partial["status"])
+    assert [Path(str(f)).suffix for f in partial["files"]] == [".py", ".py"]  # type: ignore[attr-defined]
+
+
 def test_the_manifest_names_every_compiled_module() -> None:
     """``setup.py`` writes what each module was compiled from; nothing compiled is
     missing from it, so ``guard`` checks every compiled source."""
