@@ -28,12 +28,16 @@ from pathlib import Path
 from types import ModuleType
 
 MODULES: tuple[str, ...] = (
+    "gpudock.scheduler.admission",
     "gpudock.scheduler.backfill",
     "gpudock.scheduler.boards",
     "gpudock.scheduler.capacity",
     "gpudock.scheduler.catalog",
     "gpudock.scheduler.cycle",
+    "gpudock.scheduler.equivalence",
+    "gpudock.scheduler.feasibility",
     "gpudock.scheduler.framework",
+    "gpudock.scheduler.index",
     "gpudock.scheduler.indexed",
     "gpudock.scheduler.preemption",
     "gpudock.scheduler.release",

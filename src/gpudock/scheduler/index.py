@@ -256,8 +256,8 @@ class Buckets(Generic[K, E]):
     def copy(self, fits: dict[str, NodeFit]) -> Buckets[K, E]:
         """An independent copy, after moving the dirty members to where ``fits`` put them."""
         buckets = self.read(fits)
-        clone = Buckets.__new__(Buckets)
-        clone._bucket, clone._value, clone._rank = self._bucket, self._value, self._rank
+        # made empty, then filled (not ``Buckets.__new__``: compiled, it runs ``__init__``)
+        clone: Buckets[K, E] = Buckets({}, self._bucket, self._value, self._rank)
         clone.ranked = list(self.ranked)
         clone._keys = dict(self._keys)
         clone._values = dict(self._values)
@@ -327,11 +327,10 @@ class ClassIndex:
 
     def copy(self) -> ClassIndex:
         """An independent copy of the index as it is now, with the structures built so far."""
-        clone = ClassIndex.__new__(ClassIndex)
+        # made empty, then filled (not ``ClassIndex.__new__``: compiled, it runs ``__init__``)
+        clone = ClassIndex({}, self._sign)
         clone.fits = dict(self.fits)
-        clone.version = 0
         clone.shapes = self.shapes
-        clone._sign = self._sign
         clone._whole = self._whole.copy(self.fits)
         clone._shared = {gpus: s.copy(self.fits) for gpus, s in self._shared.items()}
         return clone
