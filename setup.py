@@ -11,6 +11,7 @@ found.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -27,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE / "src"
 
 
+@functools.cache
 def _native() -> Any:
     """``gpudock/_native.py``, loaded by path (the package's dependencies may be absent)."""
     spec = importlib.util.spec_from_file_location("_gpudock_native", SRC / "gpudock" / "_native.py")
@@ -64,7 +66,8 @@ class _BuildExt(build_ext):
 
 
 def _extensions() -> tuple[list[Any], dict[str, Any]]:
-    stale = SRC / "gpudock" / "_native.json"
+    native = _native()
+    stale = SRC / "gpudock" / native.MANIFEST
     stale.unlink(missing_ok=True)  # rewritten only by a build that compiled
     why = _why_not_compile()
     if why is not None:
@@ -72,7 +75,6 @@ def _extensions() -> tuple[list[Any], dict[str, Any]]:
         return [], {}
     from mypyc.build import mypycify
 
-    native = _native()
     paths = [str(native.source_of(m, SRC).relative_to(HERE)) for m in native.MODULES]
     try:
         extensions = mypycify(paths, opt_level="3", group_name="gpudock_native")
