@@ -15,6 +15,7 @@ This module imports only the standard library: ``setup.py`` reads it at build ti
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.abc
@@ -25,7 +26,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
+from typing import TypeVar
 
 MODULES: tuple[str, ...] = (
     "gpudock.scheduler.admission",
@@ -60,6 +62,8 @@ PURE_ENV = "GPUDOCK_PURE"
 _ROOT = Path(__file__).resolve().parent.parent  # the directory holding ``gpudock``
 
 _state: dict[str, object] = {"reason": "not checked"}
+
+_T = TypeVar("_T")
 
 
 def source_of(module: str, root: Path = _ROOT) -> Path:
@@ -154,3 +158,43 @@ def describe() -> str:
 def status() -> str:
     """Why the modules are compiled or not, in words (for reports and benchmarks)."""
     return str(_state["reason"])
+
+
+def frozen_init(cls: type[_T]) -> type[_T]:
+    """Make a frozen dataclass's own ``__init__`` work when it runs interpreted.
+
+    A dataclass's generated methods stay interpreted even in a compiled build
+    (mypyc leaves them to the ``dataclasses`` module), and a frozen one's
+    ``__init__`` stores each field through ``object.__setattr__``: 3-4 µs for a
+    ``RunningJob``, made over a million times in a long replay. The hot frozen
+    snapshot types therefore define ``__init__`` themselves, assigning each
+    parameter to the field of its name (``self.x = x``, one per field, in field
+    order, nothing else). Compiled, those are native stores that the frozen
+    ``__setattr__`` never sees (about 0.2 µs in all). Interpreted, they would
+    raise ``FrozenInstanceError``; there this replaces that ``__init__`` with one
+    of the same parameters and defaults that stores through
+    ``object.__setattr__``, as dataclasses' own does.
+
+    Raises TypeError when the ``__init__``'s parameters are not the fields, in
+    order (checked where it runs interpreted: a compiled ``__init__`` is left as
+    it is, and ``tests/unit/test_native.py`` checks its signature).
+    """
+    init = cls.__dict__["__init__"]
+    if not isinstance(init, FunctionType):
+        return cls  # compiled: a native method, whose stores are native
+    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    code = init.__code__
+    if code.co_varnames[1 : code.co_argcount] != names or code.co_kwonlyargcount:
+        raise TypeError(f"{cls.__qualname__}.__init__ must take exactly its fields {names}")
+    body = "".join(f"    _set(self, {name!r}, {name})\n" for name in names)
+    namespace: dict[str, object] = {"_set": object.__setattr__}
+    exec(f"def __init__(self, {', '.join(names)}):\n{body}", namespace)
+    stored = namespace["__init__"]
+    assert isinstance(stored, FunctionType)
+    stored.__defaults__ = init.__defaults__
+    stored.__qualname__ = init.__qualname__
+    stored.__module__ = init.__module__
+    stored.__doc__ = init.__doc__
+    stored.__annotations__ = init.__annotations__
+    setattr(cls, "__init__", stored)  # noqa: B010 (mypy refuses assigning a method)
+    return cls

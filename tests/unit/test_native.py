@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import FrozenInstanceError, dataclass
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,106 @@ def test_gpudock_version_says_how_the_scheduler_runs(pure: bool) -> None:
         else f"scheduler: compiled (mypyc, {len(_native.MODULES)} modules)"
     )
     assert printed.splitlines()[1] == expected
+
+
+_FROZEN = """
+import dataclasses, inspect, json
+from gpudock import _native
+from gpudock.core.affinity import Taint, Toleration, Topology
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement, RunningJob
+
+gpu = GpuView("g0", 0, "H100", 80)
+samples = {  # every field given, each unlike the others of its type
+    NodeView: dict(name="n1", gpus=(gpu,), available=False, unavailable_reason="drained",
+                   labels=(("a", "b"),), taints=(), cpus=32.0, used_cpus=4.0),
+    JobRequest: dict(id=7, gpus=2, submitted_at=1.5, gpu_memory=5, gpu_model="H100",
+                     priority=3, queue="q", user="u", nodes=4, cpus=2.5, max_runtime=99.0,
+                     can_preempt=False, node_selector=(("k", "v"),), tolerations=(),
+                     topology=None),
+    RunningJob: dict(id=7, queue="q", priority=3, node="n1", gpu_uuids=("g0",),
+                     memory_per_gpu=5, started_at=1.5, submitted_at=0.5, max_runtime=99.0,
+                     min_runtime=9.0, preemptible=False, stopping=True, preempted_for=11,
+                     user="u", cpus=2.5),
+    Placement: dict(job_id=7, node="n1", gpu_uuids=("g0", "g1"), memory_per_gpu=5),
+}
+out = {}
+for cls, values in samples.items():
+    fields = dataclasses.fields(cls)
+    params = inspect.signature(cls).parameters.values()
+    by_keyword = cls(**dict(reversed(list(values.items()))))
+    by_position = cls(*values.values())
+    minimal = cls(**{f.name: values[f.name] for f in fields
+                     if f.default is dataclasses.MISSING})
+    try:
+        setattr(by_keyword, fields[0].name, values[fields[0].name])
+        frozen = False
+    except dataclasses.FrozenInstanceError:
+        frozen = True
+    out[cls.__name__] = {
+        "params": [[p.name, repr(p.default)] for p in params],
+        "fields": [[f.name, repr(inspect.Parameter.empty if f.default is dataclasses.MISSING
+                                 else f.default)] for f in fields],
+        "read_back": all(getattr(by_keyword, f.name) == values[f.name] for f in fields),
+        "positional_equal": by_position == by_keyword and hash(by_position) == hash(by_keyword),
+        "defaults": all(getattr(minimal, f.name) == f.default for f in fields
+                        if f.default is not dataclasses.MISSING),
+        "replace": dataclasses.replace(by_keyword, **{fields[0].name: values[fields[0].name]})
+                   == by_keyword,
+        "frozen": frozen,
+    }
+print(json.dumps({"compiled": _native.compiled(), "classes": out}))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_hot_frozen_types_construct_as_their_dataclass_would(pure: bool) -> None:
+    """``NodeView``, ``JobRequest``, ``RunningJob`` and ``Placement`` write ``__init__``
+    out (``_native.frozen_init``): compiled and interpreted, it takes exactly the
+    fields with their defaults, stores each where it belongs, and they stay frozen."""
+    if not pure:
+        _require_compiled()
+    found = _python(_FROZEN, pure=pure)
+    assert found["compiled"] is (not pure)
+    classes = found["classes"]
+    assert isinstance(classes, dict)
+    assert sorted(classes) == ["JobRequest", "NodeView", "Placement", "RunningJob"]
+    for name, checks in classes.items():
+        assert checks["params"] == checks["fields"], name
+        failed = [k for k, v in checks.items() if v is False]
+        assert not failed, (name, failed)
+
+
+def test_frozen_init_lets_an_interpreted_init_store_its_fields() -> None:
+    """Interpreted, plain stores meet the frozen ``__setattr__``: ``frozen_init`` swaps
+    in an ``__init__`` of the same parameters and defaults that gets past it."""
+
+    @dataclass(frozen=True, slots=True)
+    class Pair:
+        left: int
+        right: str = "r"
+
+        def __init__(self, left: int, right: str = "r") -> None:
+            self.left = left  # type: ignore[misc]
+            self.right = right  # type: ignore[misc]
+
+    with pytest.raises(FrozenInstanceError):
+        Pair(1)
+    _native.frozen_init(Pair)
+    assert Pair(1) == Pair(left=1, right="r")
+    assert (Pair(2, "x").left, Pair(2, "x").right) == (2, "x")
+    with pytest.raises(FrozenInstanceError):
+        Pair(1).left = 3  # type: ignore[misc]
+
+
+def test_frozen_init_refuses_an_init_that_is_not_its_fields() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Pair:
+        left: int
+        right: str
+
+        def __init__(self, right: str, left: int) -> None:
+            self.left = left  # type: ignore[misc]
+            self.right = right  # type: ignore[misc]
+
+    with pytest.raises(TypeError, match=r"must take exactly its fields \('left', 'right'\)"):
+        _native.frozen_init(Pair)

@@ -47,6 +47,31 @@ class GpuState:
     numa: int | None = None
     nvlink: int | None = None
 
+    def __init__(
+        self,
+        uuid: str,
+        index: int,
+        name: str,
+        memory_total: int,
+        used_memory: int,
+        exclusive: bool,
+        shared_jobs: int,
+        healthy: bool,
+        numa: int | None = None,
+        nvlink: int | None = None,
+    ) -> None:
+        # written out: dataclasses' generated ``__init__`` stays interpreted when compiled
+        self.uuid = uuid
+        self.index = index
+        self.name = name
+        self.memory_total = memory_total
+        self.used_memory = used_memory
+        self.exclusive = exclusive
+        self.shared_jobs = shared_jobs
+        self.healthy = healthy
+        self.numa = numa
+        self.nvlink = nvlink
+
     @classmethod
     def from_view(cls, view: GpuView) -> GpuState:
         return cls(
