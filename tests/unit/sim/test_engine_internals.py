@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 from collections import Counter
@@ -14,6 +15,7 @@ from gpudock.core.affinity import Taint, Toleration
 from gpudock.scheduler.snapshot import JobRequest, Placement, RunningJob
 from gpudock.sim.cluster import parse_cluster
 from gpudock.sim.engine import (
+    GC_YOUNG,
     SimConfig,
     Simulator,
     _Job,
@@ -22,6 +24,7 @@ from gpudock.sim.engine import (
     _with_priority,
 )
 from gpudock.sim.policies import POLICIES
+from gpudock.sim.results import RunRecord
 from gpudock.sim.traces import TraceJob
 
 
@@ -285,3 +288,44 @@ def test_the_positional_running_view_names_every_field() -> None:
         preempted_for=3,
         cpus=4.0,
     )
+
+
+class _SeesTheCollector(Simulator):
+    """Notes the collector's thresholds while the replay runs; fails when told to."""
+
+    seen: tuple[int, int, int] | None = None
+    fail = False
+
+    def _run(self) -> RunRecord:
+        self.seen = gc.get_threshold()
+        if self.fail:
+            raise RuntimeError("replay failed")
+        return super()._run()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_replay_collects_young_garbage_less_often_and_restores_the_collector(
+    fail: bool,
+) -> None:
+    jobs = [TraceJob("a", 0.0, 100.0, 1), TraceJob("b", 5.0, 50.0, 2)]
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        sim = _SeesTheCollector(jobs, parse_cluster("1x8"), POLICIES["fifo"], SimConfig())
+        sim.fail = fail
+        if fail:
+            with pytest.raises(RuntimeError, match="replay failed"):
+                sim.run()
+        else:
+            assert len(sim.run().jobs) == 2
+        assert sim.seen == (GC_YOUNG, 10, 10)
+        assert gc.get_threshold() == (700, 10, 10)
+        assert gc.get_freeze_count() == 0
+
+        gc.set_threshold(0, 10, 10)  # automatic collection off: left off
+        sim = _SeesTheCollector(jobs, parse_cluster("1x8"), POLICIES["fifo"], SimConfig())
+        sim.run()
+        assert sim.seen == (0, 10, 10)
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*before)
