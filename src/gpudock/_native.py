@@ -41,6 +41,8 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.framework",
     "gpudock.scheduler.index",
     "gpudock.scheduler.indexed",
+    "gpudock.scheduler.policies.gpu_picker",
+    "gpudock.scheduler.policies.priority_fifo",
     "gpudock.scheduler.preemption",
     "gpudock.scheduler.release",
     "gpudock.scheduler.running",
@@ -52,7 +54,9 @@ MODULES: tuple[str, ...] = (
     "gpudock.sim.policies",
 )
 """Compiled together as one group. Each is typed (mypy strict); a class subclassed
-by interpreted code says so (``mypyc_attr(allow_interpreted_subclasses=True)``)."""
+by interpreted code says so (``mypyc_attr(allow_interpreted_subclasses=True)``), and
+a policy, whose class attributes the registry reads, stays a plain Python class
+with compiled methods (``mypyc_attr(native_class=False)``)."""
 
 MANIFEST = "_native.json"
 """Beside this module: ``{module: sha256 of its source}`` as last compiled."""

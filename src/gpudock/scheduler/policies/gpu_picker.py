@@ -7,6 +7,8 @@ then lowest indices; with no topology data, simply the lowest indices).
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from gpudock.scheduler.capacity import GpuState, usable_now
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.snapshot import JobRequest
@@ -18,6 +20,7 @@ def _best_fit_key(gpu: GpuState) -> tuple[bool, int, int]:
     return (gpu.idle, gpu.free_memory, gpu.index)
 
 
+@mypyc_attr(native_class=False)  # compiled methods; class attributes the registry reads
 class BestFitPicker:
     """Picks GPUs on the chosen node; never reserves them.
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from gpudock.scheduler.framework import OrderKey
 from gpudock.scheduler.snapshot import JobRequest
 
 
+@mypyc_attr(native_class=False)  # compiled methods; class attributes the registry reads
 class PriorityFifo:
     """Sort by priority (descending), then ``submitted_at``, then job id.
 
