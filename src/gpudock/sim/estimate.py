@@ -231,7 +231,9 @@ class _Curve:
         bins = sorted(counts)
         m = len(bins)
         n = float(sum(counts.values()))
-        done, work = n, sum(sums.values())  # finishes, and their seconds, before the age
+        # ``float``: mypy types ``sum`` of floats as ``float | int``, which compiled code
+        # would keep boxed through the loop below (the same value either way)
+        done, work = n, float(sum(sums.values()))  # finishes, and their seconds, before the age
         self._n = n
         self._ends = [longest[c] for c in bins]
         xs, ys = [0.0] * m, [0.0] * m
