@@ -174,7 +174,7 @@ def frozen_init(cls: type[_T]) -> type[_T]:
     snapshot types therefore define ``__init__`` themselves, assigning each
     parameter to the field of its name (``self.x = x``, one per field, in field
     order, nothing else). Compiled, those are native stores that the frozen
-    ``__setattr__`` never sees (about 0.2 µs in all). Interpreted, they would
+    ``__setattr__`` never sees (about 0.4 µs for a whole ``RunningJob``). Interpreted, they would
     raise ``FrozenInstanceError``; there this replaces that ``__init__`` with one
     of the same parameters and defaults that stores through
     ``object.__setattr__``, as dataclasses' own does.
