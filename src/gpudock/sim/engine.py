@@ -329,7 +329,9 @@ class Simulator:
                     if self.policy.dynamic:
                         self._fresh.append(job)
                     if self.policy.siblings:
-                        job.sibling = self._estimator.sibling(*job.klass, job.trace.submit_time)
+                        # no ``*job.klass``: compiled, a starred call goes through Python
+                        queue, gpus = job.klass
+                        job.sibling = self._estimator.sibling(queue, gpus, job.trace.submit_time)
                         if job.before and self._jobs[job.before - 1].state in _ACTIVE:
                             self._swept[number] = job
                     changed = True
@@ -657,7 +659,8 @@ class Simulator:
                     break
                 if job.state not in _ACTIVE:
                     continue
-                sibling = self._estimator.sibling(*job.klass, job.trace.submit_time)
+                queue, gpus = job.klass  # no ``*`` (see ``_run``)
+                sibling = self._estimator.sibling(queue, gpus, job.trace.submit_time)
                 if sibling != job.sibling:
                     job.sibling, job.rank_version = sibling, -1
                     if job.state == "pending":
@@ -672,7 +675,8 @@ class Simulator:
             return 0  # the true remaining time depends on the attained time only
         version = self._versions.get(job.klass)
         if version is None:
-            version = self._versions[job.klass] = self._estimator.version(*job.klass)
+            queue, gpus = job.klass  # no ``*`` (see ``_run``)
+            version = self._versions[job.klass] = self._estimator.version(queue, gpus)
         return version
 
     def _remaining(self, job: _Job, ran: float, version: int) -> float:
@@ -690,7 +694,8 @@ class Simulator:
             key = (job.klass, ran, job.sibling)
             found = self._ranks.get(key)
             if found is None:
-                found = self._ranks[key] = self._estimator.ranked(*job.klass, ran, job.sibling)
+                queue, gpus = job.klass  # no ``*`` (see ``_run``)
+                found = self._ranks[key] = self._estimator.ranked(queue, gpus, ran, job.sibling)
             job.rank, job.rank_until = found
             job.rank_from, job.rank_version = ran, version
         return job.rank

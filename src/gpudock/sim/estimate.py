@@ -30,9 +30,9 @@ never below the exact one and, for a quantum that starts well before it ends,
 at most about 1% above it. A build keeps the points of the curve
 ``(E[min(D, t)], P(D <= t))`` at those quantum ends (one per bin that holds a
 run), whose slopes from the point at ``a`` are the ratios above; the index
-at a bin's edge is the steepest such slope, worked out (with numpy, or a
-plain loop when few points follow) on the bin's first look-up and kept, as
-a replay reads only a few bins of each build. A history is built again once
+at a bin's edge is the steepest such slope, worked out (a walk along the
+upper convex hull of the later points) on the bin's first look-up and kept,
+as a replay reads only a few bins of each build. A history is built again once
 it has grown by ``sqrt(n)`` finishes since the last build: ``k`` new
 finishes move the empirical CDF by at most ``k / n``, below its sampling
 error ``1 / sqrt(n)``. ``version`` tells when a class's ranks may have moved
@@ -64,8 +64,6 @@ import bisect
 import math
 from typing import Literal
 
-import numpy as np
-
 from gpudock.sim.policies import PRIORITY_STEPS
 
 MIN_HISTORY = 20  # finished jobs a class needs before its own history is used
@@ -85,7 +83,6 @@ def gpu_bucket(gpus: float) -> int:
 
 
 _TINY = 1e-9  # job-seconds: a later point is never closer than this (rounding guard)
-_SHORT = 56  # points: up to this many after an age, a loop is faster than numpy's call
 _EDGES = [math.expm1(b / PRIORITY_STEPS) for b in range(_BINS)]  # lower edge of each bin
 _UPPER = [*_EDGES[1:], math.inf]  # upper edge of each bin (the last one has none)
 
@@ -214,16 +211,20 @@ class _Curve:
     Quanta end at the longest run of a bin (the end that completes the whole
     bin; one inside it is at most 1% shorter). ``G`` at age ``a`` is the
     steepest slope from ``a``'s point to a later one (a quantum ending after
-    ``a``): a maximum over those points, taken with numpy, or with a plain
-    loop when at most ``_SHORT`` points follow (numpy's fixed cost per call,
-    about 10 µs, is then more than the loop's; both compute the same floats,
-    property-tested). A replay reads a few bins of each build (new jobs at
-    age 0, running ones at theirs), so this costs far less than a table over
-    every bin. The points and the running totals are summed from the right,
-    in one order, so every look-up of a build computes the same floats.
+    ``a``). Every later point lies to the right of ``a``'s, so the steepest
+    slope is to a vertex of the upper convex hull of the points from the first
+    later one on, and along that hull the slopes from ``a``'s point rise to
+    it and then fall: a look-up walks the hull from its first vertex until a
+    slope falls (usually one to three steps where a scan of every later point
+    took up to a thousand). The hulls of every suffix of the points share
+    their tails, so one array holds them all (``_next``, built on a build's
+    first look-up in one pass from the right, as a monotone chain does). A
+    replay reads a few bins of each build (new jobs at age 0, running ones at
+    theirs). The points and the running totals are summed from the right, in
+    one order, so every look-up of a build computes the same floats.
     """
 
-    __slots__ = ("_done", "_ends", "_n", "_ranks", "_work", "_x", "_xs", "_y", "_ys")
+    __slots__ = ("_done", "_ends", "_n", "_next", "_ranks", "_work", "_xs", "_ys")
 
     def __init__(
         self, counts: dict[int, int], sums: dict[int, float], longest: dict[int, float]
@@ -246,9 +247,32 @@ class _Curve:
             done, work = done - counts[c], work - sums[c]
             self._done[k], self._work[k] = done, work
         self._xs, self._ys = xs, ys
-        self._x = np.array(xs)
-        self._y = np.array(ys)
+        self._next: list[int] | None = None  # see ``_hulls``
         self._ranks: dict[int, float] = {}  # bin -> 1 / G(its lower edge)
+
+    def _hulls(self) -> list[int]:
+        """``next[k]``: the vertex after point ``k`` on the upper convex hull of the points
+        from ``k`` on (-1 for the last point), so that hull is ``k, next[k],
+        next[next[k]], ...``. A point on or below the line between its neighbours on
+        the hull is left out (it is never the only steepest one)."""
+        xs, ys = self._xs, self._ys
+        m = len(xs)
+        following = [-1] * m
+        top = -1  # the first vertex of the hull of the points after ``k``
+        for k in range(m - 1, -1, -1):
+            x, y = xs[k], ys[k]
+            while top >= 0:
+                after = following[top]
+                if after < 0:
+                    break
+                # ``top`` stays only strictly above the line from ``k`` to ``after``
+                if (xs[top] - x) * (ys[after] - y) - (ys[top] - y) * (xs[after] - x) < 0:
+                    break
+                top = after
+            following[k] = top
+            top = k
+        self._next = following
+        return following
 
     def rank(self, b: int) -> float:
         """``1 / G`` at the lower edge of bin ``b``; inf when no run outlasts it.
@@ -260,19 +284,22 @@ class _Curve:
             if k == len(ends):
                 found = math.inf
             else:
+                following = self._next
+                if following is None:
+                    following = self._hulls()
                 done = self._done[k]
                 x = self._work[k] + (self._n - done) * edge
-                if len(ends) - k > _SHORT:
-                    slopes = (self._y[k:] - done) / np.maximum(self._x[k:] - x, _TINY)
-                    found = 1.0 / float(slopes.max())
-                else:  # the same floats, without numpy's fixed cost per call
-                    xs, ys, steepest = self._xs, self._ys, 0.0
-                    for j in range(k, len(ends)):
-                        run = xs[j] - x
-                        slope = (ys[j] - done) / (run if run >= _TINY else _TINY)
-                        if slope > steepest:
-                            steepest = slope
-                    found = 1.0 / steepest
+                xs, ys = self._xs, self._ys
+                run = xs[k] - x
+                steepest = (ys[k] - done) / (run if run >= _TINY else _TINY)
+                j = following[k]
+                while j >= 0:  # along the hull while the slope does not fall
+                    run = xs[j] - x
+                    slope = (ys[j] - done) / (run if run >= _TINY else _TINY)
+                    if slope < steepest:
+                        break
+                    steepest, j = slope, following[j]
+                found = 1.0 / steepest
             self._ranks[b] = found
         return found
 

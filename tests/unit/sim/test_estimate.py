@@ -8,6 +8,7 @@ values are checked to 1%.
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import pytest
@@ -121,24 +122,52 @@ def test_gittins_matches_brute_force_and_never_exceeds_the_mean(
     assert rank <= mean.remaining("q", 1, edge) * (1 + 1e-9)
 
 
-@settings(max_examples=60)
+def scanned(curve: estimate._Curve, b: int) -> float:
+    """``1 / G`` at bin ``b``'s lower edge by a scan of every later point of ``curve``."""
+    edge = estimate._EDGES[b]
+    k = bisect.bisect_right(curve._ends, edge)
+    if k == len(curve._ends):
+        return math.inf
+    done = curve._done[k]
+    x = curve._work[k] + (curve._n - done) * edge
+    return 1.0 / max(
+        (curve._ys[j] - done) / max(curve._xs[j] - x, estimate._TINY)
+        for j in range(k, len(curve._ends))
+    )
+
+
+@settings(max_examples=200)
 @given(
     st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=300),
     st.lists(st.floats(0, 1.2e6, allow_nan=False), min_size=1, max_size=10),
 )
-def test_numpy_and_the_short_tail_loop_give_the_same_floats(
+def test_the_hull_walk_finds_the_steepest_later_point(
     durations: list[float], ages: list[float]
 ) -> None:
-    """A build finds the steepest slope after an age with numpy, or with a plain loop
-    when few points follow (``_SHORT``): both give the very same floats, so which one
-    ran never changes a rank (and so never a decision)."""
-    ranks = []
-    for short in (0, 10**6):  # numpy always, the loop always
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(estimate, "_SHORT", short)
-            estimator = estimator_of(durations)
-            ranks.append([estimator.remaining("q", 1, age) for age in ages])
-    assert ranks[0] == ranks[1]
+    """A look-up walks the upper convex hull of the later points instead of scanning them
+    all: it finds the same steepest slope as the scan (to rounding: a point left off the
+    hull as on a line between two others ties with them)."""
+    estimator = estimator_of(durations)
+    history = estimator._runs.chain("q", 1)[0]  # the class's own: it has enough runs
+    curve = estimate._Curve(history._bin_counts, history._bin_sums, history._bin_longest)
+    for age in ages:
+        b = _bin(age)
+        assert curve.rank(b) == pytest.approx(scanned(curve, b), rel=1e-12)
+
+
+def test_the_hull_walk_goes_past_a_point_under_the_hull() -> None:
+    """Finished 1 x 10 s, 1 x 100 s and 100 x 1000 s (102 jobs). From age 0 the slopes to
+    the quanta's points are 1 / 1020 (to 10 s: 1 done for 102 x 10 s), 2 / 10110 (to
+    100 s), then 102 / 100110 (to 1000 s), the steepest: they fall, then rise. The 100 s
+    point lies under the line from the 10 s point to the 1000 s one, so the hull leaves it
+    out and the walk reaches the 1000 s point: rank 100110 / 102 s, not the 1020 s that
+    stopping at the first fall would give."""
+    estimator = estimator_of([10.0, 100.0] + [1000.0] * 100)
+    assert estimator.remaining("q", 1, 0) == pytest.approx(100110 / 102)
+    curve = estimator._runs.chain("q", 1)[0]._curve
+    assert curve is not None
+    for age in (0.0, 11.0, 50.0, 150.0, 999.0):
+        assert curve.rank(_bin(age)) == scanned(curve, _bin(age))
 
 
 def test_remaining_reads_nothing_but_recorded_finishes() -> None:
