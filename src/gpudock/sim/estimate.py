@@ -129,9 +129,12 @@ class _History:
         self._counts = _Fenwick(_BINS)
         self._sums = _Fenwick(_BINS)
         self._values: dict[int, dict[float, int]] = {}  # bin -> duration -> finishes
-        self._bin_counts: dict[int, int] = {}  # bin -> finishes (for the Gittins builds)
-        self._bin_sums: dict[int, float] = {}  # bin -> their seconds
-        self._bin_longest: dict[int, float] = {}  # bin -> its longest run
+        # for the Gittins builds, one entry per bin that holds a run, by bin: the bin,
+        # its finishes, their seconds and its longest run (lists a build reads in order)
+        self._bins: list[int] = []
+        self._bin_counts: list[int] = []
+        self._bin_sums: list[float] = []
+        self._bin_longest: list[float] = []
         self._curve: _Curve | None = None  # the last build; None: rebuilt at the next look-up
         self._built_at = 0  # count when the curve was built
         self.version = 0  # changes whenever a Gittins rank read from here may change
@@ -152,11 +155,18 @@ class _History:
             self._sums.add(b, duration)
             values = self._values.setdefault(b, {})
             values[duration] = values.get(duration, 0) + 1
-        self._bin_counts[b] = self._bin_counts.get(b, 0) + 1
-        self._bin_sums[b] = self._bin_sums.get(b, 0.0) + duration
-        longest = self._bin_longest.get(b)
-        if longest is None or duration > longest:
-            self._bin_longest[b] = duration
+        bins = self._bins
+        at = bisect.bisect_left(bins, b)
+        if at < len(bins) and bins[at] == b:
+            self._bin_counts[at] += 1
+            self._bin_sums[at] += duration
+            if duration > self._bin_longest[at]:
+                self._bin_longest[at] = duration
+        else:
+            bins.insert(at, b)
+            self._bin_counts.insert(at, 1)
+            self._bin_sums.insert(at, duration)
+            self._bin_longest.insert(at, duration)
         self.count += 1
         self.total += duration
         if duration > self.longest:
@@ -226,25 +236,23 @@ class _Curve:
 
     __slots__ = ("_done", "_ends", "_n", "_next", "_ranks", "_work", "_xs", "_ys")
 
-    def __init__(
-        self, counts: dict[int, int], sums: dict[int, float], longest: dict[int, float]
-    ) -> None:
-        bins = sorted(counts)
-        m = len(bins)
-        n = float(sum(counts.values()))
+    def __init__(self, counts: list[int], sums: list[float], longest: list[float]) -> None:
+        """From the finishes, their seconds and the longest run of each bin that holds a
+        run, in bin order (``_History``'s lists, read here and not kept)."""
+        m = len(counts)
+        n = float(sum(counts))
         # ``float``: mypy types ``sum`` of floats as ``float | int``, which compiled code
         # would keep boxed through the loop below (the same value either way)
-        done, work = n, float(sum(sums.values()))  # finishes, and their seconds, before the age
+        done, work = n, float(sum(sums))  # finishes, and their seconds, before the age
         self._n = n
-        self._ends = [longest[c] for c in bins]
+        self._ends = ends = longest.copy()
         xs, ys = [0.0] * m, [0.0] * m
-        # ``_done[k]``, ``_work[k]``: those of the bins before ``bins[k]``, the finishes by
+        # ``_done[k]``, ``_work[k]``: those of the bins before the k-th, the finishes by
         # an age whose first later quantum end is ``ends[k]``
         self._done, self._work = [0.0] * m, [0.0] * m
         for k in range(m - 1, -1, -1):
-            c = bins[k]
-            xs[k], ys[k] = work + (n - done) * self._ends[k], done  # the quantum to it
-            done, work = done - counts[c], work - sums[c]
+            xs[k], ys[k] = work + (n - done) * ends[k], done  # the quantum to it
+            done, work = done - counts[k], work - sums[k]
             self._done[k], self._work[k] = done, work
         self._xs, self._ys = xs, ys
         self._next: list[int] | None = None  # see ``_hulls``
