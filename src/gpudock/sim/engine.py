@@ -159,7 +159,7 @@ class Simulator:
             self._history = UsageHistory(half_life=self._queues.config.fair_share.half_life)
         self._tick_at = math.inf
         self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
-        self._estimator = RemainingEstimator()
+        self._estimator = RemainingEstimator(whole_node=gpus_per_node)  # see its docstring
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
         self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
         self._versions: dict[tuple[str, float], int] = {}  # this cycle's, by class (``_version``)

@@ -44,6 +44,16 @@ that GPU count, then to all jobs; with no history at all the estimate is
 the attained time itself (least attained service). Only finished jobs are
 read: the estimator never sees a job's true duration before it ends.
 
+**Whole-node jobs.** Given ``whole_node`` (the GPUs of the cluster's largest
+node; the simulator passes it), a job of at least that many GPUs is ranked
+from its queue's finished jobs of every GPU count, then all jobs', rather
+than from its size class. Its own class, long-running as whole-node jobs
+are, ranks it behind the queue's smaller jobs of the same age, so it is the
+lowest-ranked running job and the first victim; and once preempted it
+restarts only when a whole node drains, which no rank counts. Ranked with
+its queue, it competes with the queue's other jobs by age, as under least
+attained service, while every smaller job keeps its class's index.
+
 **Close siblings.** Jobs that one user submits together run alike: in the
 Philly window the log run times of consecutive jobs of one queue and GPU
 count submitted within 120 s of each other correlate 0.87-0.98. A finished
@@ -315,13 +325,18 @@ class _Curve:
 class _Histories:
     """One kind of history at up to three levels: per class (queue, GPU bucket) unless
     ``per_class`` is false, per GPU bucket, and over all jobs; a class reads them in
-    that order (``chain``)."""
+    that order (``chain``). With ``per_class`` and a finite ``whole_node`` (the GPUs of
+    the largest node), each queue also keeps the history of all its jobs, whatever
+    their GPU count, and a job of at least ``whole_node`` GPUs reads that one, then all
+    jobs' (``RemainingEstimator``)."""
 
-    def __init__(self, exact: bool, per_class: bool = True) -> None:
+    def __init__(self, exact: bool, per_class: bool = True, whole_node: float = math.inf) -> None:
         self._exact = exact
         self._per_class = per_class
+        self._whole_node = whole_node if per_class else math.inf
         self._by_class: dict[tuple[str, int], _History] = {}
         self._by_gpus: dict[int, _History] = {}
+        self._by_queue: dict[str, _History] = {}  # whole-node jobs read these
         self.all = _History(exact=exact)
         self._chains: dict[tuple[str, float], tuple[_History, ...]] = {}  # see ``chain``
 
@@ -338,15 +353,25 @@ class _Histories:
         if by_class is None:
             by_class = self._by_class[queue, bucket] = _History(exact=self._exact)
             self._chains.clear()
-        return by_class, by_gpus, self.all
+        if self._whole_node == math.inf:
+            return by_class, by_gpus, self.all
+        by_queue = self._by_queue.get(queue)
+        if by_queue is None:
+            by_queue = self._by_queue[queue] = _History(exact=self._exact)
+            self._chains.clear()
+        return by_class, by_gpus, self.all, by_queue
 
     def chain(self, queue: str, gpus: float) -> tuple[_History, ...]:
         """The histories a job of this class reads, in order: its class's, its GPU
-        bucket's, all jobs' (those that exist; kept until a history is added)."""
+        bucket's, all jobs' (those that exist; kept until a history is added). A job of
+        at least ``whole_node`` GPUs reads its queue's, then all jobs'."""
         chain = self._chains.get((queue, gpus))  # ``RemainingEstimator.ranked`` reads it too
         if chain is None:
-            bucket = gpu_bucket(gpus)
-            found = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self.all)
+            if gpus >= self._whole_node:
+                found: tuple[_History | None, ...] = (self._by_queue.get(queue), self.all)
+            else:
+                bucket = gpu_bucket(gpus)
+                found = (self._by_class.get((queue, bucket)), self._by_gpus.get(bucket), self.all)
             chain = self._chains[queue, gpus] = tuple(h for h in found if h is not None)
         return chain
 
@@ -354,10 +379,15 @@ class _Histories:
 class RemainingEstimator:
     """Effective remaining run time of a job, from finished jobs only (module doc)."""
 
-    def __init__(self, min_history: int = MIN_HISTORY, rule: Rule = "gittins") -> None:
+    def __init__(
+        self, min_history: int = MIN_HISTORY, rule: Rule = "gittins", whole_node: float = math.inf
+    ) -> None:
+        """``whole_node``: the GPUs of the cluster's largest node. A job of at least that
+        many GPUs (it holds whole nodes) is ranked from its queue's finished jobs of every
+        GPU count, then all jobs', rather than from its size class (module doc)."""
         self._min = min_history
         self._rule = rule
-        self._runs = _Histories(exact=rule == "mean")
+        self._runs = _Histories(exact=rule == "mean", whole_node=whole_node)
         self._ratios = _Histories(exact=False, per_class=False)  # see ``record``
         self._finished: dict[tuple[str, float], tuple[list[float], list[float]]] = {}
         self.changes = 0  # moves whenever any class's ``version`` does

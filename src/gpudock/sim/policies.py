@@ -15,7 +15,8 @@ only chooses its inputs:
 ``default``    smallest Gittins rank first, preemptive: ``1 / G(a)``, the
                effective remaining time of a job that has run ``a``
                seconds, from the Gittins index of the run times of
-               finished jobs of its class (``estimate.py``); no access to
+               finished jobs of its class (``estimate.py``; a job holding
+               whole nodes: of its queue's jobs of every size); no access to
                true durations. No preemption margin (``hysteresis`` 1): the
                Gittins rule has none, and ranks within a priority step
                (about 1%) already tie. ``siblings``: each sweep (jobs of a

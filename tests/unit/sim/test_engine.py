@@ -562,3 +562,16 @@ def test_the_same_run_twice_gives_identical_records(policy: str) -> None:
     first, second = run(policy, jobs, "2x8"), run(policy, jobs, "2x8")
     assert replace(first, sim_seconds=0.0) == replace(second, sim_seconds=0.0)
     assert len(first.jobs) == 60
+
+
+def test_default_ranks_whole_node_jobs_from_their_queues_jobs_of_every_size() -> None:
+    """The simulator tells its estimator the GPUs of its largest node: on 4-GPU nodes a
+    4-GPU job is ranked from its queue's finishes of every GPU count (twenty 10 s jobs
+    of 1 GPU, twenty 1000 s jobs of 4: a quantum to 10 s completes half of them for
+    10 s of service, 1 / G = 20 s), where its size class alone says 1000 s."""
+    jobs = [TraceJob(f"s{i}", 0.0, 10.0, 1) for i in range(20)]
+    jobs += [TraceJob(f"l{i}", 0.0, 1000.0, 4) for i in range(20)]
+    simulator = Simulator(jobs, parse_cluster("2x4"), POLICIES["default"])
+    simulator.run()
+    assert simulator._estimator.remaining("default", 4, 0) == pytest.approx(20)
+    assert simulator._estimator.remaining("default", 3, 0) == pytest.approx(1000)  # bucket 4

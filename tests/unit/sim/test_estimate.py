@@ -79,6 +79,34 @@ def test_a_class_needs_min_history_then_falls_back() -> None:
     assert estimator.remaining("y", 8, 0) == pytest.approx(40)  # bucket 8: 30, 50 -> 40
 
 
+def test_a_whole_node_job_ranks_by_its_queues_jobs_of_every_size() -> None:
+    """With ``whole_node`` = 8, a job of 8 GPUs or more (gangs too) reads its queue's
+    finishes of every GPU count, then all jobs'; smaller jobs read their size class."""
+    estimator = RemainingEstimator(min_history=2, whole_node=8)
+    for duration in (10.0, 10.0):
+        estimator.record("q", 1, duration)
+    for duration in (1000.0, 1000.0):
+        estimator.record("q", 8, duration)
+    estimator.record("r", 8, 5.0)
+    # queue q, every size: 10, 10, 1000, 1000 -> a quantum to 10 s completes half
+    # for 10 s of service: 1 / G = 20 s; the 8-GPU class alone would say 1000 s
+    assert estimator.remaining("q", 8, 0) == pytest.approx(20)
+    assert estimator.remaining("q", 16, 0) == pytest.approx(20)
+    assert estimator.remaining("q", 1, 0) == pytest.approx(10)  # its class: 10, 10
+    # all jobs: 5, 10, 10, 1000, 1000; to 10 s completes 3/5 for 9 s on average: 15 s
+    assert estimator.remaining("q", 4, 0) == pytest.approx(15)  # no 4-GPU history yet
+    assert estimator.remaining("r", 8, 0) == pytest.approx(15)  # queue r: 1 < min_history
+    assert RemainingEstimator(min_history=2).remaining("q", 8, 0) == 1.0  # nothing learnt
+
+
+def test_whole_node_jobs_read_their_size_class_without_a_node_size() -> None:
+    """Without ``whole_node`` (the default) every job reads its size class."""
+    estimator = RemainingEstimator(min_history=2)
+    for gpus, duration in ((1, 10.0), (1, 10.0), (8, 1000.0), (8, 1000.0)):
+        estimator.record("q", gpus, duration)
+    assert estimator.remaining("q", 8, 0) == pytest.approx(1000)
+
+
 def test_the_build_is_refreshed_after_sqrt_n_new_finishes() -> None:
     """Built at n = 4, the ranks move once sqrt(4) = 2 more jobs have finished, not after
     one: 1 new finish moves the empirical CDF by at most 1/5, below its sampling error."""
