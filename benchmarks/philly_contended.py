@@ -19,6 +19,7 @@ Usage::
 
     benchmarks/philly_contended.py [--traces DIR] [--policies fifo,sjf-oracle,...]
                                    [--cluster 64x8] [--limit N] [--all-jobs]
+                                   [--cycle-interval S] [--seed N]
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def main() -> None:
         "--all-jobs", action="store_true", help="all 82,247 jobs (the speed check), not the window"
     )
     parser.add_argument("--cycle-interval", type=float, default=0.0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="shuffle the jobs submitted at the same instant (SimConfig.seed; 0: trace order)",
+    )
     args = parser.parse_args()
 
     philly = Path(args.traces) / "philly"
@@ -75,7 +82,7 @@ def main() -> None:
     load_seconds = time.perf_counter() - started
 
     results: dict[str, dict[str, object]] = {}
-    config = SimConfig(cycle_interval=args.cycle_interval)
+    config = SimConfig(cycle_interval=args.cycle_interval, seed=args.seed)
     for name in args.policies.split(","):
         run = simulate(jobs, cluster, load_policy(name.strip()), config)
         results[run.policy] = summarize(run)
@@ -89,6 +96,7 @@ def main() -> None:
         "jobs": len(jobs),
         "cluster": args.cluster,
         "cycle_interval_s": args.cycle_interval,
+        "seed": args.seed,
         "load_seconds": round(load_seconds, 2),
         "policies": results,
         "sim_seconds": {name: r["sim_seconds"] for name, r in results.items()},
