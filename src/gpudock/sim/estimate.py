@@ -326,9 +326,9 @@ class _Histories:
     """One kind of history at up to three levels: per class (queue, GPU bucket) unless
     ``per_class`` is false, per GPU bucket, and over all jobs; a class reads them in
     that order (``chain``). With ``per_class`` and a finite ``whole_node`` (the GPUs of
-    the largest node), each queue also keeps the history of all its jobs, whatever
-    their GPU count, and a job of at least ``whole_node`` GPUs reads that one, then all
-    jobs' (``RemainingEstimator``)."""
+    the largest node) there is a fourth kind, per queue (all its jobs, whatever their
+    GPU count): a job of at least ``whole_node`` GPUs reads that one, then all jobs',
+    instead (``RemainingEstimator``)."""
 
     def __init__(self, exact: bool, per_class: bool = True, whole_node: float = math.inf) -> None:
         self._exact = exact
