@@ -38,8 +38,9 @@ Policies:
 * ``fgd_adaptive``: the registered ``fgd_adaptive`` scorer and picker, as a
   config names them: FGD whose fragments count GPUs beyond what a node's
   free CPUs can serve, comparing nodes first by the GPUs a pod would strand
-  behind exhausted CPUs, with the task types learned from the pods that
-  have arrived so far (never from pods yet to come);
+  behind exhausted CPUs, then shares by the worth they cost at the
+  cutting-stock LP's prices of the share sizes, with the task types learned
+  from the pods that have arrived so far (never from pods yet to come);
 * ``default``: ``build_profile(SchedulerConfig())``, whatever the default is
   (now ``binpack`` with its CPU rule: nodes compared first by the GPU
   capacity a pod would leave stranded behind the node's free CPUs, see

@@ -25,7 +25,9 @@ from gpudock.scheduler.policies.fgd_adaptive import (
     AdaptiveFgd,
     AdaptiveFgdPicker,
     CpuLimitedFragmentation,
+    PricedFragmentation,
     WorkloadLearner,
+    priced,
 )
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import NodeView
@@ -169,6 +171,66 @@ def test_cpu_heavy_jobs_go_where_cpus_are_plentiful_for_the_gpus_left() -> None:
     assert plan.placements[0].node == "a-tight"
 
 
+# ── shares priced by the cutting-stock LP ─────────────────────────────────
+
+PAIRS: Workload = [(TaskType(0.47), 4.0), (TaskType(0.32), 2.0), (TaskType(0.68), 1.0)]
+"""0.68 + 0.32 fill a GPU and two 0.47s nearly do: priced 2/3, 1/3 and 1/2 (test_share_prices)."""
+
+
+def test_a_share_leaves_a_gap_to_the_size_that_fills_it_better() -> None:
+    # GPU 0 holds a 0.47: its 0.53 is best kept for another 0.47. A 0.32 there would leave
+    # 0.21 that no priced share fits; on the idle GPU it leaves 0.68, worth what it cost.
+    node = make_node("n").gpus(2, memory="100GiB").shared(0, "47GiB").cpus(32).build()
+    job = make_job(1).gpu_memory("32GiB").cpus(2).build()
+    snapshot = make_snapshot([node], [job])
+    workload = [*PAIRS, (TaskType(1), 10.0)]  # mostly whole-GPU jobs
+    plan = run_cycle(snapshot, measure_profile(priced(workload)))
+    assert plan.placements[0].gpu_uuids == (node.gpus[1].uuid,)
+    # Best fit takes the gap. So does FGD's own measure: for the popular whole-GPU type the
+    # 0.68 left on a GPU no longer idle would be a fragment, the 0.21 counts less.
+    for profile in (build_profile(SchedulerConfig()), measure_profile(Fragmentation(workload))):
+        assert run_cycle(snapshot, profile).placements[0].gpu_uuids == (node.gpus[0].uuid,)
+
+
+def test_a_share_the_gap_suits_fills_it() -> None:
+    node = make_node("n").gpus(2, memory="100GiB").shared(0, "47GiB").cpus(32).build()
+    job = make_job(1).gpu_memory("47GiB").cpus(2).build()
+    plan = run_cycle(make_snapshot([node], [job]), measure_profile(priced(PAIRS)))
+    assert plan.placements[0].gpu_uuids == (node.gpus[0].uuid,)
+
+
+def test_the_priced_measure_adds_the_worth_lost_between_stranded_gpus_and_fragments() -> None:
+    view = make_node("n").gpus(2, memory="100GiB").shared(0, "47GiB").cpus(4).build()
+    summary = summarize(state_of(view))  # free (530, 1000); 4 CPUs
+    workload = [(replace(t, cpus=8), p) for t, p in [*PAIRS, (TaskType(1), 1.0)]]
+    measure = priced(workload)
+    fragments, strand = measure.parts(summary)
+    assert strand == pytest.approx(1.53)  # every type could use the GPUs, none with 4 CPUs
+    worth = 0.5 + 1.0  # value(530) + value(1000)
+    assert measure.of(summary) == pytest.approx(
+        fgd_adaptive.STRANDED_WEIGHT * strand - worth + fgd_adaptive.FRAGMENT_WEIGHT * fragments
+    )
+
+
+def test_whole_gpu_jobs_go_where_the_cpu_limited_measure_sends_them() -> None:
+    # An idle GPU is worth 1 on every node, so taking k of them loses k everywhere; what
+    # decides is stranded capacity, then FGD's fragments, as without prices.
+    nodes = [
+        make_node("a").gpus(4, memory="100GiB").shared(0, "47GiB").cpus(64).build(),
+        make_node("b").gpus(4, memory="100GiB").cpus(64).build(),
+        make_node("c").gpus(4, memory="100GiB").cpus(20).build(),
+    ]
+    workload = [*PAIRS, (TaskType(2, cpus=8), 2.0)]
+    snapshot = make_snapshot(nodes, [make_job(1).gpus(2).cpus(16).build()])
+    chosen = {
+        run_cycle(snapshot, measure_profile(measure)).placements[0].node
+        for measure in (priced(workload), CpuLimitedFragmentation(workload))
+    }
+    # c would strand its last 2 GPUs behind 4 CPUs. On a and b the 2-GPU type loses nothing
+    # (a's odd idle GPU was a fragment already), and a is left the fullest.
+    assert chosen == {"a"}
+
+
 # ── the learned workload ──────────────────────────────────────────────────
 
 
@@ -195,7 +257,7 @@ def test_the_default_workload_is_used_until_enough_jobs_are_seen() -> None:
     # The learned type asks 12 CPUs per GPU: 72 CPUs serve only 6 of 8 idle GPUs.
     busy = state_of(make_node("m").gpus(8).cpus(96, used=24).build())
     measure = learner.scorer.measure
-    assert isinstance(measure, CpuLimitedFragmentation)
+    assert isinstance(measure, PricedFragmentation)
     assert measure.parts(summarize(busy)) == pytest.approx((2, 2))
 
 
