@@ -37,7 +37,6 @@ Four extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
   ``DEFAULT_WORKLOAD``. The measure is rebuilt when the jobs seen have
   doubled or grown by ``REBUILD_EVERY`` since the last build, so that the
   memo of ``F_n`` per node state stays useful.
-
 * **Shares are placed where they lose least at the workload's cutting-stock
   prices** (``PricedFragmentation``, ``scheduler/share_prices.py``). FGD's ``F_n``
   says which free capacity the next task cannot use, not which share should
@@ -74,8 +73,9 @@ Caveats, stated plainly:
   the Alibaba trace (3 seeds), counting every type 2.4 points less;
 * each rebuild solves the cutting-stock LP (SciPy's HiGHS, by column
   generation, each round adding for every size the best pattern holding it)
-  with a knapsack per round: 0.03 s for the trace's 20 share sizes, 0.16 s
-  for 91. Sizes are priced on a grid of hundredths of a GPU, rounded up
+  with a knapsack per round: 0.04-0.07 s for the trace's 20 share sizes
+  (this 2-core machine, with other work running), 0.16 s for 91 (uniform
+  draws). Sizes are priced on a grid of hundredths of a GPU, rounded up
   (``share_prices.GRID``): every thousandth took 147 s for 899 sizes.
   Prices are exact for the sizes seen, not for sizes yet to come;
 * ``FRAGMENT_WEIGHT`` (0.01) only breaks ties: 0.0001 and 0.1 allocate the
