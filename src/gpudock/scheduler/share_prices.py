@@ -107,14 +107,9 @@ def values(price: Mapping[int, float]) -> tuple[float, ...]:
     partly used GPU is worth 0.
     """
     sizes = sorted(price)
-    table = _knapsack([price[s] for s in sizes], sizes)
+    table = [float(v) for v in _solve([price[s] for s in sizes], sizes)[0]]
     table[MILLI] = max(table[MILLI], 1.0)
     return tuple(table)
-
-
-def _knapsack(worth: Sequence[float], sizes: Sequence[int]) -> list[float]:
-    """``best[c]``: the largest total ``worth`` of items (repeats allowed) of total size <= c."""
-    return [float(v) for v in _solve(worth, sizes)[0]]
 
 
 def _improving(duals: Sequence[float], sizes: Sequence[int]) -> list[list[int]]:

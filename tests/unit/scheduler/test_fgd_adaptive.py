@@ -27,7 +27,6 @@ from gpudock.scheduler.policies.fgd_adaptive import (
     CpuLimitedFragmentation,
     PricedFragmentation,
     WorkloadLearner,
-    priced,
 )
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import NodeView
@@ -184,7 +183,7 @@ def test_a_share_leaves_a_gap_to_the_size_that_fills_it_better() -> None:
     job = make_job(1).gpu_memory("32GiB").cpus(2).build()
     snapshot = make_snapshot([node], [job])
     workload = [*PAIRS, (TaskType(1), 10.0)]  # mostly whole-GPU jobs
-    plan = run_cycle(snapshot, measure_profile(priced(workload)))
+    plan = run_cycle(snapshot, measure_profile(PricedFragmentation(workload)))
     assert plan.placements[0].gpu_uuids == (node.gpus[1].uuid,)
     # Best fit takes the gap. So does FGD's own measure: for the popular whole-GPU type the
     # 0.68 left on a GPU no longer idle would be a fragment, the 0.21 counts less.
@@ -195,7 +194,7 @@ def test_a_share_leaves_a_gap_to_the_size_that_fills_it_better() -> None:
 def test_a_share_the_gap_suits_fills_it() -> None:
     node = make_node("n").gpus(2, memory="100GiB").shared(0, "47GiB").cpus(32).build()
     job = make_job(1).gpu_memory("47GiB").cpus(2).build()
-    plan = run_cycle(make_snapshot([node], [job]), measure_profile(priced(PAIRS)))
+    plan = run_cycle(make_snapshot([node], [job]), measure_profile(PricedFragmentation(PAIRS)))
     assert plan.placements[0].gpu_uuids == (node.gpus[0].uuid,)
 
 
@@ -203,7 +202,7 @@ def test_the_priced_measure_adds_the_worth_lost_between_stranded_gpus_and_fragme
     view = make_node("n").gpus(2, memory="100GiB").shared(0, "47GiB").cpus(4).build()
     summary = summarize(state_of(view))  # free (530, 1000); 4 CPUs
     workload = [(replace(t, cpus=8), p) for t, p in [*PAIRS, (TaskType(1), 1.0)]]
-    measure = priced(workload)
+    measure = PricedFragmentation(workload)
     fragments, strand = measure.parts(summary)
     assert strand == pytest.approx(1.53)  # every type could use the GPUs, none with 4 CPUs
     worth = 0.5 + 1.0  # value(530) + value(1000)
@@ -224,7 +223,7 @@ def test_whole_gpu_jobs_go_where_the_cpu_limited_measure_sends_them() -> None:
     snapshot = make_snapshot(nodes, [make_job(1).gpus(2).cpus(16).build()])
     chosen = {
         run_cycle(snapshot, measure_profile(measure)).placements[0].node
-        for measure in (priced(workload), CpuLimitedFragmentation(workload))
+        for measure in (PricedFragmentation(workload), CpuLimitedFragmentation(workload))
     }
     # c would strand its last 2 GPUs behind 4 CPUs. On a and b the 2-GPU type loses nothing
     # (a's odd idle GPU was a fragment already), and a is left the fullest.

@@ -182,8 +182,9 @@ class CpuLimitedFragmentation(Fragmentation):
 
 @lru_cache(maxsize=1)
 def _default_measure() -> PricedFragmentation:
-    """``priced(DEFAULT_WORKLOAD)``, built once (every new learner starts with it)."""
-    return priced(DEFAULT_WORKLOAD)
+    """The ``PricedFragmentation`` of ``DEFAULT_WORKLOAD``, built once (every new learner
+    starts with it)."""
+    return PricedFragmentation(DEFAULT_WORKLOAD)
 
 
 def _cpu_copies(cpus: float | None, task_cpus: float) -> int | None:
@@ -199,34 +200,27 @@ class PricedFragmentation(CpuLimitedFragmentation):
 
     ``F_n`` here is ``STRANDED_WEIGHT x stranded - sum_g value(f_g) + FRAGMENT_WEIGHT x
     fragments``, with ``f_g`` the free thousandths of each GPU and ``value`` the table of
-    ``share_prices.values``. A placement's rise of the middle term is the worth its GPUs lose
-    at those prices: the same on every node for whole-GPU jobs (an idle GPU is worth 1) and
-    for CPU-only jobs (nothing), so for them nodes are compared as by
-    ``CpuLimitedFragmentation``.
+    ``share_prices.values`` for the workload's share sizes (on the price grid,
+    ``share_prices.priced_size``), weighted by popularity. A placement's rise of the middle
+    term is the worth its GPUs lose at those prices: the same on every node for whole-GPU
+    jobs (an idle GPU is worth 1) and for CPU-only jobs (nothing), so for them nodes are
+    compared as by ``CpuLimitedFragmentation``.
     """
 
-    def __init__(self, workload: Workload, value: tuple[float, ...]) -> None:
+    def __init__(self, workload: Workload) -> None:
         super().__init__(workload)
-        if len(value) != MILLI + 1:
-            raise ValueError(f"a value table has {MILLI + 1} entries, got {len(value)}")
-        self._value = value
+        demand: dict[int, float] = {}
+        for whole, share, _, p in self._tasks:
+            if not whole:
+                size = share_prices.priced_size(share)
+                demand[size] = demand.get(size, 0.0) + p
+        self._value = share_prices.values(share_prices.prices(demand))
 
     def _compute(self, summary: NodeSummary) -> float:
         fragments, stranded = self.parts(summary)
         value = self._value
         worth = sum(value[f] for f in summary[0])
         return STRANDED_WEIGHT * stranded - worth + FRAGMENT_WEIGHT * fragments
-
-
-def priced(workload: Workload) -> PricedFragmentation:
-    """The ``PricedFragmentation`` of ``workload``: its shares' sizes (on the price grid,
-    ``share_prices.priced_size``), weighted by popularity, priced by ``share_prices``."""
-    demand: dict[int, float] = {}
-    for task, p in workload:
-        if task.gpus < 1 and p > 0:
-            size = share_prices.priced_size(round(task.gpus * MILLI))
-            demand[size] = demand.get(size, 0.0) + p
-    return PricedFragmentation(workload, share_prices.values(share_prices.prices(demand)))
 
 
 class WorkloadLearner:
@@ -271,7 +265,7 @@ class WorkloadLearner:
 
     def _rebuild(self) -> None:
         self._built_at = self._jobs
-        self.scorer = Fgd(priced(self.workload()))
+        self.scorer = Fgd(PricedFragmentation(self.workload()))
         self.picker = FgdPicker(self.scorer.measure)
 
 
