@@ -43,6 +43,10 @@ workload of hundreds of sizes (147 s for 899 against 0.16 s for the same workloa
 grid); the Alibaba trace's sizes all lie on it."""
 MAX_ROUNDS = 200
 """Column-generation rounds at most (a few tens suffice for tens of sizes)."""
+ENUMERATE = 2000
+"""Up to this many maximal patterns, the LP takes them all and is solved once (``prices``)."""
+SEARCH = 20
+"""The enumeration of maximal patterns stops after ``SEARCH`` x ``ENUMERATE`` partial ones."""
 EPSILON = 1e-9
 
 
@@ -57,12 +61,15 @@ def prices(demand: Mapping[int, float]) -> dict[int, float]:
     """The cutting-stock LP's dual price of each share size in ``demand``.
 
     ``demand``: size in thousandths (1-999) -> how many shares of it (any
-    positive weights). Solved by column generation: the LP over the patterns
-    found so far (starting with each size alone, as many copies as fit),
-    then, from one knapsack over the current prices, for each size the best
-    pattern holding it, added where it is worth more than one GPU; until
-    none is (or ``MAX_ROUNDS``). Raises ``ValueError`` for a size outside
-    1-999 or a weight that is not positive.
+    positive weights). When the sizes have at most ``ENUMERATE`` maximal
+    patterns (a few sizes, none tiny), the LP over all of them is solved
+    once (a few milliseconds: what the scheduler meets per cycle). Otherwise
+    by column generation: the LP over the patterns found so far (starting
+    with each size alone, as many copies as fit), then, from one knapsack
+    over the current prices, for each size the best pattern holding it,
+    added where it is worth more than one GPU; until none is (or
+    ``MAX_ROUNDS``). Both end at the same LP optimum. Raises ``ValueError``
+    for a size outside 1-999 or a weight that is not positive.
     """
     import numpy as np
     from scipy.optimize import linprog  # imported when prices are built, not with the scheduler
@@ -76,11 +83,8 @@ def prices(demand: Mapping[int, float]) -> dict[int, float]:
     if not sizes:
         return {}
     need = -np.array([float(demand[s]) for s in sizes])
-    columns = [np.diag([MILLI // s for s in sizes]).astype(np.float64)]  # each size alone
-    seen: set[tuple[int, ...]] = set()
-    duals = [0.0] * len(sizes)
-    for _ in range(MAX_ROUNDS):
-        patterns = np.hstack(columns)
+
+    def solve(patterns: Any) -> list[float]:
         result = linprog(
             np.ones(patterns.shape[1]),
             A_ub=-patterns,
@@ -90,13 +94,51 @@ def prices(demand: Mapping[int, float]) -> dict[int, float]:
         )
         if result.status != 0:
             raise RuntimeError(f"cutting-stock LP failed: {result.message}")
-        duals = [max(0.0, -float(m)) for m in result.ineqlin.marginals]
+        return [max(0.0, -float(m)) for m in result.ineqlin.marginals]
+
+    every = maximal_patterns(sizes, ENUMERATE)
+    if every is not None:
+        return dict(zip(sizes, solve(np.array(every, dtype=np.float64).T), strict=True))
+    columns = [np.diag([MILLI // s for s in sizes]).astype(np.float64)]  # each size alone
+    seen: set[tuple[int, ...]] = set()
+    duals = [0.0] * len(sizes)
+    for _ in range(MAX_ROUNDS):
+        duals = solve(np.hstack(columns))
         fresh = [p for p in _improving(duals, sizes) if tuple(p) not in seen]
         if not fresh:
             break
         seen.update(tuple(p) for p in fresh)
         columns.append(np.array(fresh, dtype=np.float64).T)
     return dict(zip(sizes, duals, strict=True))
+
+
+def maximal_patterns(sizes: Sequence[int], limit: int) -> list[tuple[int, ...]] | None:
+    """Every maximal pattern of ``sizes`` (ascending): copies of each that fit in ``MILLI``
+    together, with no room left for one more of any; None when there are more than
+    ``limit`` (or the search passes ``SEARCH`` x ``limit`` partial patterns). Patterns
+    that are not maximal add nothing to the LP (prices are not
+    negative), so these suffice."""
+    found: list[tuple[int, ...]] = []
+    counts = [0] * len(sizes)
+    smallest = sizes[0]
+    steps = [0]  # partial patterns tried: the search gives up past ``SEARCH`` x ``limit``
+
+    def fill(i: int, left: int) -> bool:
+        steps[0] += 1
+        if steps[0] > SEARCH * limit:
+            return False
+        if i == len(sizes):
+            if left < smallest:
+                found.append(tuple(counts))
+            return len(found) <= limit
+        for copies in range(left // sizes[i], -1, -1):
+            counts[i] = copies
+            if not fill(i + 1, left - copies * sizes[i]):
+                return False
+        counts[i] = 0
+        return True
+
+    return found if fill(0, MILLI) else None
 
 
 def values(price: Mapping[int, float]) -> tuple[float, ...]:
@@ -132,23 +174,22 @@ def _improving(duals: Sequence[float], sizes: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def _solve(worth: Sequence[float], sizes: Sequence[int]) -> tuple[Any, list[int]]:
-    """The unbounded knapsack's table ``best[0..1000]`` (a NumPy array) and, per capacity,
-    the item last added (-1: none, ``best[c] = best[c - 1]``). ``sizes`` ascending."""
-    import numpy as np
-
-    size = np.asarray(sizes, dtype=np.int64)
-    value = np.asarray(worth, dtype=np.float64)
-    best = np.zeros(MILLI + 1)
+def _solve(worth: Sequence[float], sizes: Sequence[int]) -> tuple[list[float], list[int]]:
+    """The unbounded knapsack's table ``best[0..1000]`` and, per capacity, the item last
+    added (-1: none, ``best[c] = best[c - 1]``). ``sizes`` ascending."""
+    items = list(zip(sizes, worth, strict=True))
+    best = [0.0] * (MILLI + 1)
     last = [-1] * (MILLI + 1)
-    fits = 0
     for c in range(1, MILLI + 1):
-        while fits < len(size) and size[fits] <= c:
-            fits += 1
-        best[c] = best[c - 1]
-        if fits:
-            candidates = best[c - size[:fits]] + value[:fits]
-            i = int(candidates.argmax())
-            if candidates[i] > best[c] + EPSILON:
-                best[c], last[c] = candidates[i], i
+        top, chosen = -1.0, -1
+        for i, (size, value) in enumerate(items):
+            if size > c:
+                break
+            candidate = best[c - size] + value
+            if candidate > top:
+                top, chosen = candidate, i
+        if chosen >= 0 and top > best[c - 1] + EPSILON:
+            best[c], last[c] = top, chosen
+        else:
+            best[c] = best[c - 1]
     return best, last

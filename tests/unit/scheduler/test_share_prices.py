@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpudock.scheduler.share_prices import MILLI, priced_size, prices, values
+from gpudock.scheduler import share_prices
+from gpudock.scheduler.share_prices import MILLI, maximal_patterns, priced_size, prices, values
 
 
 def test_two_halves_fill_a_gpu_so_each_is_priced_at_half() -> None:
@@ -68,3 +69,18 @@ def test_sizes_outside_a_gpu_and_empty_demand_are_refused(
 )
 def test_sizes_are_priced_on_a_grid_of_hundredths_rounded_up(size: int, priced_as: int) -> None:
     assert priced_size(size) == priced_as
+
+
+def test_the_maximal_patterns_are_those_with_no_room_for_one_more_share() -> None:
+    assert sorted(maximal_patterns([300, 500], 10)) == [(0, 2), (1, 1), (3, 0)]
+    assert maximal_patterns([300, 500], 2) is None  # more than the limit
+    assert maximal_patterns([10, 20, 30, 40], 2000) is None  # tiny sizes: too many to list
+
+
+@pytest.mark.parametrize("enumerate_up_to", [0, 2000], ids=["column generation", "all patterns"])
+def test_both_ways_of_solving_give_the_lp_prices(
+    monkeypatch: pytest.MonkeyPatch, enumerate_up_to: int
+) -> None:
+    monkeypatch.setattr(share_prices, "ENUMERATE", enumerate_up_to)
+    assert prices({810: 2, 160: 10}) == pytest.approx({810: 5 / 6, 160: 1 / 6})
+    assert prices({470: 4, 320: 2, 680: 1}) == pytest.approx({470: 1 / 2, 320: 1 / 3, 680: 2 / 3})
