@@ -28,10 +28,11 @@ Policies:
   the capacity checks (``random_node``); the cycle, given that one node,
   runs the filters and ``RandomPicker`` takes the GPUs;
 * ``bestfit``: FGD's BestFit mapped onto gpudock, the ``binpack`` scorer
-  without its CPU rule (``Binpack(cpu_aware=False)``) and the ``best_fit``
-  picker: the node with the fewest idle GPUs left (whole GPUs and CPU-only
-  pods) or the least free shareable memory left (shares), then the
-  tightest GPU. Unlike FGD's BestFit it does not weigh free CPUs;
+  without its CPU rule or share prices (``Binpack(cpu_aware=False,
+  price_shares=False)``) and the ``best_fit`` picker: the node with the
+  fewest idle GPUs left (whole GPUs and CPU-only pods) or the least free
+  shareable memory left (shares), then the tightest GPU. Unlike FGD's
+  BestFit it does not weigh free CPUs;
 * ``fgd``: ``Fgd`` + ``FgdPicker`` with the trace's own task types (GPU
   demand and CPUs of every GPU pod, weighted by pod count), as FGD knows its
   workload from history;
@@ -44,7 +45,17 @@ Policies:
 * ``default``: ``build_profile(SchedulerConfig())``, whatever the default is
   (now ``binpack`` with its CPU rule: nodes compared first by the GPU
   capacity a pod would leave stranded behind the node's free CPUs, see
-  ``policies/binpack.py``; then best fit).
+  ``policies/binpack.py``; then best fit);
+* ``priced``: the default with ``binpack``'s ``price_shares`` option: one-GPU
+  shares placed by the job mix's share prices (``scheduler/pricing.py``),
+  answered by the capacity index.
+
+The job mix (``Snapshot.workload``; only ``priced`` reads it): every pod that
+has arrived, the one being placed included, counted as the server would
+count its running and pending jobs (a pod that failed would still be
+pending there), through a ``MixTracker`` as the server's controller keeps
+one: the mix is republished when its proportions have moved by 10% or the
+pods have doubled.
 
 Speed (decisions are exactly those of a full snapshot). Nodes in identical
 states (same GPUs, allocation and CPUs) get identical verdicts and scores
@@ -88,6 +99,7 @@ from gpudock.scheduler.cycle import run_cycle  # noqa: E402
 from gpudock.scheduler.framework import Profile  # noqa: E402
 from gpudock.scheduler.policies.binpack import Binpack  # noqa: E402
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, TaskType  # noqa: E402
+from gpudock.scheduler.pricing import MixTracker  # noqa: E402
 from gpudock.scheduler.registry import build_profile  # noqa: E402
 from gpudock.scheduler.snapshot import (  # noqa: E402
     GpuView,
@@ -95,6 +107,7 @@ from gpudock.scheduler.snapshot import (  # noqa: E402
     NodeView,
     Placement,
     Snapshot,
+    WorkloadEntry,
 )
 from gpudock.sim.cluster import alibaba_nodes  # noqa: E402
 from gpudock.sim.traces import TraceJob, load_trace  # noqa: E402
@@ -106,7 +119,7 @@ NOMINAL_GPU_MEMORY = MILLI * MiB
 """Every GPU's memory in the snapshot: a share of ``gpu_milli`` is ``gpu_milli`` MiB."""
 REFERENCE = {"FGD": 95.23, "BestFit": 92.86, "Random": 86.30}
 """FGD's paper, this trace: GPU allocation (%) when arrived demand reaches 100%."""
-POLICIES = ("random", "bestfit", "fgd", "fgd_adaptive", "default")
+POLICIES = ("random", "bestfit", "fgd", "fgd_adaptive", "default", "priced")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +203,9 @@ class StateClass:
     available: bool
 
 
+Workload = tuple[WorkloadEntry, ...] | None
+
+
 class Cluster:
     """The current allocation, by node; a Snapshot of it for each pod."""
 
@@ -247,12 +263,16 @@ class Cluster:
         """GPUs of the state ``job`` could use now (``gpu_capacity``'s count)."""
         return sum(1 for g in self.views[klass.names[0]].gpus if usable_now(job, g))
 
-    def snapshot(self, job: JobRequest, classes: Sequence[StateClass]) -> Snapshot:
+    def snapshot(
+        self, job: JobRequest, classes: Sequence[StateClass], workload: Workload = None
+    ) -> Snapshot:
         nodes = tuple(self.views[k.names[0]] for k in classes)
-        return Snapshot(now=0.0, nodes=nodes, pending=(job,))
+        return Snapshot(now=0.0, nodes=nodes, pending=(job,), workload=workload)
 
-    def full_snapshot(self, job: JobRequest) -> Snapshot:
-        return Snapshot(now=0.0, nodes=tuple(self.views.values()), pending=(job,))
+    def full_snapshot(self, job: JobRequest, workload: Workload = None) -> Snapshot:
+        return Snapshot(
+            now=0.0, nodes=tuple(self.views.values()), pending=(job,), workload=workload
+        )
 
     def apply(self, placement: Placement, job: JobRequest) -> None:
         """Take the placement's GPUs and the job's CPUs (as ``sim.engine`` does)."""
@@ -325,8 +345,9 @@ def _named(scorer: str, picker: str) -> Profile:
 
 
 def _best_fit() -> Profile:
-    """FGD's BestFit: ``binpack`` without its CPU rule, and the ``best_fit`` picker."""
-    return replace(_named("binpack", "best_fit"), scorers=((Binpack(cpu_aware=False), 1.0),))
+    """FGD's BestFit: ``binpack`` without its CPU rule or share prices, and ``best_fit``."""
+    plain = Binpack(cpu_aware=False, price_shares=False)
+    return replace(_named("binpack", "best_fit"), scorers=((plain, 1.0),))
 
 
 def make_policy(
@@ -335,6 +356,9 @@ def make_policy(
     """The profile of ``policy``, and for ``random`` how it draws the node."""
     if policy == "default":
         return build_profile(SchedulerConfig()), None
+    if policy == "priced":
+        priced = ScorerWeight(name="binpack", options={"price_shares": True})
+        return build_profile(SchedulerConfig(policies=PoliciesConfig(scorers=[priced]))), None
     if policy == "bestfit":
         return _best_fit(), None
     if policy == "fgd":
@@ -363,7 +387,7 @@ def replay(
     pods: Sequence[Pod],
     profile: Profile,
     draw: Draw | None = None,
-    full: Callable[[Cluster, Pod, Placement | None], None] | None = None,
+    full: Callable[[Cluster, Pod, Placement | None, Workload], None] | None = None,
 ) -> RunResult:
     """Schedule ``pods`` one by one until arrived demand reaches the capacity.
 
@@ -375,16 +399,20 @@ def replay(
     cluster = Cluster(views)
     capacity = sum(len(v.gpus) for v in views) * MILLI
     arrived = allocated = failed = count = 0
+    mix: Counter[tuple[int, int | None, float | None]] = Counter()
+    tracker = MixTracker()  # as the server's controller keeps one
     for pod in pods:
         count += 1
         job = pod.request
+        mix[(job.gpus, job.gpu_memory, job.cpus)] += 1
+        workload = tracker.workload([(g, m, c, n) for (g, m, c), n in mix.items()])
         classes = cluster.candidates(job)
         if draw is not None:
             classes = draw(classes)
-        plan = run_cycle(cluster.snapshot(job, classes), profile)
+        plan = run_cycle(cluster.snapshot(job, classes, workload), profile)
         placement = plan.placements[0] if plan.placements else None
         if full is not None:
-            full(cluster, pod, placement)
+            full(cluster, pod, placement, workload)
         if placement is None:
             if classes:
                 raise RuntimeError(f"pod {job.id} refused on {classes[0].names[0]}: {plan}")
@@ -406,12 +434,14 @@ def check(views: Sequence[NodeView], pods: Sequence[Pod], profile: Profile, samp
     mismatches = seen = 0
     stride = max(1, len(pods) * 3 // (4 * samples))  # the replay stops at ~3/4 of the pods
 
-    def compare(cluster: Cluster, pod: Pod, placement: Placement | None) -> None:
+    def compare(
+        cluster: Cluster, pod: Pod, placement: Placement | None, workload: Workload
+    ) -> None:
         nonlocal mismatches, seen
         seen += 1
         if seen % stride:
             return
-        plan = run_cycle(cluster.full_snapshot(pod.request), profile)
+        plan = run_cycle(cluster.full_snapshot(pod.request, workload), profile)
         full = plan.placements[0] if plan.placements else None
         if full != placement:
             mismatches += 1

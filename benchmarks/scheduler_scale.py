@@ -85,8 +85,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gpudock.config import SchedulerConfig
+from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
@@ -235,6 +236,14 @@ def order_key(job: JobRequest) -> tuple[int, float, int]:
 # -- timing -----------------------------------------------------------------------------
 
 
+def config_of(args: argparse.Namespace) -> SchedulerConfig:
+    """``--placement``, and with ``--price-shares`` binpack's ``price_shares`` option."""
+    if not args.price_shares:
+        return SchedulerConfig(placement=args.placement)
+    scorer = ScorerWeight(name="binpack", options={"price_shares": True})
+    return SchedulerConfig(policies=PoliciesConfig(scorers=[scorer]))
+
+
 @dataclass
 class Timer:
     """Times ``schedule()`` calls; optionally profiles only them (cProfile)."""
@@ -245,6 +254,8 @@ class Timer:
     cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU time
     gc_seconds: float = 0.0  # garbage collector pauses inside schedule()
     gc_outside_seconds: float = 0.0  # pauses between the calls (schedule() pauses the collector)
+    mix: MixTracker = field(default_factory=MixTracker)  # the job mix binpack prices shares by
+    prices: bool = False  # binpack's ``price_shares`` (``--price-shares``)
     _inside: bool = False
     _gc_start: float = 0.0
 
@@ -256,6 +267,8 @@ class Timer:
             self.profiler.enable()
         self._inside = True
         start, start_cpu = time.perf_counter(), time.process_time()
+        if self.prices:  # as the controller does
+            snapshot = self.mix.apply(snapshot)
         plan = schedule(snapshot, self.config)
         self.cpu_seconds.append(time.process_time() - start_cpu)
         self.seconds.append(time.perf_counter() - start)
@@ -588,6 +601,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--tick", type=float, default=300.0, help="virtual seconds between cycles")
     add("--latency-cycles", type=int, default=300, help="cycles of 1000 queued jobs")
     add("--placement", choices=("binpack", "spread"), default="binpack")
+    add("--price-shares", action="store_true", help="binpack's share prices (scheduler/pricing.py)")
     add("--seed", type=int, default=1)
     add("--skip-drain", action="store_true", help="only the 1000-job latency cycles")
     add(
@@ -623,11 +637,11 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.cycle_times:  # a later run of ``--repeats``
-        _, cycle_ms = latency(args, Timer(SchedulerConfig(placement=args.placement)))
+        _, cycle_ms = latency(args, Timer(config_of(args), prices=args.price_shares))
         print(json.dumps({"cycle_ms": cycle_ms}))
         return
     params = {k: v for k, v in vars(args).items() if k not in ("json", "profile", "cycle_times")}
-    timer = Timer(SchedulerConfig(placement=args.placement))
+    timer = Timer(config_of(args), prices=args.price_shares)
     result: dict[str, Any] = {"params": params, "python": sys.version.split()[0]}
     with profiling(args.profile, timer):
         if not args.skip_drain:

@@ -44,6 +44,7 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.policies.gpu_picker",
     "gpudock.scheduler.policies.priority_fifo",
     "gpudock.scheduler.preemption",
+    "gpudock.scheduler.pricing",
     "gpudock.scheduler.release",
     "gpudock.scheduler.running",
     "gpudock.scheduler.snapshot",

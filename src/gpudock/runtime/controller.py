@@ -28,6 +28,9 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.reconciler import reconcile
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.policies.binpack import prices_shares
+from gpudock.scheduler.pricing import MixTracker
+from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
@@ -46,6 +49,8 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._events: EventStream | None = None
         self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
+        self._mix = MixTracker()  # the job mix share prices follow (``scheduler/pricing.py``)
+        self._prices = prices_shares(build_profile(ctx.config.scheduler))
         self._history_saved = 0.0
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
 
@@ -79,6 +84,8 @@ class Controller:
         snapshot = self._with_history(snapshot)
         if not snapshot.pending:
             return ApplyResult()
+        if self._prices:
+            snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by
         plan = schedule(snapshot, ctx.config.scheduler)
         result = apply_plan(ctx.db, plan, ctx.clock())
         for placement in result.committed:

@@ -53,6 +53,7 @@ from gpudock.scheduler.capacity import CycleState, ReservationError, matches_mod
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
+from gpudock.scheduler.policies.binpack import priced_profile
 from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.release import RunningOn
@@ -152,6 +153,7 @@ def _run_cycle(
     strict: bool,
     explain: bool = True,
 ) -> Plan:
+    profile = priced_profile(profile, snapshot)  # binpack's share prices for this job mix
     jobs = order_jobs(snapshot.pending, profile.order)  # 1
     state = CycleState(snapshot.nodes)  # 2
     cache: VerdictCache

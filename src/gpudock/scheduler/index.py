@@ -66,6 +66,8 @@ class NodeFit(NamedTuple):
     of the class, largest first. ``idle_all`` and ``free_all`` are the whole
     node's ``NodeState.idle_gpus`` and ``free_memory`` (what scorers read).
     ``only_name``: the product name when all the node's GPUs share one.
+    ``shares``: ``(memory_total, free)`` of each healthy GPU of the class not held
+    exclusively, in GPU order (``pricing.Pair``: what share prices read).
     """
 
     total: int
@@ -75,6 +77,7 @@ class NodeFit(NamedTuple):
     idle_all: int
     free_all: int
     only_name: str | None
+    shares: tuple[tuple[int, int], ...] = ()
 
     @property
     def whole_key(self) -> WholeKey:
@@ -105,6 +108,7 @@ def node_fit(gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
     total = idle = idle_all = free_all = 0
     frees: list[int] = []
     sizes: list[int] = []
+    pairs: list[tuple[int, int]] = []
     names: set[str] = set()
     for g in gpus:
         names.add(g.name)
@@ -120,10 +124,11 @@ def node_fit(gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
             sizes.append(g.memory_total)
             if shareable:
                 frees.append(free)
+                pairs.append((g.memory_total, free))
     frees.sort(reverse=True)
     sizes.sort(reverse=True)
     only = next(iter(names)) if len(names) == 1 else None
-    return NodeFit(total, idle, tuple(frees), tuple(sizes), idle_all, free_all, only)
+    return NodeFit(total, idle, tuple(frees), tuple(sizes), idle_all, free_all, only, tuple(pairs))
 
 
 def _any_fit(gpus: Iterable[GpuLike]) -> NodeFit:
@@ -131,6 +136,7 @@ def _any_fit(gpus: Iterable[GpuLike]) -> NodeFit:
     idle = free_all = 0
     frees: list[int] = []
     sizes: list[int] = []
+    pairs: list[tuple[int, int]] = []
     first: str | None = None
     only = True
     for g in gpus:
@@ -143,13 +149,17 @@ def _any_fit(gpus: Iterable[GpuLike]) -> NodeFit:
         if g.healthy and not g.exclusive:
             used = g.used_memory
             frees.append(size - used)
+            pairs.append((size, size - used))
             free_all += size - used
             if g.shared_jobs == 0 and used == 0:
                 idle += 1
     frees.sort(reverse=True)
     sizes.sort(reverse=True)
     name = first if only else None
-    return _fit(NodeFit, (len(sizes), idle, tuple(frees), tuple(sizes), idle, free_all, name))
+    return _fit(
+        NodeFit,
+        (len(sizes), idle, tuple(frees), tuple(sizes), idle, free_all, name, tuple(pairs)),
+    )
 
 
 def refit(old: NodeFit, gpus: Iterable[GpuLike], idle_all: int, free_all: int) -> NodeFit:
@@ -159,11 +169,15 @@ def refit(old: NodeFit, gpus: Iterable[GpuLike], idle_all: int, free_all: int) -
     ``only_name`` carry over; ``idle_all`` and ``free_all`` are the node's
     refreshed ``NodeState`` counters.
     """
-    frees = [g.memory_total - g.used_memory for g in gpus if g.healthy and not g.exclusive]
-    frees.sort(reverse=True)
-    return _fit(
-        NodeFit, (old.total, idle_all, tuple(frees), old.sizes, idle_all, free_all, old.only_name)
+    pairs = tuple(
+        (g.memory_total, g.memory_total - g.used_memory)
+        for g in gpus
+        if g.healthy and not g.exclusive
     )
+    frees = [free for _, free in pairs]
+    frees.sort(reverse=True)
+    fields = (old.total, idle_all, tuple(frees), old.sizes, idle_all, free_all, old.only_name)
+    return _fit(NodeFit, (*fields, pairs))
 
 
 def class_fit(base: NodeFit, gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
@@ -313,7 +327,7 @@ class ClassIndex:
     are built on first use), shared with every ``copy``.
     """
 
-    __slots__ = ("_shared", "_sign", "_whole", "fits", "shapes", "version")
+    __slots__ = ("_priced", "_shared", "_sign", "_whole", "fits", "shapes", "version")
 
     def __init__(self, fits: dict[str, NodeFit], sign: int) -> None:
         self.fits = fits
@@ -324,6 +338,7 @@ class ClassIndex:
             fits, _whole_key, rank=lambda key: sign * key[2]
         )
         self._shared: dict[int, Buckets[int, SharedEntry]] = {}  # by the job's GPU count
+        self._priced: PricedShares | None = None  # built on first use
 
     def copy(self) -> ClassIndex:
         """An independent copy of the index as it is now, with the structures built so far."""
@@ -333,7 +348,17 @@ class ClassIndex:
         clone.shapes = self.shapes
         clone._whole = self._whole.copy(self.fits)
         clone._shared = {gpus: s.copy(self.fits) for gpus, s in self._shared.items()}
+        if self._priced is not None:
+            clone._priced = self._priced.copy(self.fits)
         return clone
+
+    def priced(self) -> PricedShares:
+        """The members by each ``(memory_total, free)`` of their shareable GPUs of the class
+        (``PricedShares``; built on first use), brought up to date."""
+        if self._priced is None:
+            self._priced = PricedShares(self.fits)
+        self._priced.read(self.fits)
+        return self._priced
 
     def shared(self, gpus: int) -> Buckets[int, SharedEntry]:
         """The buckets for shared jobs of ``gpus`` GPUs, built on first use."""
@@ -388,6 +413,83 @@ class ClassIndex:
         self._whole._dirty.add(name)  # ``mark``, inlined: this runs per reservation
         for structure in self._shared.values():
             structure._dirty.add(name)
+        if self._priced is not None:
+            self._priced.dirty.add(name)
+
+
+GpuKey = tuple[int, int]  # (memory_total, free bytes) of a GPU shares may use
+PricedEntry = tuple[int, str]  # (free shareable memory on the node, name)
+
+
+class PricedShares:
+    """Members under each distinct ``(memory_total, free)`` of their shareable GPUs
+    (``fit.shares``), each list sorted by ``(free_all, name)``: how one-GPU shares placed by price
+    (``scheduler/pricing.py``) find nodes, in O(distinct keys). A member is under as many
+    keys as it has distinct GPUs; members marked dirty move when next read. ``log`` lists
+    the keys in the order their lists were made (a key whose list emptied and came back is
+    listed again), so that a reader can keep its own order of the keys and add only new ones.
+    """
+
+    __slots__ = ("_by_key", "_of", "dirty", "log")
+
+    def __init__(self, fits: dict[str, NodeFit]) -> None:
+        self._by_key: dict[GpuKey, list[PricedEntry]] = {}
+        self._of: dict[str, tuple[frozenset[GpuKey], int]] = {}  # member -> (keys, free_all)
+        self.dirty: set[str] = set()
+        self.log: list[GpuKey] = []  # every key in order of its list's creation (appended only)
+        by_key = self._by_key
+        for name, fit in fits.items():
+            keys = frozenset(fit.shares)
+            self._of[name] = (keys, fit.free_all)
+            for key in keys:
+                entries = by_key.get(key)
+                if entries is None:
+                    by_key[key] = [(fit.free_all, name)]
+                else:
+                    entries.append((fit.free_all, name))
+        for entries in by_key.values():
+            entries.sort()
+        self.log = list(by_key)
+
+    def copy(self, fits: dict[str, NodeFit]) -> PricedShares:
+        """An independent copy, after moving the dirty members."""
+        by_key = self.read(fits)
+        clone = PricedShares({})
+        clone._by_key = {key: list(entries) for key, entries in by_key.items()}
+        clone._of = dict(self._of)
+        clone.log = list(by_key)
+        return clone
+
+    @property
+    def lists(self) -> dict[GpuKey, list[PricedEntry]]:
+        """Each key's list (never empty), as of the last ``read``."""
+        return self._by_key
+
+    def read(self, fits: dict[str, NodeFit]) -> dict[GpuKey, list[PricedEntry]]:
+        """The lists, after moving the dirty members to where their ``fits`` put them."""
+        by_key = self._by_key
+        for name in self.dirty:
+            fit = fits[name]
+            keys, free_all = frozenset(fit.shares), fit.free_all
+            old = self._of.get(name)
+            if old is not None:
+                if old[0] == keys and old[1] == free_all:
+                    continue
+                for key in old[0]:
+                    entries = by_key[key]
+                    del entries[bisect_left(entries, (old[1], name))]
+                    if not entries:
+                        del by_key[key]
+            self._of[name] = (keys, free_all)
+            for key in keys:
+                target = by_key.get(key)
+                if target is None:
+                    by_key[key] = [(free_all, name)]
+                    self.log.append(key)
+                else:
+                    insort(target, (free_all, name))
+        self.dirty.clear()
+        return by_key
 
 
 _free_all = itemgetter(5)

@@ -47,6 +47,7 @@ tests compare them on random clusters. What the fast path relies on:
 from __future__ import annotations
 
 import heapq
+from bisect import insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import TypeVar
@@ -61,7 +62,7 @@ from gpudock.scheduler.equivalence import (
     no_nodes_reason,
 )
 from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
-from gpudock.scheduler.index import ANY_MODEL, NodeFit, WholeKey
+from gpudock.scheduler.index import ANY_MODEL, GpuKey, NodeFit, PricedShares, WholeKey
 from gpudock.scheduler.policies.binpack import Binpack, packed, stranded_gpus
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_fit_on, cpus_reason
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
@@ -70,6 +71,7 @@ from gpudock.scheduler.policies.gpu_topology import GpuTopology
 from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
+from gpudock.scheduler.pricing import SharePricing, priced
 from gpudock.scheduler.snapshot import JobRequest
 
 T = TypeVar("T")
@@ -98,7 +100,7 @@ class IndexedCache:
         assert indexable(profile), "IndexedCache needs the built-in filters and one scorer"
         sign = -1 if type(profile.scorers[0][0]) is Spread else 1
         self._catalog = Catalog(state, sign)
-        self._by_key: dict[PlacementKey, IndexedVerdicts | CpuVerdicts] = {}
+        self._by_key: dict[PlacementKey, IndexedVerdicts | CpuVerdicts | PricedVerdicts] = {}
         self._state = state
         self._profile = profile
         self._generic: EquivalenceCache | None = None
@@ -107,6 +109,7 @@ class IndexedCache:
         self._cpu_nodes = cpus.count(None) != len(cpus)
         scorer = profile.scorers[0][0]
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
+        self._pricing = scorer.pricing if isinstance(scorer, Binpack) else None
         self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``
 
     def generic(self, job: JobRequest) -> bool:
@@ -123,7 +126,9 @@ class IndexedCache:
             self._generic = EquivalenceCache(self._state, self._profile)
         return self._generic
 
-    def verdicts(self, job: JobRequest) -> IndexedVerdicts | CpuVerdicts | KeyVerdicts:
+    def verdicts(
+        self, job: JobRequest
+    ) -> IndexedVerdicts | CpuVerdicts | PricedVerdicts | KeyVerdicts:
         """Current verdicts for ``job``'s key (caught up with every reservation so far).
 
         A key already blocked stays blocked, so it is answered before catching up.
@@ -139,7 +144,16 @@ class IndexedCache:
             return verdicts
         if verdicts is None:
             catalog = self._catalog
-            if job.cpus and self._cpu_nodes:
+            if self._pricing is not None and priced(job):
+                verdicts = PricedVerdicts(
+                    job,
+                    catalog,
+                    catalog.model_class(job),
+                    self._state,
+                    self._pricing,
+                    bool(job.cpus) and self._cpu_nodes,
+                )
+            elif job.cpus and self._cpu_nodes:
                 verdicts = CpuVerdicts(
                     job,
                     catalog,
@@ -424,6 +438,132 @@ class CpuVerdicts:
                         short.append((name, cpus, free))
         short.sort()
         return short
+
+
+class PricedVerdicts(CpuVerdicts):
+    """``KeyVerdicts`` for a one-GPU share placed by price (``scheduler/pricing.py``).
+
+    A node's place in the order is the least loss among its usable GPUs, then its
+    free shareable memory, then its name. Each part's ``PricedShares`` lists the
+    members under each ``(memory_total, free)`` of their GPUs; this key keeps those
+    that hold the share sorted by their loss (``_ordered``, adding only keys new to
+    ``PricedShares.log``), so the best node without CPUs to weigh is the best head
+    among the lists of the least loss. For a job asking for CPUs (some node counts
+    them) the lists are walked in that order, merged, a list joining once the walk
+    reaches its loss, each node judged once (``SharePricing.judge``: CPUs free, then
+    GPUs it would strand), and the walk stops at the first node that fits and
+    strands nothing: every later one loses as much or more and has as much
+    capacity left. ``reasons`` are ``CpuVerdicts``'s: prices change no verdict.
+    """
+
+    def __init__(
+        self,
+        job: JobRequest,
+        catalog: Catalog,
+        klass: ModelClassIndex,
+        state: CycleState,
+        pricing: SharePricing,
+        walk: bool,
+    ) -> None:
+        super().__init__(job, catalog, klass, state, True)
+        self._pricing = pricing
+        self._walks = walk
+        self._keys: list[tuple[int, int, GpuKey]] = []  # (loss, part, key), ascending
+        self._known: set[tuple[int, GpuKey]] = set()  # (part, key) in ``_keys``
+        self._read: list[int] = [0] * len(klass.parts)  # how far each part's log was read
+
+    def best(self) -> str | None:
+        """The best feasible node, or None; once None, None for the rest of the cycle."""
+        if self.blocked:
+            return None
+        self._catalog.catch_up(self._class)
+        lists = [part.index.priced() for part in self._class.parts]
+        keys = self._ordered(lists)
+        if not self._walks:
+            found: tuple[int, str] | None = None  # (free_all, name) of the best head
+            least = 0  # its loss
+            by_part = [shares.lists for shares in lists]
+            for lost, part, key in keys:
+                if found is not None and lost > least:
+                    break  # every list still to come loses more
+                entries = by_part[part].get(key)
+                if entries is not None and (found is None or entries[0] < found):
+                    found, least = entries[0], lost  # keys come by loss: never less than least
+            self.blocked = found is None  # capacity only shrinks within a cycle
+            return None if found is None else found[1]
+        name = self._walk_priced(keys, [shares.lists for shares in lists])
+        self.blocked = name is None
+        return name
+
+    def _ordered(self, lists: list[PricedShares]) -> list[tuple[int, int, GpuKey]]:
+        """``_keys`` with the keys each part has made since the last call that hold the share
+        (a key whose list is gone stays: readers skip it)."""
+        share = self._job.gpu_memory
+        assert share is not None
+        keys, known, loss = self._keys, self._known, self._pricing.loss
+        for part, shares in enumerate(lists):
+            log, start = shares.log, self._read[part]
+            if start == len(log):
+                continue
+            for key in log[start:]:
+                size, free = key
+                if free >= share and size >= share and (part, key) not in known:
+                    known.add((part, key))
+                    insort(keys, (loss(size, free, share), part, key))
+            self._read[part] = len(log)
+        return keys
+
+    def _walk_priced(
+        self,
+        keys: list[tuple[int, int, GpuKey]],
+        lists: list[dict[GpuKey, list[tuple[int, str]]]],
+    ) -> str | None:
+        """The best node that has the job's CPUs, walking the lists in ``keys``' order
+        merged (class doc)."""
+        job, state, pricing = self._job, self._state, self._pricing
+        views, free_cpus_of = state.views, state.nodes.free_cpus_of
+        fits = [part.index.fits for part in self._class.parts]
+        heap: list[tuple[int, int, str, int, int]] = []  # (loss, free_all, name, list, at)
+        walked: list[list[tuple[int, str]]] = []
+        seen: set[str] = set()
+        best: tuple[float, str] | None = None  # (-score, name)
+        at_key = 0
+        while True:
+            while at_key < len(keys) and (not heap or keys[at_key][0] <= heap[0][0]):
+                lost, part, key = keys[at_key]
+                at_key += 1
+                entries = lists[part].get(key)
+                if entries is not None:
+                    heapq.heappush(heap, (lost, *entries[0], len(walked), 0))
+                    walked.append(entries)
+            if not heap:
+                break
+            lost, free_all, name, i, at = heap[0]
+            at += 1
+            entries = walked[i]
+            if at < len(entries):
+                heapq.heapreplace(heap, (lost, *entries[at], i, at))
+            else:
+                heapq.heappop(heap)
+            if name in seen:
+                continue
+            seen.add(name)
+            cpus = views[name].cpus
+            free = 0.0 if cpus is None else free_cpus_of(name)
+            if not cpus_fit_on(job, cpus, free):
+                continue
+            fit = next(part[name] for part in fits if name in part)
+            judged = pricing.judge(
+                job, fit.shares, state.fit(name).shares, free_all, None if cpus is None else free
+            )
+            if judged is None:
+                continue
+            entry = (-judged[0], name)
+            if best is None or entry < best:
+                best = entry
+            if judged[1] == 0.0:
+                break  # no node still to come scores higher (class doc)
+        return None if best is None else best[1]
 
 
 def merged(lists: Sequence[Sequence[T]]) -> Iterator[T]:

@@ -200,6 +200,10 @@ class RunningJob:
         self.cpus = cpus  # type: ignore[misc]
 
 
+WorkloadEntry = tuple[int, int | None, float | None, int]
+"""``(gpus, gpu_memory, cpus, count)``: ``count`` jobs of one shape (``JobRequest``'s fields)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     now: float
@@ -207,6 +211,8 @@ class Snapshot:
     pending: tuple[JobRequest, ...]
     running: tuple[RunningJob, ...] = ()
     queue_history: UsageHistory | None = None  # decayed per-queue usage, for fair share
+    # the job mix placement keeps room for (``pricing.job_mix``); None: running + pending
+    workload: tuple[WorkloadEntry, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,8 @@ from gpudock.queue.history import UsageHistory
 from gpudock.scheduler.admission import QueuePolicy, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.policies.binpack import prices_shares
+from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
@@ -158,7 +160,9 @@ class Simulator:
         if self._queues is not None:
             self._history = UsageHistory(half_life=self._queues.config.fair_share.half_life)
         self._tick_at = math.inf
+        self._mix = MixTracker()  # see ``scheduler/pricing.py``
         self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
+        self._prices = prices_shares(self._profile)
         self._estimator = RemainingEstimator(whole_node=gpus_per_node)  # see its docstring
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
         self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
@@ -391,6 +395,8 @@ class Simulator:
         if self._history is not None:  # as the server's controller does each cycle
             self._history = self._history.advance(now, queue_usage(snapshot))
             snapshot = replace(snapshot, queue_history=self._history)
+        if self._prices:
+            snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by, as live
         plan = run_cycle(
             snapshot, self._profile, queues=self._queues, strict=self.policy.strict, explain=False
         )  # the simulator reads no pending reasons

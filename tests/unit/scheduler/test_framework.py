@@ -211,7 +211,11 @@ def test_binpack_without_its_cpu_rule_fills_the_node_whose_cpus_run_out() -> Non
 @pytest.mark.parametrize(
     ("name", "options", "message"),
     [
-        ("binpack", {"cpu": True}, "'binpack' has no option 'cpu' (options: cpu_aware)"),
+        (
+            "binpack",
+            {"cpu": True},
+            "'binpack' has no option 'cpu' (options: cpu_aware, price_shares)",
+        ),
         ("spread", {"cpu_aware": True}, "'spread' has no option 'cpu_aware' (options: none)"),
         ("binpack", {"cpu_aware": "no"}, "'binpack' option 'cpu_aware' takes a bool, got 'no'"),
         ("binpack", {"cpu_aware": 1}, "'binpack' option 'cpu_aware' takes a bool, got 1"),

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudock.config import SchedulerConfig
+from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.core.affinity import Taint, Toleration, selector_matches, untolerated
 from gpudock.core.inventory import gpu_model_matches
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.equivalence import KeyVerdicts
+from gpudock.scheduler.policies.binpack import priced_profile
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import (
     GangPlacement,
@@ -115,7 +116,15 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
 
 
 configs = st.sampled_from(
-    [SchedulerConfig(placement="binpack"), SchedulerConfig(placement="spread")]
+    [
+        SchedulerConfig(placement="binpack"),
+        SchedulerConfig(placement="spread"),
+        SchedulerConfig(  # binpack with share prices (scheduler/pricing.py)
+            policies=PoliciesConfig(
+                scorers=[ScorerWeight(name="binpack", options={"price_shares": True})]
+            )
+        ),
+    ]
 )
 
 
@@ -215,8 +224,10 @@ def test_deterministic_and_independent_of_input_order(
 
 
 def _naive_plan(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
-    """Reference: filter and score every node for every job; explain from scratch at the end."""
-    profile = build_profile(config)
+    """Reference: filter and score every node for every job; explain from scratch at the end.
+
+    The profile is the cycle's: ``binpack`` with the snapshot's share prices."""
+    profile = priced_profile(build_profile(config), snapshot)
     state = CycleState(snapshot.nodes)
     plan = Plan()
     blocked = []
