@@ -86,6 +86,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
+from gpudock.scheduler import share_prices
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.snapshot import (
@@ -261,6 +262,8 @@ class Timer:
 
     def __post_init__(self) -> None:
         gc.callbacks.append(self._on_gc)
+        if self.prices:  # the LP solver's import, before any cycle, as the controller's start
+            share_prices.warm()
 
     def __call__(self, snapshot: Snapshot) -> Plan:
         if self.profiler is not None:

@@ -26,6 +26,7 @@ from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.reconciler import reconcile
+from gpudock.scheduler import share_prices
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.policies.binpack import prices_shares
@@ -60,6 +61,8 @@ class Controller:
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
             loops.append(("events", self._event_loop))
+        if self._prices:  # the LP solver's import, off the first cycle that prices shares
+            loops.append(("warm-prices", share_prices.warm))
         for name, target in loops:
             thread = threading.Thread(target=target, name=f"gpudock-{name}", daemon=True)
             thread.start()

@@ -33,7 +33,14 @@ from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.equivalence import constraints_reason
 from gpudock.scheduler.framework import Status
-from gpudock.scheduler.index import ANY_MODEL, ClassIndex, ModelClass, NodeFit, class_fit
+from gpudock.scheduler.index import (
+    ANY_MODEL,
+    PRICED,
+    ClassIndex,
+    ModelClass,
+    NodeFit,
+    class_fit,
+)
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.node_affinity import NodeAffinity, admits, affinity_reason
 from gpudock.scheduler.snapshot import JobRequest
@@ -218,8 +225,8 @@ class Catalog:
         more than a quarter changed (a caller that builds fresh views every
         cycle), a new index is built instead. Its
         buckets are then those a new index of ``fits`` would have, so the
-        Plan is the same; the shared structures asked for last time are
-        built ahead, and the cycle works on a copy.
+        Plan is the same; the shared and priced structures asked for last
+        time are built ahead, and the cycle works on a copy.
         """
         key = (product, self._sign)
         kept = Catalog._recent.pop(key, None)
@@ -235,7 +242,10 @@ class Catalog:
                 for name in changed:
                     kept.update(name, fits[name])
         for gpus in list(kept.shapes):
-            kept.shared(gpus)
+            if gpus == PRICED:
+                kept.priced()
+            else:
+                kept.shared(gpus)
         self._kept[key] = kept
         return kept.copy()
 

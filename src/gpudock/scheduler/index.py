@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from heapq import heapify, heappop, heappush
 from itertools import groupby
 from operator import itemgetter
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
@@ -35,6 +36,8 @@ ModelClass = frozenset[str] | None
 ANY_MODEL: ModelClass = None
 
 WholeKey = tuple[int, int, int]  # (GPUs of the class, idle ones, idle GPUs on the node)
+PRICED = 0
+"""In ``ClassIndex.shapes``: ``priced`` has been asked for (no shared job has 0 GPUs)."""
 K = TypeVar("K")
 E = TypeVar("E", str, tuple[int, str])
 SharedEntry = tuple[int, str]  # (free memory on the node, negated for spread; name)
@@ -324,7 +327,8 @@ class ClassIndex:
     ``sign`` is 1 for binpack (fewest free first) and -1 for spread (most
     free first). ``fits`` is every available member's current fit.
     ``shapes``: the GPU counts shared jobs have asked for (their structures
-    are built on first use), shared with every ``copy``.
+    are built on first use), and ``PRICED`` once ``priced`` has been asked for;
+    shared with every ``copy``.
     """
 
     __slots__ = ("_priced", "_shared", "_sign", "_whole", "fits", "shapes", "version")
@@ -356,6 +360,7 @@ class ClassIndex:
         """The members by each ``(memory_total, free)`` of their shareable GPUs of the class
         (``PricedShares``; built on first use), brought up to date."""
         if self._priced is None:
+            self.shapes.add(PRICED)
             self._priced = PricedShares(self.fits)
         self._priced.read(self.fits)
         return self._priced
@@ -418,78 +423,125 @@ class ClassIndex:
 
 
 GpuKey = tuple[int, int]  # (memory_total, free bytes) of a GPU shares may use
-PricedEntry = tuple[int, str]  # (free shareable memory on the node, name)
+PricedEntry = tuple[int, str, int]  # (free shareable memory on the node, name, stamp)
 
 
 class PricedShares:
     """Members under each distinct ``(memory_total, free)`` of their shareable GPUs
-    (``fit.shares``), each list sorted by ``(free_all, name)``: how one-GPU shares placed by price
-    (``scheduler/pricing.py``) find nodes, in O(distinct keys). A member is under as many
-    keys as it has distinct GPUs; members marked dirty move when next read. ``log`` lists
-    the keys in the order their lists were made (a key whose list emptied and came back is
-    listed again), so that a reader can keep its own order of the keys and add only new ones.
+    (``fit.shares``), each key's members in a min-heap by ``(free_all, name)``: how one-GPU
+    shares placed by price (``scheduler/pricing.py``) find nodes, in O(distinct keys).
+
+    The heaps are lazy. An entry is ``(free_all, name, stamp)``: ``stamp`` numbers the
+    member's states, so an entry is true while its member's stamp is still the one it
+    carries (``valid``). A member marked dirty whose shares or ``free_all`` changed gets a
+    new stamp and is pushed under its keys when next read (O(log members) each, nothing
+    removed); an untrue entry is dropped when it reaches a head (``head``) and skipped by
+    a reader walking a heap. Once more than half the entries are untrue the heaps are
+    rebuilt, so they stay O(members x keys) however long the index lives. ``log`` lists
+    the keys in the order their heaps were made (a key whose heap emptied and came back
+    is listed again), so that a reader can keep its own order of the keys and add only
+    new ones.
     """
 
-    __slots__ = ("_by_key", "_of", "dirty", "log")
+    __slots__ = ("_heaps", "_of", "_size", "_stale", "_stamp", "dirty", "log")
 
     def __init__(self, fits: dict[str, NodeFit]) -> None:
-        self._by_key: dict[GpuKey, list[PricedEntry]] = {}
-        self._of: dict[str, tuple[frozenset[GpuKey], int]] = {}  # member -> (keys, free_all)
+        # member -> (its distinct keys, free_all, stamp)
+        self._of: dict[str, tuple[tuple[GpuKey, ...], int, int]] = {
+            name: (distinct(fit.shares), fit.free_all, 0) for name, fit in fits.items()
+        }
         self.dirty: set[str] = set()
-        self.log: list[GpuKey] = []  # every key in order of its list's creation (appended only)
-        by_key = self._by_key
-        for name, fit in fits.items():
-            keys = frozenset(fit.shares)
-            self._of[name] = (keys, fit.free_all)
+        self._stamp = 0  # the last stamp given
+        self._heaps: dict[GpuKey, list[PricedEntry]] = {}  # lazy min-heaps (class doc)
+        self._size = 0  # entries in the heaps
+        self._stale = 0  # of which untrue
+        self._build()
+        self.log: list[GpuKey] = list(self._heaps)  # every key in order of its heap's creation
+
+    def _build(self) -> None:
+        """The heaps of ``_of``, with no untrue entry."""
+        heaps: dict[GpuKey, list[PricedEntry]] = {}
+        size = 0
+        for name, (keys, free_all, stamp) in self._of.items():
+            entry = (free_all, name, stamp)
+            size += len(keys)
             for key in keys:
-                entries = by_key.get(key)
+                entries = heaps.get(key)
                 if entries is None:
-                    by_key[key] = [(fit.free_all, name)]
+                    heaps[key] = [entry]
                 else:
-                    entries.append((fit.free_all, name))
-        for entries in by_key.values():
-            entries.sort()
-        self.log = list(by_key)
+                    entries.append(entry)
+        for entries in heaps.values():
+            heapify(entries)
+        self._heaps, self._size, self._stale = heaps, size, 0
 
     def copy(self, fits: dict[str, NodeFit]) -> PricedShares:
-        """An independent copy, after moving the dirty members."""
-        by_key = self.read(fits)
+        """An independent copy, after pushing the dirty members."""
+        heaps = self.read(fits)
         clone = PricedShares({})
-        clone._by_key = {key: list(entries) for key, entries in by_key.items()}
+        clone._heaps = {key: list(entries) for key, entries in heaps.items()}
         clone._of = dict(self._of)
-        clone.log = list(by_key)
+        clone._stamp, clone._size, clone._stale = self._stamp, self._size, self._stale
+        clone.log = list(heaps)
         return clone
 
     @property
-    def lists(self) -> dict[GpuKey, list[PricedEntry]]:
-        """Each key's list (never empty), as of the last ``read``."""
-        return self._by_key
+    def heaps(self) -> dict[GpuKey, list[PricedEntry]]:
+        """Each key's heap (may hold untrue entries), as of the last ``read``."""
+        return self._heaps
+
+    def valid(self, entry: PricedEntry) -> bool:
+        """True when ``entry`` is true now (its member's state is the one it was pushed in)."""
+        return self._of[entry[1]][2] == entry[2]
+
+    def head(self, key: GpuKey) -> PricedEntry | None:
+        """The least ``(free_all, name)`` entry under ``key`` (untrue entries on top are
+        dropped), or None when no member is under it."""
+        entries = self._heaps.get(key)
+        if entries is None:
+            return None
+        of = self._of
+        while entries:
+            entry = entries[0]
+            if of[entry[1]][2] == entry[2]:
+                return entry
+            heappop(entries)
+            self._size -= 1
+            self._stale -= 1
+        del self._heaps[key]
+        return None
 
     def read(self, fits: dict[str, NodeFit]) -> dict[GpuKey, list[PricedEntry]]:
-        """The lists, after moving the dirty members to where their ``fits`` put them."""
-        by_key = self._by_key
+        """The heaps, after pushing each dirty member that changed under its keys."""
+        heaps, of = self._heaps, self._of
         for name in self.dirty:
             fit = fits[name]
-            keys, free_all = frozenset(fit.shares), fit.free_all
-            old = self._of.get(name)
+            keys, free_all = distinct(fit.shares), fit.free_all
+            old = of.get(name)
             if old is not None:
-                if old[0] == keys and old[1] == free_all:
+                if old[1] == free_all and old[0] == keys:
                     continue
-                for key in old[0]:
-                    entries = by_key[key]
-                    del entries[bisect_left(entries, (old[1], name))]
-                    if not entries:
-                        del by_key[key]
-            self._of[name] = (keys, free_all)
+                self._stale += len(old[0])
+            self._stamp += 1
+            of[name] = (keys, free_all, self._stamp)
+            entry = (free_all, name, self._stamp)
+            self._size += len(keys)
             for key in keys:
-                target = by_key.get(key)
+                target = heaps.get(key)
                 if target is None:
-                    by_key[key] = [(free_all, name)]
+                    heaps[key] = [entry]
                     self.log.append(key)
                 else:
-                    insort(target, (free_all, name))
+                    heappush(target, entry)
         self.dirty.clear()
-        return by_key
+        if self._stale > 64 and 2 * self._stale > self._size:
+            self._build()
+        return self._heaps
+
+
+def distinct(keys: tuple[GpuKey, ...]) -> tuple[GpuKey, ...]:
+    """``keys`` without repeats, in first-seen order."""
+    return keys if len(keys) < 2 else tuple(dict.fromkeys(keys))
 
 
 _free_all = itemgetter(5)

@@ -444,15 +444,15 @@ class PricedVerdicts(CpuVerdicts):
     """``KeyVerdicts`` for a one-GPU share placed by price (``scheduler/pricing.py``).
 
     A node's place in the order is the least loss among its usable GPUs, then its
-    free shareable memory, then its name. Each part's ``PricedShares`` lists the
-    members under each ``(memory_total, free)`` of their GPUs; this key keeps those
-    that hold the share sorted by their loss (``_ordered``, adding only keys new to
-    ``PricedShares.log``), so the best node without CPUs to weigh is the best head
-    among the lists of the least loss. For a job asking for CPUs (some node counts
-    them) the lists are walked in that order, merged, a list joining once the walk
-    reaches its loss, each node judged once (``SharePricing.judge``: CPUs free, then
-    GPUs it would strand), and the walk stops at the first node that fits and
-    strands nothing: every later one loses as much or more and has as much
+    free shareable memory, then its name. Each part's ``PricedShares`` keeps the
+    members under each ``(memory_total, free)`` of their GPUs in a heap; this key
+    keeps those keys that hold the share sorted by their loss (``_ordered``, adding
+    only keys new to ``PricedShares.log``), so the best node without CPUs to weigh is
+    the best head among the heaps of the least loss. For a job asking for CPUs (some
+    node counts them) the heaps are walked in that order, merged, a heap joining once
+    the walk reaches its loss, each node judged once (``SharePricing.judge``: CPUs
+    free, then GPUs it would strand), and the walk stops at the first node that fits
+    and strands nothing: every later one loses as much or more and has as much
     capacity left. ``reasons`` are ``CpuVerdicts``'s: prices change no verdict.
     """
 
@@ -480,18 +480,17 @@ class PricedVerdicts(CpuVerdicts):
         lists = [part.index.priced() for part in self._class.parts]
         keys = self._ordered(lists)
         if not self._walks:
-            found: tuple[int, str] | None = None  # (free_all, name) of the best head
+            found: tuple[int, str, int] | None = None  # (free_all, name, stamp) of the best head
             least = 0  # its loss
-            by_part = [shares.lists for shares in lists]
             for lost, part, key in keys:
                 if found is not None and lost > least:
                     break  # every list still to come loses more
-                entries = by_part[part].get(key)
-                if entries is not None and (found is None or entries[0] < found):
-                    found, least = entries[0], lost  # keys come by loss: never less than least
+                head = lists[part].head(key)
+                if head is not None and (found is None or head < found):
+                    found, least = head, lost  # keys come by loss: never less than least
             self.blocked = found is None  # capacity only shrinks within a cycle
             return None if found is None else found[1]
-        name = self._walk_priced(keys, [shares.lists for shares in lists])
+        name = self._walk_priced(keys, lists)
         self.blocked = name is None
         return name
 
@@ -514,17 +513,16 @@ class PricedVerdicts(CpuVerdicts):
         return keys
 
     def _walk_priced(
-        self,
-        keys: list[tuple[int, int, GpuKey]],
-        lists: list[dict[GpuKey, list[tuple[int, str]]]],
+        self, keys: list[tuple[int, int, GpuKey]], lists: list[PricedShares]
     ) -> str | None:
-        """The best node that has the job's CPUs, walking the lists in ``keys``' order
-        merged (class doc)."""
+        """The best node that has the job's CPUs, walking the heaps in ``keys``' order
+        merged, each heap in order without popping it (a heap's position ``i`` comes
+        before ``2i + 1`` and ``2i + 2``), untrue entries skipped (class doc)."""
         job, state, pricing = self._job, self._state, self._pricing
         views, free_cpus_of = state.views, state.nodes.free_cpus_of
         fits = [part.index.fits for part in self._class.parts]
-        heap: list[tuple[int, int, str, int, int]] = []  # (loss, free_all, name, list, at)
-        walked: list[list[tuple[int, str]]] = []
+        heap: list[tuple[int, int, str, int, int, int]] = []  # (loss, entry, walk, at)
+        walked: list[tuple[list[tuple[int, str, int]], PricedShares]] = []
         seen: set[str] = set()
         best: tuple[float, str] | None = None  # (-score, name)
         at_key = 0
@@ -532,20 +530,18 @@ class PricedVerdicts(CpuVerdicts):
             while at_key < len(keys) and (not heap or keys[at_key][0] <= heap[0][0]):
                 lost, part, key = keys[at_key]
                 at_key += 1
-                entries = lists[part].get(key)
-                if entries is not None:
+                entries = lists[part].heaps.get(key)
+                if entries:
                     heapq.heappush(heap, (lost, *entries[0], len(walked), 0))
-                    walked.append(entries)
+                    walked.append((entries, lists[part]))
             if not heap:
                 break
-            lost, free_all, name, i, at = heap[0]
-            at += 1
-            entries = walked[i]
-            if at < len(entries):
-                heapq.heapreplace(heap, (lost, *entries[at], i, at))
-            else:
-                heapq.heappop(heap)
-            if name in seen:
+            lost, free_all, name, stamp, i, at = heapq.heappop(heap)
+            entries, shares = walked[i]
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(entries):
+                    heapq.heappush(heap, (lost, *entries[child], i, child))
+            if name in seen or not shares.valid((free_all, name, stamp)):
                 continue
             seen.add(name)
             cpus = views[name].cpus

@@ -50,7 +50,7 @@ from functools import lru_cache
 from gpudock.scheduler import share_prices
 from gpudock.scheduler.policies.fgd import TaskType
 from gpudock.scheduler.policies.fgd_adaptive import CpuLimitedFragmentation
-from gpudock.scheduler.snapshot import JobRequest, Snapshot, WorkloadEntry
+from gpudock.scheduler.snapshot import JobRequest, NodeView, Snapshot, WorkloadEntry
 
 MILLI = 1000
 COMMON = 0.01
@@ -248,7 +248,7 @@ def pricing_for(snapshot: Snapshot) -> SharePricing | None:
     Shares are fractions of the largest GPU memory on the snapshot's nodes. Memoized on
     the rounded mix, so a mix seen before costs no LP.
     """
-    reference = max([g.memory_total for v in snapshot.nodes for g in v.gpus], default=0)
+    reference = largest_memory(snapshot.nodes)
     if reference <= 0:
         return None
     shapes: Counter[tuple[int, int, float]] = Counter()  # (whole GPUs, share thousandths, cpus)
@@ -276,6 +276,20 @@ def pricing_for(snapshot: Snapshot) -> SharePricing | None:
     )
     common = tuple(sorted(shape for shape, count in shapes.items() if count >= COMMON * total))
     return _pricing(demand, common)
+
+
+_largest: list[tuple[tuple[NodeView, ...], int]] = []  # the last nodes asked about
+
+
+def largest_memory(nodes: tuple[NodeView, ...]) -> int:
+    """The largest GPU memory on ``nodes`` (0 when none has GPUs); the last answer is kept
+    for the same tuple (a caller's cycles often share one), as one item replaced whole."""
+    last = _largest[0] if _largest else None
+    if last is not None and last[0] is nodes:
+        return last[1]
+    largest = max([g.memory_total for v in nodes for g in v.gpus], default=0)
+    _largest[:] = [(nodes, largest)]
+    return largest
 
 
 @lru_cache(maxsize=256)

@@ -57,6 +57,13 @@ def priced_size(size: int) -> int:
     return min(MILLI - GRID, max(GRID, -(-size // GRID) * GRID))
 
 
+def warm() -> None:
+    """Import the LP solver ``prices`` uses (SciPy: most of a second the first time), so
+    that a long-lived caller (the server's controller, at start, on a thread of its own)
+    does not pay it inside its first cycle with a share to price."""
+    import scipy.optimize  # noqa: F401
+
+
 def prices(demand: Mapping[int, float]) -> dict[int, float]:
     """The cutting-stock LP's dual price of each share size in ``demand``.
 

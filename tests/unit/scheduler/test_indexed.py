@@ -147,6 +147,9 @@ configs = st.sampled_from(
         SchedulerConfig.model_validate(  # plain best fit: the first node with the CPUs
             {"policies": {"scorers": [{"name": "binpack", "options": {"cpu_aware": False}}]}}
         ),
+        SchedulerConfig.model_validate(  # one-GPU shares by the job mix's prices
+            {"policies": {"scorers": [{"name": "binpack", "options": {"price_shares": True}}]}}
+        ),
     ]
 )
 

@@ -9,6 +9,7 @@ import pytest
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.index import NodeFit, PricedShares
 from gpudock.scheduler.pricing import MixTracker, job_mix, pricing_for
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import Snapshot
@@ -175,3 +176,40 @@ def test_the_index_places_priced_shares_as_the_generic_path_does(seed: int) -> N
     indexed = run_cycle(snapshot, profile)
     assert indexed.placements == run_cycle(snapshot, profile, index=False).placements
     assert any(p.memory_per_gpu for p in indexed.placements), "some share was placed"
+
+
+def test_priced_shares_heads_stay_true_and_the_heaps_bounded_as_members_move() -> None:
+    # Members move at random (shares taken and freed, as reservations and a long-lived
+    # index's catch-ups do); each key's head must be the least (free_all, name) of the
+    # members under it now, and untrue entries must not pile up.
+    rnd = random.Random(7)
+    size = 80
+    names = [f"n{i}" for i in range(40)]
+
+    def fit(frees: list[int]) -> NodeFit:
+        shares = tuple((size, f) for f in frees)
+        ordered = tuple(sorted(frees, reverse=True))
+        return NodeFit(len(frees), frees.count(size), ordered, (size,) * len(frees),
+                       frees.count(size), sum(frees), None, shares)  # fmt: skip
+
+    state = {name: [rnd.choice([0, 20, 40, 80]) for _ in range(4)] for name in names}
+    fits = {name: fit(frees) for name, frees in state.items()}
+    shares = PricedShares(fits)
+    for _ in range(3000):
+        name = rnd.choice(names)
+        state[name][rnd.randrange(4)] = rnd.choice([0, 10, 20, 30, 40, 60, 80])
+        fits[name] = fit(state[name])
+        shares.dirty.add(name)
+        shares.read(fits)
+        expected: dict[tuple[int, int], tuple[int, str]] = {}
+        for member, frees in state.items():
+            for key in {(size, f) for f in frees}:
+                entry = (sum(frees), member)
+                expected[key] = min(expected.get(key, entry), entry)
+        keys = set(shares.log)
+        assert keys >= expected.keys()
+        for key in keys:
+            head = shares.head(key)
+            assert (None if head is None else head[:2]) == expected.get(key)
+        live = sum(len({f for f in frees}) for frees in state.values())
+        assert sum(len(h) for h in shares.heaps.values()) <= 2 * live + 64
