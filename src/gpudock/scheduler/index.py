@@ -36,6 +36,13 @@ ModelClass = frozenset[str] | None
 ANY_MODEL: ModelClass = None
 
 WholeKey = tuple[int, int, int]  # (GPUs of the class, idle ones, idle GPUs on the node)
+GpuKey = tuple[int, ...]
+"""``(memory_total, free bytes)`` of a GPU shares may use. Typed as a tuple of any length so
+that compiled code passes the objects as they are: it unboxes a fixed-length tuple into
+its fields and boxes it again (a new tuple and ints) wherever it is used as a dict key."""
+PricedEntry = tuple[Any, ...]
+"""``(free shareable memory on the node, name, stamp)`` in ``PricedShares``' heaps (any
+length: see ``GpuKey``)."""
 PRICED = 0
 """In ``ClassIndex.shapes``: ``priced`` has been asked for (no shared job has 0 GPUs)."""
 K = TypeVar("K")
@@ -80,7 +87,7 @@ class NodeFit(NamedTuple):
     idle_all: int
     free_all: int
     only_name: str | None
-    shares: tuple[tuple[int, int], ...] = ()
+    shares: tuple[GpuKey, ...] = ()
 
     @property
     def whole_key(self) -> WholeKey:
@@ -111,7 +118,7 @@ def node_fit(gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
     total = idle = idle_all = free_all = 0
     frees: list[int] = []
     sizes: list[int] = []
-    pairs: list[tuple[int, int]] = []
+    pairs: list[GpuKey] = []
     names: set[str] = set()
     for g in gpus:
         names.add(g.name)
@@ -139,7 +146,7 @@ def _any_fit(gpus: Iterable[GpuLike]) -> NodeFit:
     idle = free_all = 0
     frees: list[int] = []
     sizes: list[int] = []
-    pairs: list[tuple[int, int]] = []
+    pairs: list[GpuKey] = []
     first: str | None = None
     only = True
     for g in gpus:
@@ -422,10 +429,6 @@ class ClassIndex:
             self._priced.dirty.add(name)
 
 
-GpuKey = tuple[int, int]  # (memory_total, free bytes) of a GPU shares may use
-PricedEntry = tuple[int, str, int]  # (free shareable memory on the node, name, stamp)
-
-
 class PricedShares:
     """Members under each distinct ``(memory_total, free)`` of their shareable GPUs
     (``fit.shares``), each key's members in a min-heap by ``(free_all, name)``: how one-GPU
@@ -492,7 +495,8 @@ class PricedShares:
 
     def valid(self, entry: PricedEntry) -> bool:
         """True when ``entry`` is true now (its member's state is the one it was pushed in)."""
-        return self._of[entry[1]][2] == entry[2]
+        stamp: int = entry[2]
+        return self._of[entry[1]][2] == stamp
 
     def head(self, key: GpuKey) -> PricedEntry | None:
         """The least ``(free_all, name)`` entry under ``key`` (untrue entries on top are

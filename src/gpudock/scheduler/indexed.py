@@ -62,7 +62,14 @@ from gpudock.scheduler.equivalence import (
     no_nodes_reason,
 )
 from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
-from gpudock.scheduler.index import ANY_MODEL, GpuKey, NodeFit, PricedShares, WholeKey
+from gpudock.scheduler.index import (
+    ANY_MODEL,
+    GpuKey,
+    NodeFit,
+    PricedEntry,
+    PricedShares,
+    WholeKey,
+)
 from gpudock.scheduler.policies.binpack import Binpack, packed, stranded_gpus
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_fit_on, cpus_reason
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
@@ -480,7 +487,7 @@ class PricedVerdicts(CpuVerdicts):
         lists = [part.index.priced() for part in self._class.parts]
         keys = self._ordered(lists)
         if not self._walks:
-            found: tuple[int, str, int] | None = None  # (free_all, name, stamp) of the best head
+            found: PricedEntry | None = None  # (free_all, name, stamp) of the best head
             least = 0  # its loss
             for lost, part, key in keys:
                 if found is not None and lost > least:
@@ -489,7 +496,7 @@ class PricedVerdicts(CpuVerdicts):
                 if head is not None and (found is None or head < found):
                     found, least = head, lost  # keys come by loss: never less than least
             self.blocked = found is None  # capacity only shrinks within a cycle
-            return None if found is None else found[1]
+            return None if found is None else str(found[1])
         name = self._walk_priced(keys, lists)
         self.blocked = name is None
         return name
@@ -522,7 +529,7 @@ class PricedVerdicts(CpuVerdicts):
         views, free_cpus_of = state.views, state.nodes.free_cpus_of
         fits = [part.index.fits for part in self._class.parts]
         heap: list[tuple[int, int, str, int, int, int]] = []  # (loss, entry, walk, at)
-        walked: list[tuple[list[tuple[int, str, int]], PricedShares]] = []
+        walked: list[tuple[list[PricedEntry], PricedShares]] = []
         seen: set[str] = set()
         best: tuple[float, str] | None = None  # (-score, name)
         at_key = 0
@@ -532,7 +539,8 @@ class PricedVerdicts(CpuVerdicts):
                 at_key += 1
                 entries = lists[part].heaps.get(key)
                 if entries:
-                    heapq.heappush(heap, (lost, *entries[0], len(walked), 0))
+                    top = entries[0]
+                    heapq.heappush(heap, (lost, top[0], top[1], top[2], len(walked), 0))
                     walked.append((entries, lists[part]))
             if not heap:
                 break
@@ -540,7 +548,8 @@ class PricedVerdicts(CpuVerdicts):
             entries, shares = walked[i]
             for child in (2 * at + 1, 2 * at + 2):
                 if child < len(entries):
-                    heapq.heappush(heap, (lost, *entries[child], i, child))
+                    item = entries[child]
+                    heapq.heappush(heap, (lost, item[0], item[1], item[2], i, child))
             if name in seen or not shares.valid((free_all, name, stamp)):
                 continue
             seen.add(name)

@@ -48,9 +48,10 @@ from dataclasses import replace
 from functools import lru_cache
 
 from gpudock.scheduler import share_prices
+from gpudock.scheduler.index import GpuKey
 from gpudock.scheduler.policies.fgd import TaskType
 from gpudock.scheduler.policies.fgd_adaptive import CpuLimitedFragmentation
-from gpudock.scheduler.snapshot import JobRequest, NodeView, Snapshot, WorkloadEntry
+from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob, Snapshot, WorkloadEntry
 
 MILLI = 1000
 COMMON = 0.01
@@ -67,14 +68,15 @@ variation distance)."""
 GROWTH = 2.0
 """... or once the number of jobs has grown or shrunk this many times."""
 RECOUNT = 8
-"""``MixTracker.apply`` counts the running and pending jobs every this many cycles."""
+"""``MixTracker.apply`` counts the running jobs over this many cycles (an eighth each), then
+republishes if the mix has drifted."""
 LOSS_FIRST = 1e4
 """Score per loss step: one step outweighs 10,000 GiB of capacity left."""
 
 MEMO_LIMIT = 100_000
 """Entries a memo keeps before it starts over (a long-lived scheduler meets many states)."""
 
-Pair = tuple[int, int]
+Pair = GpuKey
 """``(memory_total, free bytes)`` of a GPU that shares may use (healthy, not held exclusively)."""
 Summary = tuple[tuple[int, ...], float]
 
@@ -182,9 +184,23 @@ def job_mix(snapshot: Snapshot) -> list[WorkloadEntry]:
     count)``."""
     if snapshot.workload is not None:
         return list(snapshot.workload)
-    counts = Counter([(len(r.gpu_uuids), r.memory_per_gpu, r.cpus) for r in snapshot.running])
-    counts.update([(j.gpus, j.gpu_memory if j.gpus else None, j.cpus) for j in snapshot.pending])
+    counts = running_shapes(snapshot.running)
+    counts.update(pending_shapes(snapshot.pending))
     return [(gpus, memory, cpus, n) for (gpus, memory, cpus), n in counts.items()]
+
+
+Shape = tuple[int, int | None, float | None]
+"""A job's ``(gpus, gpu_memory per GPU or None, cpus)``: what the mix counts."""
+
+
+def running_shapes(running: Sequence[RunningJob]) -> Counter[Shape]:
+    """How many of ``running`` have each shape."""
+    return Counter([(len(r.gpu_uuids), r.memory_per_gpu, r.cpus) for r in running])
+
+
+def pending_shapes(pending: Sequence[JobRequest]) -> Counter[Shape]:
+    """How many of ``pending`` have each shape."""
+    return Counter([(j.gpus, j.gpu_memory if j.gpus else None, j.cpus) for j in pending])
 
 
 class MixTracker:
@@ -205,24 +221,37 @@ class MixTracker:
         self.drift = drift
         self.growth = growth
         self.recount = recount
-        self._since = 0  # ``apply`` calls since the mix was last counted
+        self._since = 0  # ``apply`` calls in this round (``apply``)
+        self._round: Counter[Shape] = Counter()  # the shapes counted so far this round
         self.published: tuple[WorkloadEntry, ...] | None = None
         self._parts: dict[tuple[int, int | None, float | None], float] = {}
         self._jobs = 0
         self.publications = 0
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` with ``workload`` set to the tracked mix of its running and pending
-        jobs, counted on the first call and every ``recount``-th after (counting is
-        O(running jobs)); ``snapshot`` itself when no pending job is a one-GPU share
-        (nothing to price: the mix is not even counted) or it carries a workload already."""
+        """``snapshot`` with ``workload`` set to the tracked mix; ``snapshot`` itself when no
+        pending job is a one-GPU share (nothing to price: the mix is not even counted) or it
+        carries a workload already.
+
+        The first call counts the running and pending jobs (``job_mix``). After it the count
+        is spread over ``recount`` calls, so that no cycle pays for all the running jobs:
+        the ``k``-th call of a round counts every ``recount``-th running job from the
+        ``k``-th, the last also the pending jobs, and then the round's counts are the mix
+        (``workload``). O(running jobs / ``recount`` + pending jobs) per call.
+        """
         if snapshot.workload is not None or not any(priced(j) for j in snapshot.pending):
             return snapshot
+        published = self.published
+        if published is None:
+            return replace(snapshot, workload=self.workload(job_mix(snapshot)))
+        self._round.update(running_shapes(snapshot.running[self._since :: self.recount]))
         self._since += 1
-        if self.published is None or self._since >= self.recount:
-            self._since = 0
-            self.workload(job_mix(snapshot))
-        return replace(snapshot, workload=self.published)
+        if self._since >= self.recount:
+            self._round.update(pending_shapes(snapshot.pending))
+            counted = [(gpus, memory, cpus, n) for (gpus, memory, cpus), n in self._round.items()]
+            self._since, self._round = 0, Counter()
+            published = self.workload(counted)
+        return replace(snapshot, workload=published)
 
     def workload(self, mix: Sequence[WorkloadEntry]) -> tuple[WorkloadEntry, ...]:
         """The mix to pass for a cycle whose current mix is ``mix``."""

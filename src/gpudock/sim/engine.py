@@ -39,8 +39,8 @@ from gpudock.queue.history import UsageHistory
 from gpudock.scheduler.admission import QueuePolicy, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
-from gpudock.scheduler.policies.binpack import prices_shares
-from gpudock.scheduler.pricing import MixTracker
+from gpudock.scheduler.policies.binpack import prices_shares, unpriced
+from gpudock.scheduler.pricing import MixTracker, priced
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
@@ -162,6 +162,8 @@ class Simulator:
         self._tick_at = math.inf
         self._mix = MixTracker()  # see ``scheduler/pricing.py``
         self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
+        if not any(priced(job.request) for job in self._jobs):
+            self._profile = unpriced(self._profile)  # no share to price: no check per cycle
         self._prices = prices_shares(self._profile)
         self._estimator = RemainingEstimator(whole_node=gpus_per_node)  # see its docstring
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle

@@ -206,10 +206,27 @@ def test_priced_shares_heads_stay_true_and_the_heaps_bounded_as_members_move() -
             for key in {(size, f) for f in frees}:
                 entry = (sum(frees), member)
                 expected[key] = min(expected.get(key, entry), entry)
-        keys = set(shares.log)
-        assert keys >= expected.keys()
-        for key in keys:
-            head = shares.head(key)
-            assert (None if head is None else head[:2]) == expected.get(key)
+        logged = set(shares.log)
+        assert logged >= expected.keys()
+        for logged_key in logged:
+            head = shares.head(logged_key)
+            assert (None if head is None else head[:2]) == expected.get(logged_key)
         live = sum(len({f for f in frees}) for frees in state.values())
         assert sum(len(h) for h in shares.heaps.values()) <= 2 * live + 64
+
+
+def test_the_tracker_spreads_a_recount_over_a_round_of_cycles() -> None:
+    # After the first count, each call counts an eighth of the running jobs (no cycle pays
+    # for all of them); at the end of the round the counts are the whole mix, published
+    # since it has drifted.
+    nodes = [make_node(f"n{i}").gpus(2, memory="1000MiB") for i in range(20)]
+    pending = [make_job(1).gpu_memory("320MiB")]
+    first = make_snapshot(nodes, pending, running=[make_running(10).on("n0", 0).share("470MiB")])
+    tracker = MixTracker()
+    assert sorted(tracker.apply(first).workload or ()) == sorted(job_mix(first))
+    running = [make_running(100 + i).on(f"n{i % 20}", i // 20).share("680MiB") for i in range(40)]
+    moved = make_snapshot(nodes, pending, running=running)
+    for _ in range(tracker.recount - 1):
+        assert sorted(tracker.apply(moved).workload or ()) == sorted(job_mix(first))
+    assert sorted(tracker.apply(moved).workload or ()) == sorted(job_mix(moved))
+    assert tracker.publications == 2

@@ -94,6 +94,19 @@ def prices_shares(profile: Profile) -> bool:
     return any(isinstance(s, Binpack) and s.price_shares for s, _ in profile.scorers)
 
 
+def unpriced(profile: Profile) -> Profile:
+    """``profile`` with each ``Binpack`` that prices shares made one that does not: the same
+    Plans for job streams without a one-GPU share (``priced_profile`` returns the profile
+    unchanged for them), without the check for one each cycle."""
+    if not prices_shares(profile):
+        return profile
+    scorers = tuple(
+        (Binpack(s.cpu_aware, False) if isinstance(s, Binpack) else s, w)
+        for s, w in profile.scorers
+    )
+    return replace(profile, scorers=scorers)
+
+
 def priced_profile(profile: Profile, snapshot: Snapshot) -> Profile:
     """``profile`` for one cycle on ``snapshot``: each ``Binpack`` that prices shares gets the
     snapshot's ``SharePricing``, and so does a ``best_fit`` picker, to take the GPUs it
