@@ -43,14 +43,15 @@ Policies:
   cutting-stock LP's prices of the share sizes, with the task types learned
   from the pods that have arrived so far (never from pods yet to come);
 * ``default``: ``build_profile(SchedulerConfig())``, whatever the default is
-  (now ``binpack`` with its CPU rule: nodes compared first by the GPU
-  capacity a pod would leave stranded behind the node's free CPUs, see
+  (now ``binpack`` with its CPU rule and share prices: one-GPU shares placed
+  by the job mix's share prices, ``scheduler/pricing.py``, after the GPU
+  capacity they would strand; other pods compared first by the GPU capacity
+  they would leave stranded behind the node's free CPUs, see
   ``policies/binpack.py``; then best fit);
-* ``priced``: the default with ``binpack``'s ``price_shares`` option: one-GPU
-  shares placed by the job mix's share prices (``scheduler/pricing.py``),
-  answered by the capacity index.
+* ``unpriced``: the default with ``binpack``'s ``price_shares`` off (the
+  default before 2026-12-02): shares by the CPU rule, then best fit.
 
-The job mix (``Snapshot.workload``; only ``priced`` reads it): every pod that
+The job mix (``Snapshot.workload``; only ``default`` reads it): every pod that
 has arrived, the one being placed included, counted as the server would
 count its running and pending jobs (a pod that failed would still be
 pending there), through a ``MixTracker`` as the server's controller keeps
@@ -119,7 +120,7 @@ NOMINAL_GPU_MEMORY = MILLI * MiB
 """Every GPU's memory in the snapshot: a share of ``gpu_milli`` is ``gpu_milli`` MiB."""
 REFERENCE = {"FGD": 95.23, "BestFit": 92.86, "Random": 86.30}
 """FGD's paper, this trace: GPU allocation (%) when arrived demand reaches 100%."""
-POLICIES = ("random", "bestfit", "fgd", "fgd_adaptive", "default", "priced")
+POLICIES = ("random", "bestfit", "fgd", "fgd_adaptive", "default", "unpriced")
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,9 +357,9 @@ def make_policy(
     """The profile of ``policy``, and for ``random`` how it draws the node."""
     if policy == "default":
         return build_profile(SchedulerConfig()), None
-    if policy == "priced":
-        priced = ScorerWeight(name="binpack", options={"price_shares": True})
-        return build_profile(SchedulerConfig(policies=PoliciesConfig(scorers=[priced]))), None
+    if policy == "unpriced":
+        unpriced = ScorerWeight(name="binpack", options={"price_shares": False})
+        return build_profile(SchedulerConfig(policies=PoliciesConfig(scorers=[unpriced]))), None
     if policy == "bestfit":
         return _best_fit(), None
     if policy == "fgd":

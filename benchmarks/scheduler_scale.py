@@ -88,7 +88,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler import share_prices
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.policies.binpack import prices_shares
 from gpudock.scheduler.pricing import MixTracker
+from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
@@ -238,11 +240,18 @@ def order_key(job: JobRequest) -> tuple[int, float, int]:
 
 
 def config_of(args: argparse.Namespace) -> SchedulerConfig:
-    """``--placement``, and with ``--price-shares`` binpack's ``price_shares`` option."""
-    if not args.price_shares:
+    """``--placement``, and with ``--no-price-shares`` binpack's ``price_shares`` option off."""
+    if args.price_shares:
         return SchedulerConfig(placement=args.placement)
-    scorer = ScorerWeight(name="binpack", options={"price_shares": True})
+    scorer = ScorerWeight(name="binpack", options={"price_shares": False})
     return SchedulerConfig(policies=PoliciesConfig(scorers=[scorer]))
+
+
+def timer_of(args: argparse.Namespace) -> Timer:
+    """The ``Timer`` of ``config_of(args)``, keeping a ``MixTracker`` when its profile prices
+    shares (as the controller does)."""
+    config = config_of(args)
+    return Timer(config, prices=prices_shares(build_profile(config)))
 
 
 @dataclass
@@ -256,7 +265,7 @@ class Timer:
     gc_seconds: float = 0.0  # garbage collector pauses inside schedule()
     gc_outside_seconds: float = 0.0  # pauses between the calls (schedule() pauses the collector)
     mix: MixTracker = field(default_factory=MixTracker)  # the job mix binpack prices shares by
-    prices: bool = False  # binpack's ``price_shares`` (``--price-shares``)
+    prices: bool = True  # binpack's ``price_shares`` (off: ``--no-price-shares``)
     _inside: bool = False
     _gc_start: float = 0.0
 
@@ -604,7 +613,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--tick", type=float, default=300.0, help="virtual seconds between cycles")
     add("--latency-cycles", type=int, default=300, help="cycles of 1000 queued jobs")
     add("--placement", choices=("binpack", "spread"), default="binpack")
-    add("--price-shares", action="store_true", help="binpack's share prices (scheduler/pricing.py)")
+    add(
+        "--no-price-shares",
+        dest="price_shares",
+        action="store_false",
+        help="binpack without its share prices (scheduler/pricing.py; on by default)",
+    )
     add("--seed", type=int, default=1)
     add("--skip-drain", action="store_true", help="only the 1000-job latency cycles")
     add(
@@ -640,11 +654,11 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.cycle_times:  # a later run of ``--repeats``
-        _, cycle_ms = latency(args, Timer(config_of(args), prices=args.price_shares))
+        _, cycle_ms = latency(args, timer_of(args))
         print(json.dumps({"cycle_ms": cycle_ms}))
         return
     params = {k: v for k, v in vars(args).items() if k not in ("json", "profile", "cycle_times")}
-    timer = Timer(config_of(args), prices=args.price_shares)
+    timer = timer_of(args)
     result: dict[str, Any] = {"params": params, "python": sys.version.split()[0]}
     with profiling(args.profile, timer):
         if not args.skip_drain:

@@ -142,13 +142,19 @@ def request_keys(draw: st.DrawFn) -> tuple[object, ...]:
 
 configs = st.sampled_from(
     [
-        SchedulerConfig(placement="binpack"),
+        SchedulerConfig(placement="binpack"),  # one-GPU shares by the job mix's prices
         SchedulerConfig(placement="spread"),
         SchedulerConfig.model_validate(  # plain best fit: the first node with the CPUs
-            {"policies": {"scorers": [{"name": "binpack", "options": {"cpu_aware": False}}]}}
+            {
+                "policies": {
+                    "scorers": [
+                        {"name": "binpack", "options": {"cpu_aware": False, "price_shares": False}}
+                    ]
+                }
+            }
         ),
-        SchedulerConfig.model_validate(  # one-GPU shares by the job mix's prices
-            {"policies": {"scorers": [{"name": "binpack", "options": {"price_shares": True}}]}}
+        SchedulerConfig.model_validate(  # shares without prices, by the CPU rule
+            {"policies": {"scorers": [{"name": "binpack", "options": {"price_shares": False}}]}}
         ),
     ]
 )

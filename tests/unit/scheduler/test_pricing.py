@@ -22,7 +22,11 @@ MIX = ((1, 470 * MiB, None, 40), (1, 320 * MiB, None, 20), (1, 680 * MiB, None, 
 PRICED = SchedulerConfig(
     policies=PoliciesConfig(scorers=[ScorerWeight(name="binpack", options={"price_shares": True})])
 )
-"""``binpack`` with its share prices (an option, off by default)."""
+"""``binpack`` with its share prices (the default, named)."""
+UNPRICED = SchedulerConfig(
+    policies=PoliciesConfig(scorers=[ScorerWeight(name="binpack", options={"price_shares": False})])
+)
+"""``binpack`` with its share prices off: plain best fit for shares without CPUs."""
 
 
 def _gpu_behind_a_047_share_and_an_idle_one(name: str = "n0"):  # type: ignore[no-untyped-def]
@@ -47,7 +51,8 @@ def test_a_share_that_would_spoil_a_gap_takes_an_idle_gpu_instead() -> None:
         workload=MIX,
     )
     assert _placed(snapshot) == ("n0", 1)
-    assert _placed(snapshot, SchedulerConfig()) == ("n0", 0)  # the default: plain best fit
+    assert _placed(snapshot, SchedulerConfig()) == ("n0", 1)  # the default prices shares
+    assert _placed(snapshot, UNPRICED) == ("n0", 0)  # without: plain best fit
 
 
 def test_a_share_that_fills_the_gap_goes_there() -> None:

@@ -119,9 +119,9 @@ configs = st.sampled_from(
     [
         SchedulerConfig(placement="binpack"),
         SchedulerConfig(placement="spread"),
-        SchedulerConfig(  # binpack with share prices (scheduler/pricing.py)
+        SchedulerConfig(  # binpack without its share prices (scheduler/pricing.py)
             policies=PoliciesConfig(
-                scorers=[ScorerWeight(name="binpack", options={"price_shares": True})]
+                scorers=[ScorerWeight(name="binpack", options={"price_shares": False})]
             )
         ),
     ]

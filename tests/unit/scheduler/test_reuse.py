@@ -19,6 +19,7 @@ from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.catalog import Catalog
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
+from gpudock.scheduler.index import PRICED
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import NodeView, Plan, Snapshot
@@ -111,6 +112,8 @@ def test_repeated_cycles_on_one_snapshot_reuse_the_indexes_and_agree() -> None:
     first = run_cycle(snapshot, profile)
     kept = dict(Catalog._recent)
     assert kept, "the products' indexes are kept for the next cycle"
-    assert all(index.shapes == {1, 2} for index in kept.values())
+    # one-GPU shares read the priced structure (the default prices them), two-GPU ones
+    # the shared buckets for two GPUs
+    assert all(index.shapes == {PRICED, 2} for index in kept.values())
     assert run_cycle(snapshot, profile) == first == expected
     assert all(Catalog._recent[key] is index for key, index in kept.items())

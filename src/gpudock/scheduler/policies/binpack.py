@@ -38,19 +38,21 @@ class Binpack:
     capacity against 94.2% without it. Jobs without CPUs, and nodes without
     CPU counts, score exactly as plain best fit.
 
-    With ``price_shares`` (opt-in, see ``scheduler/README.md`` for its cost), a
+    With ``price_shares`` (the default; ``scheduler/README.md`` has its figures), a
     share of one GPU on one node is
     scored by the job mix's share prices instead (``scheduler/pricing.py``):
     first the GPU capacity it would strand for the mix's common shapes (if it
     asks for CPUs, on a node that counts them), then the worth its GPU loses
     at the cutting-stock prices of the mix's share sizes, then capacity left.
+    On the Alibaba 2023 sharing benchmark this allocates 96.06% of GPU
+    capacity against 95.48% without it.
     ``priced_profile`` sets ``pricing`` for each cycle (from the snapshot);
     without it (``pricing`` None) such shares score as above.
     """
 
     name = "binpack"
 
-    def __init__(self, cpu_aware: bool = True, price_shares: bool = False) -> None:
+    def __init__(self, cpu_aware: bool = True, price_shares: bool = True) -> None:
         self.cpu_aware = cpu_aware
         self.price_shares = price_shares
         self.pricing: SharePricing | None = None  # set for a cycle by ``with_pricing``
