@@ -484,30 +484,30 @@ class PricedVerdicts(CpuVerdicts):
         if self.blocked:
             return None
         self._catalog.catch_up(self._class)
-        lists = [part.index.priced() for part in self._class.parts]
-        keys = self._ordered(lists)
+        by_part = [part.index.priced() for part in self._class.parts]
+        keys = self._ordered(by_part)
         if not self._walks:
             found: PricedEntry | None = None  # (free_all, name, stamp) of the best head
             least = 0  # its loss
             for lost, part, key in keys:
                 if found is not None and lost > least:
-                    break  # every list still to come loses more
-                head = lists[part].head(key)
+                    break  # every heap still to come loses more
+                head = by_part[part].head(key)
                 if head is not None and (found is None or head < found):
                     found, least = head, lost  # keys come by loss: never less than least
             self.blocked = found is None  # capacity only shrinks within a cycle
             return None if found is None else str(found[1])
-        name = self._walk_priced(keys, lists)
+        name = self._walk_priced(keys, by_part)
         self.blocked = name is None
         return name
 
-    def _ordered(self, lists: list[PricedShares]) -> list[tuple[int, int, GpuKey]]:
+    def _ordered(self, by_part: list[PricedShares]) -> list[tuple[int, int, GpuKey]]:
         """``_keys`` with the keys each part has made since the last call that hold the share
-        (a key whose list is gone stays: readers skip it)."""
+        (a key whose heap is gone stays: readers skip it)."""
         share = self._job.gpu_memory
         assert share is not None
         keys, known, loss = self._keys, self._known, self._pricing.loss
-        for part, shares in enumerate(lists):
+        for part, shares in enumerate(by_part):
             log, start = shares.log, self._read[part]
             if start == len(log):
                 continue
@@ -520,7 +520,7 @@ class PricedVerdicts(CpuVerdicts):
         return keys
 
     def _walk_priced(
-        self, keys: list[tuple[int, int, GpuKey]], lists: list[PricedShares]
+        self, keys: list[tuple[int, int, GpuKey]], by_part: list[PricedShares]
     ) -> str | None:
         """The best node that has the job's CPUs, walking the heaps in ``keys``' order
         merged, each heap in order without popping it (a heap's position ``i`` comes
@@ -537,11 +537,11 @@ class PricedVerdicts(CpuVerdicts):
             while at_key < len(keys) and (not heap or keys[at_key][0] <= heap[0][0]):
                 lost, part, key = keys[at_key]
                 at_key += 1
-                entries = lists[part].heaps.get(key)
+                entries = by_part[part].heaps.get(key)
                 if entries:
                     top = entries[0]
                     heapq.heappush(heap, (lost, top[0], top[1], top[2], len(walked), 0))
-                    walked.append((entries, lists[part]))
+                    walked.append((entries, by_part[part]))
             if not heap:
                 break
             lost, free_all, name, stamp, i, at = heapq.heappop(heap)
