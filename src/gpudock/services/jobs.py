@@ -64,14 +64,20 @@ class JobService:
         queue: str | None = None,
         user: str | None = None,
         limit: int = 500,
+        before: int | None = None,
     ) -> list[Job]:
-        """Jobs visible to ``principal``; users see only their own."""
+        """Jobs visible to ``principal``, newest first; users see only their own.
+
+        ``before`` is a paging cursor: only jobs with a smaller id.
+        """
         if not principal.is_admin:
             if user is not None and user != principal.user:
                 return []
             user = principal.user
         with self.ctx.db.read() as session:
-            return job_store.list_jobs(session, states=states, queue=queue, user=user, limit=limit)
+            return job_store.list_jobs(
+                session, states=states, queue=queue, user=user, limit=limit, before=before
+            )
 
     def cancel(self, job_id: int, principal: Principal) -> Job:
         """Cancel a job. Pending and allocated jobs end at once; running ones are stopped

@@ -84,3 +84,25 @@ def test_healthz_reports_the_database(small_limit_server: ServerProcess) -> None
     body = httpx.get(small_limit_server.url + "/healthz").json()
     assert body["status"] == "ok"
     assert body["db"] == "ok"
+
+
+def test_job_listings_are_paged_with_a_cursor(small_limit_server: ServerProcess) -> None:
+    with small_limit_server.api() as api:
+        submitted = [
+            int(api.post("/v1/jobs", json={"image": TEST_IMAGE, "command": ["true"]}).json()["id"])
+            for _ in range(5)
+        ]
+        seen: list[int] = []
+        params: dict[str, int] = {"limit": 2}
+        for _ in range(10):
+            response = api.get("/v1/jobs", params=params)
+            assert response.status_code == 200
+            seen += [job["id"] for job in response.json()]
+            cursor = response.headers.get("x-next-cursor")
+            if cursor is None:
+                assert "link" not in response.headers
+                break
+            assert f"before={cursor}" in response.headers["link"]
+            params = {"limit": 2, "before": int(cursor)}
+        assert seen == sorted(submitted, reverse=True), "every job once, newest first"
+        assert len(api.get("/v1/jobs").json()) == 5, "the default page holds them all"
