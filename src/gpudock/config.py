@@ -284,6 +284,25 @@ class ApiConfig(BaseModel):
         return size
 
 
+class LogsConfig(BaseModel):
+    """Job log archives (``$GPUDOCK_HOME/logs/job-N/attempt-K.log``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_bytes: int = Field(
+        default=100 * 1024**2,
+        description="largest archive per attempt; a longer log keeps its tail; default 100MiB",
+    )
+
+    @field_validator("max_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        size = parse_size(value)
+        if size < 1024:
+            raise ValueError("max_bytes must be at least 1KiB")
+        return size
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -292,6 +311,7 @@ class ServerConfig(BaseModel):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    logs: LogsConfig = Field(default_factory=LogsConfig)
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 
