@@ -266,6 +266,43 @@ class NodeConfig(BaseModel):
         return NodeTraits(labels=dict(self.labels), taints=tuple(self.taints), cpus=self.cpus)
 
 
+class ApiConfig(BaseModel):
+    """Limits of the REST API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_body_bytes: int = Field(
+        default=1024 * 1024, description="largest request body (413 above it); default 1MiB"
+    )
+
+    @field_validator("max_body_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        size = parse_size(value)
+        if size < 1024:
+            raise ValueError("max_body_bytes must be at least 1KiB")
+        return size
+
+
+class LogsConfig(BaseModel):
+    """Job log archives (``$GPUDOCK_HOME/logs/job-N/attempt-K.log``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_bytes: int = Field(
+        default=100 * 1024**2,
+        description="largest archive per attempt; a longer log keeps its tail; default 100MiB",
+    )
+
+    @field_validator("max_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        size = parse_size(value)
+        if size < 1024:
+            raise ValueError("max_bytes must be at least 1KiB")
+        return size
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -273,6 +310,8 @@ class ServerConfig(BaseModel):
     node: NodeConfig = Field(default_factory=NodeConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    logs: LogsConfig = Field(default_factory=LogsConfig)
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from gpudock import __version__
 from gpudock.api.errors import install_error_handlers
+from gpudock.api.limits import BodyLimit
 from gpudock.api.routers import health, inventory, jobs, queues, tokens
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
@@ -34,6 +35,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
     install_error_handlers(app)
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)

@@ -2,29 +2,100 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gpudock.core.errors import GpudockError, InvalidInput
+from gpudock.api.limits import BodyTooLarge
+from gpudock.core.errors import GpudockError, InvalidInput, Unavailable
+from gpudock.store.db import database_unavailable
 
 log = logging.getLogger("gpudock.api")
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
+DB_RETRY_AFTER = 2  # seconds a client is asked to wait while the database is down
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     return JSONResponse(
-        status_code=status, content={"error": {"code": code, "message": message, "field": field}}
+        status_code=status,
+        content={"error": {"code": code, "message": message, "field": field}},
+        headers=headers,
     )
+
+
+def unavailable_response(message: str, retry_after: int = DB_RETRY_AFTER) -> JSONResponse:
+    """503 ``Unavailable`` with ``Retry-After``: the request may be sent again."""
+    return error_response(503, "Unavailable", message, headers={"Retry-After": str(retry_after)})
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the API serves on the request's path (the ``Allow`` of a 405).
+
+    The framework names only the first route whose path matched; a path served
+    by several routes (``GET`` and ``POST /v1/jobs``) must list them all. Read
+    from the OpenAPI paths (built once per app), so it stays true as routes
+    are added.
+    """
+    path = request.url.path
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if _template_regex(template).fullmatch(path):
+            methods |= {m.upper() for m in operations if m.upper() in _HTTP_METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+_HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD"}
+
+
+@functools.cache
+def _template_regex(template: str) -> re.Pattern[str]:
+    """``/v1/jobs/{job_id}`` -> a regex matching one path segment per parameter."""
+    parts = re.split(r"(\{[^}]+\})", template)
+    pattern = "".join(
+        ("[^/]+" if not part.endswith(":path}") else ".*")
+        if part.startswith("{")
+        else re.escape(part)
+        for part in parts
+    )
+    return re.compile(pattern)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GpudockError)
     async def _domain(_: Request, exc: GpudockError) -> JSONResponse:
+        if isinstance(exc, Unavailable):
+            return unavailable_response(exc.message, exc.retry_after)
         field = exc.field if isinstance(exc, InvalidInput) else None
         return error_response(exc.status_code, type(exc).__name__, exc.message, field)
+
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(PoolTimeout)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if not database_unavailable(exc):
+            return await _unexpected(request, exc)
+        log.warning(
+            "database unavailable on %s %s: %s",
+            request.method,
+            request.url.path,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
+        return unavailable_response("the database is unavailable; retry shortly")
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -48,8 +119,23 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(422, "InvalidInput", "; ".join(messages), ",".join(fields))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, "HTTPError", str(exc.detail))
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            # FastAPI's "There was an error parsing the body": the body is not text
+            # (not UTF-8) or not decodable; the contract says 422, naming the body.
+            cause = exc.__cause__
+            if isinstance(cause, BodyTooLarge):
+                return error_response(413, "PayloadTooLarge", str(cause), "body")
+            detail = (
+                f"not UTF-8 text ({cause.reason} at byte {cause.start})"
+                if isinstance(cause, UnicodeDecodeError)
+                else "could not be parsed as JSON"
+            )
+            return error_response(422, "InvalidInput", f"body: {detail}", "body")
+        headers = dict(exc.headers) if exc.headers else None
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return error_response(exc.status_code, "HTTPError", str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

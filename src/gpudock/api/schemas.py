@@ -185,9 +185,10 @@ class ErrorOut(BaseModel):
 
 
 class HealthOut(BaseModel):
-    status: str
+    status: str = Field(description="ok, or unavailable while the database is down")
     version: str
     node: str
     instance: str
     docker: str
-    jobs: dict[str, int]
+    db: str = Field(description="ok or unavailable")
+    jobs: dict[str, int] = Field(description="jobs per state; empty while the database is down")

@@ -52,3 +52,16 @@ class Conflict(GpudockError):
 
 class IllegalTransition(Conflict):
     """A job state change that the state machine does not allow."""
+
+
+class Unavailable(GpudockError):
+    """A dependency (the database) is down for now; the same request may succeed later.
+
+    The API answers 503 with ``Retry-After: retry_after`` seconds.
+    """
+
+    status_code = 503
+
+    def __init__(self, message: str, retry_after: int = 2) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

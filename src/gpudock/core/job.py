@@ -32,6 +32,7 @@ from pydantic import (
 
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.errors import IllegalTransition
+from gpudock.core.image_ref import IMAGE_REFERENCE_PATTERN, check_image_reference
 from gpudock.core.units import parse_duration, parse_size
 
 
@@ -99,6 +100,10 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$")
 _MOUNT_MODES = ("ro", "rw")
+MAX_ARGS = 4096  # command arguments
+MAX_ENV = 1024  # env entries
+MAX_LABELS = 64  # labels
+MAX_TEXT = 64 * 1024  # characters in one argument, env value or label value
 MIN_MEMORY = 6 * 1024 * 1024
 
 
@@ -122,10 +127,15 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    image: str = Field(description="container image, e.g. pytorch/pytorch:latest")
+    image: str = Field(
+        description="container image, e.g. pytorch/pytorch:latest (Docker's reference grammar)",
+        json_schema_extra={"pattern": IMAGE_REFERENCE_PATTERN, "minLength": 1},
+    )
     name: str | None = Field(default=None, description="a short name for humans")
-    command: list[str] | None = Field(default=None, description="argv; default: the image's")
-    env: dict[str, str] = Field(default_factory=dict)
+    command: list[str] | None = Field(
+        default=None, max_length=MAX_ARGS, description="argv; default: the image's"
+    )
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV)
     gpus: int = Field(default=0, ge=0, le=1024, description="number of GPUs (0 for CPU-only)")
     gpu_memory: int | None = Field(
         default=None, description="per-GPU memory share in bytes (accepts '20GiB'); shared job"
@@ -138,7 +148,7 @@ class JobSpec(BaseModel):
     shm_size: int | None = Field(default=None, description="/dev/shm size (accepts '1GiB')")
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     queue: str = Field(default="default")
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
     max_runtime: float | None = Field(
         default=None, description="seconds (accepts '2h'); the job is stopped when it runs over"
     )
@@ -197,12 +207,7 @@ class JobSpec(BaseModel):
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
-            raise ValueError("image must not be empty")
-        if any(c.isspace() for c in value):
-            raise ValueError(f"image {value!r} must not contain whitespace")
-        return value
+        return check_image_reference(value)
 
     @field_validator("name")
     @classmethod
@@ -221,6 +226,19 @@ class JobSpec(BaseModel):
             raise ValueError(
                 f"queue must be 1-63 characters of letters, digits, '_', '.', '-'; got {value!r}"
             )
+        return value
+
+    @field_validator("command", "env", "labels")
+    @classmethod
+    def _bounded_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """No single argument, env value or label value over ``MAX_TEXT`` characters."""
+        items = value.values() if isinstance(value, dict) else (value or ())
+        for item in items:
+            if len(item) > MAX_TEXT:
+                raise ValueError(
+                    f"{info.field_name} holds a value of {len(item)} characters; "
+                    f"at most {MAX_TEXT} are allowed"
+                )
         return value
 
     @field_validator("command")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 _SIZE_UNITS: dict[str, int] = {
     "": 1,
@@ -49,7 +50,7 @@ def parse_size(value: str | int | float) -> int:
             raise ValueError(f"size must be a finite number, got {value}")
         if value < 0:
             raise ValueError(f"size must not be negative, got {value}")
-        amount: int | float = value
+        amount = Fraction(value)
     else:
         match = _SIZE_RE.match(value)
         if not match:
@@ -58,10 +59,10 @@ def parse_size(value: str | int | float) -> int:
         factor = _SIZE_UNITS.get(unit.lower())
         if factor is None:
             raise ValueError(f"unknown size unit {unit!r} in {value!r}; expected {SIZE_HELP}")
-        amount = float(number) * factor
+        amount = Fraction(number) * factor  # exact: "9223372036854775807" stays that integer
     if amount > MAX_SIZE:
         raise ValueError(f"size {value!r} is too large; at most {MAX_SIZE} bytes")
-    return int(amount)
+    return math.floor(amount)
 
 
 def format_size(num_bytes: int | None) -> str:

@@ -1,4 +1,4 @@
-"""What the runtime's pieces share: store, executor, clock, config and a worker pool."""
+"""What the runtime's pieces share: store, executor, clock, config and worker lanes."""
 
 from __future__ import annotations
 
@@ -17,6 +17,26 @@ from gpudock.queue import UsageHistory
 from gpudock.store.db import Database
 
 log = logging.getLogger("gpudock.runtime")
+
+
+LANE_WORKERS = {"launch": 8, "control": 4, "archive": 2}
+"""Worker threads per lane: the runtime's side effects never wait behind another lane's."""
+
+LANE_OF = {
+    "launch": "launch",
+    "finish": "control",
+    "stop": "control",
+    "orphan": "control",
+    "archive": "archive",
+}
+"""The lane of each kind of work (``run_once``). Freeing GPUs (finish, stop) has its own."""
+
+
+def _lanes() -> dict[str, ThreadPoolExecutor]:
+    return {
+        lane: ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"gpudock-{lane}")
+        for lane, n in LANE_WORKERS.items()
+    }
 
 
 class Clock(Protocol):
@@ -38,16 +58,17 @@ class RuntimeContext:
     clock: Clock = field(default=time.time)
     wake_scheduler: threading.Event = field(default_factory=threading.Event)
     wake_reconciler: threading.Event = field(default_factory=threading.Event)
-    _pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=8, thread_name_prefix="gpudock-work")
-    )
+    _pools: dict[str, ThreadPoolExecutor] = field(default_factory=_lanes)
     _inflight: set[tuple[str, int]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run_once(self, kind: str, job_id: int, fn: Callable[[], None]) -> Future[None] | None:
-        """Run ``fn`` in the pool unless work of ``kind`` for ``job_id`` is in flight.
+        """Run ``fn`` in its lane unless work of ``kind`` for ``job_id`` is in flight.
 
-        Returns the future, or None when skipped. Exceptions are logged, never raised.
+        The lane is ``LANE_OF[kind]`` (``launch`` for unknown kinds): finishes
+        and stops never queue behind launches, and log archiving never holds
+        either. Returns the future, or None when skipped. Exceptions are
+        logged, never raised.
         """
         key = (kind, job_id)
         with self._lock:
@@ -64,11 +85,17 @@ class RuntimeContext:
                 with self._lock:
                     self._inflight.discard(key)
 
-        return self._pool.submit(wrapper)
+        return self._pools[LANE_OF.get(kind, "launch")].submit(wrapper)
 
     def busy(self, job_id: int) -> bool:
         with self._lock:
             return any(j == job_id for _, j in self._inflight)
 
+    def in_flight(self, kind: str, job_id: int) -> bool:
+        """True while work of ``kind`` for ``job_id`` runs or waits in its lane."""
+        with self._lock:
+            return (kind, job_id) in self._inflight
+
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)

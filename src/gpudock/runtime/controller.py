@@ -35,6 +35,7 @@ from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
+from gpudock.store.db import database_unavailable
 from gpudock.store.snapshot import SnapshotCache
 
 log = logging.getLogger("gpudock.controller")
@@ -54,6 +55,8 @@ class Controller:
         self._prices = prices_shares(build_profile(ctx.config.scheduler))
         self._history_saved = 0.0
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
+        self._db_failures = 0  # consecutive steps that failed on an unreachable database
+        self._outage_lock = threading.Lock()
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -154,9 +157,30 @@ class Controller:
             self._events = None
             self._stop.wait(timeout=0.5)
 
-    @staticmethod
-    def _safe(fn: Callable[[RuntimeContext], object], ctx: RuntimeContext) -> None:
+    def _safe(self, fn: Callable[[RuntimeContext], object], ctx: RuntimeContext) -> None:
+        """Run one step of a loop; a failure is logged and the loop goes on.
+
+        While the database is down each failing step logs one line (no trace)
+        and waits a growing pause (1 s doubling to 30 s) before the loop tries
+        again; the first step that succeeds logs the recovery.
+        """
         try:
             fn(ctx)
-        except Exception:
-            log.exception("background step failed; retrying next cycle")
+        except Exception as exc:
+            if not database_unavailable(exc):
+                log.exception("background step failed; retrying next cycle")
+                return
+            with self._outage_lock:
+                self._db_failures += 1
+                pause = min(30.0, 2.0 ** (self._db_failures - 1))
+            log.warning(
+                "database unavailable (%s); retrying in %.0f s",
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                pause,
+            )
+            self._stop.wait(timeout=pause)
+            return
+        with self._outage_lock:
+            if self._db_failures:
+                log.warning("database reachable again; background loops resumed")
+            self._db_failures = 0

@@ -1,15 +1,17 @@
 """Turn a finished (or vanished) container into the job's final state.
 
-Order matters for crash safety: logs are archived first, then the job's
-state changes (which frees its GPUs), and only then is the container
-removed. A container is therefore never removed while its job could still be
-relaunched, and a crash in between leaves an orphan the reconciler removes.
+GPUs first: the job's state change commits first (which frees its GPUs and
+wakes the scheduler), then its logs are archived in the ``archive`` lane,
+streamed and capped at ``logs.max_bytes`` (the tail is kept), and only then
+is the container removed. A container is therefore never removed before its
+logs are archived, and a crash in between leaves an orphan that the
+reconciler archives and removes (``reconciler._handle_orphan``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,19 +29,61 @@ def log_file(ctx: RuntimeContext, job_id: int, attempt: int) -> Path:
 
 
 def archive_logs(ctx: RuntimeContext, job_id: int, attempt: int, container: str) -> Path | None:
-    """Copy the container's logs to the log dir (overwriting: idempotent)."""
+    """Stream the container's logs to the log dir (overwriting: idempotent).
+
+    At most ``logs.max_bytes`` are kept: a longer log keeps its tail, after a
+    first line saying how many bytes were cut. Memory stays bounded whatever
+    the log's size. An empty stream (the container is gone) never replaces an
+    archive made before. Returns the archive, or None when the engine is
+    unreachable and nothing was archived before.
+    """
     path = log_file(ctx, job_id, attempt)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    cap = ctx.config.logs.max_bytes
     try:
-        with tmp.open("wb") as out:
-            for chunk in ctx.executor.logs(container, follow=False):
-                out.write(chunk)
+        total = _stream_capped(ctx.executor.logs(container, follow=False), tmp, cap)
     except ExecutorUnavailable:
         tmp.unlink(missing_ok=True)
         return path if path.exists() else None
+    if total == 0 and path.exists():
+        tmp.unlink(missing_ok=True)  # the container is gone: keep what was archived
+        return path
+    if total > cap:
+        _keep_tail(tmp, cap, note=f"[gpudock] log cut: the first {total - cap} of {total} bytes "
+                   f"are not kept (logs.max_bytes is {format_size(cap)})\n")  # fmt: skip
     tmp.replace(path)
     return path
+
+
+def _stream_capped(chunks: Iterable[bytes], tmp: Path, cap: int) -> int:
+    """Write ``chunks`` to ``tmp``, trimming to the last ``cap`` bytes whenever it
+    reaches twice that (so the file never holds more than ``2 * cap``). Returns the
+    total byte count streamed."""
+    total = 0
+    held = 0
+    with tmp.open("wb") as out:
+        for chunk in chunks:
+            out.write(chunk)
+            total += len(chunk)
+            held += len(chunk)
+            if held >= 2 * cap:
+                out.flush()
+                _keep_tail(tmp, cap)
+                out.seek(0, 2)
+                held = cap
+    return total
+
+
+def _keep_tail(path: Path, cap: int, note: str = "") -> None:
+    """Rewrite ``path`` to its last ``cap`` bytes, after ``note``."""
+    with path.open("rb") as src:
+        src.seek(0, 2)
+        src.seek(max(0, src.tell() - cap))
+        tail = src.read()
+    with path.open("wb") as out:
+        out.write(note.encode())
+        out.write(tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,20 +147,19 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if fresh.state is not JobState.RUNNING and status is None:
         return  # not started yet: the launcher, not a loss
     job = fresh
-    path = None
-    if status is not None:
-        path = archive_logs(ctx, job.id, job.attempt, status.id)
     result = outcome(job, status)
     target, reason = result.state, result.reason
     fields: dict[str, object] = {}
     if result.failed_attempt:
         fields["failures"] = job.failures + 1
     if target is not JobState.PENDING:
-        fields["log_path"] = str(path) if path else None
         if status is not None:
+            fields["log_path"] = str(log_file(ctx, job.id, job.attempt))
             fields["exit_code"] = status.exit_code
             if status.finished_at:
                 fields["finished_at"] = status.finished_at
+        else:
+            fields["log_path"] = None
     with ctx.db.write() as session:
         moved = job_store.transition(
             session, job.id, job.state, target, ctx.clock(), reason=reason, **fields
@@ -124,10 +167,23 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if not moved:
         return
     log.info("job %s %s: %s", job.id, target.value, reason)
-    ctx.wake_scheduler.set()
+    ctx.wake_scheduler.set()  # its GPUs are free now, before any log is copied
     if status is not None:
-        with contextlib.suppress(ExecutorUnavailable):
-            ctx.executor.remove(status.id)  # else the orphan pass removes it later
+        attempt, container = job.attempt, status.id
+        ctx.run_once("archive", job.id, lambda: archive_and_remove(ctx, job.id, attempt, container))
+
+
+def archive_and_remove(ctx: RuntimeContext, job_id: int, attempt: int, container: str) -> None:
+    """Archive an ended attempt's logs, then remove its container (both idempotent).
+
+    If the engine is unreachable the container stays; the reconciler's orphan
+    pass archives and removes it later.
+    """
+    try:
+        archive_logs(ctx, job_id, attempt, container)
+        ctx.executor.remove(container)
+    except ExecutorUnavailable:
+        log.info("job %s: engine unreachable; its container is left to the orphan pass", job_id)
 
 
 def stop(ctx: RuntimeContext, job: Job) -> None:

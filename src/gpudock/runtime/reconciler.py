@@ -160,6 +160,8 @@ def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> Future[No
     when one for this job is already in flight).
     """
     key = container.job_id if container.job_id is not None else -1
+    if any(ctx.in_flight(kind, key) for kind in ("finish", "stop", "archive")):
+        return None  # its finisher is at work: it archives the logs and removes it
 
     def clean() -> None:
         if not container.finished:

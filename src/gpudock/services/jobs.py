@@ -64,14 +64,20 @@ class JobService:
         queue: str | None = None,
         user: str | None = None,
         limit: int = 500,
+        before: int | None = None,
     ) -> list[Job]:
-        """Jobs visible to ``principal``; users see only their own."""
+        """Jobs visible to ``principal``, newest first; users see only their own.
+
+        ``before`` is a paging cursor: only jobs with a smaller id.
+        """
         if not principal.is_admin:
             if user is not None and user != principal.user:
                 return []
             user = principal.user
         with self.ctx.db.read() as session:
-            return job_store.list_jobs(session, states=states, queue=queue, user=user, limit=limit)
+            return job_store.list_jobs(
+                session, states=states, queue=queue, user=user, limit=limit, before=before
+            )
 
     def cancel(self, job_id: int, principal: Principal) -> Job:
         """Cancel a job. Pending and allocated jobs end at once; running ones are stopped
@@ -109,6 +115,8 @@ class JobService:
                 yield f"--- attempt {_attempt_of(path)} ---\n".encode()
             yield from _read_file(path)
         if not live:
+            if job.state.terminal and job.container_name and not current.exists():
+                yield from self._unarchived(job, current)
             return
         if archived:
             yield f"--- attempt {job.attempt} ---\n".encode()
@@ -117,6 +125,22 @@ class JobService:
                 yield from self.ctx.executor.logs(job.container_name, follow=follow)
         except ExecutorUnavailable as exc:
             yield f"[gpudock] cannot read live logs: Docker unreachable: {exc}\n".encode()
+
+    def _unarchived(self, job: Job, archive: Path) -> Iterator[bytes]:
+        """An ended attempt whose archive is still being written (the finisher
+        frees GPUs first, then archives): read its container, which is removed
+        only after the archive is complete; if it is gone already, the archive."""
+        assert job.container_name is not None
+        seen = False
+        try:
+            for chunk in self.ctx.executor.logs(job.container_name, follow=False):
+                seen = True
+                yield chunk
+        except ExecutorUnavailable as exc:
+            yield f"[gpudock] cannot read logs: Docker unreachable: {exc}\n".encode()
+            return
+        if not seen and archive.exists():
+            yield from _read_file(archive)
 
     def _log_files(self, job_id: int) -> list[Path]:
         folder = self.ctx.log_dir / f"job-{job_id}"

@@ -23,6 +23,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -83,6 +84,18 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """True when ``error`` means the database cannot be reached or used right now.
+
+    Connection refused or dropped, a pool timeout, or SQLite's lock or I/O
+    errors: the same request may succeed once the database is back. Integrity
+    errors and programming errors are not outages.
+    """
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError))
 
 
 def make_engine(url: str) -> Engine:

@@ -93,8 +93,11 @@ def list_jobs(
     user: str | None = None,
     limit: int | None = None,
     newest_first: bool = True,
+    before: int | None = None,
 ) -> list[Job]:
     """Jobs matching every given filter, with their allocations.
+
+    ``before`` keeps only jobs with a smaller id (the cursor of a newest-first page).
 
     A ``queue`` or ``user`` holding a NUL character matches nothing (PostgreSQL
     text cannot hold one, so it is never sent there).
@@ -108,6 +111,8 @@ def list_jobs(
         stmt = stmt.where(JobRow.queue == queue)
     if user is not None:
         stmt = stmt.where(JobRow.user == user)
+    if before is not None:
+        stmt = stmt.where(JobRow.id < before)
     stmt = stmt.order_by(JobRow.id.desc() if newest_first else JobRow.id.asc())
     if limit is not None:
         stmt = stmt.limit(limit)

@@ -3,26 +3,47 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 
 from gpudock import __version__
 from gpudock.api.deps import Ctx, Inventory
+from gpudock.api.errors import DB_RETRY_AFTER
 from gpudock.api.schemas import HealthOut
 from gpudock.store import jobs as job_store
+from gpudock.store.db import database_unavailable
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=HealthOut)
-def healthz(ctx: Ctx, inventory: Inventory) -> HealthOut:
-    node = next((n for n in inventory.nodes() if n.name == ctx.node_name), None)
-    docker = "unknown" if node is None else node.status.value
-    with ctx.db.read() as session:
-        counts = job_store.count_by_state(session)
-    return HealthOut(
+@router.get(
+    "/healthz",
+    response_model=HealthOut,
+    responses={503: {"model": HealthOut, "description": "the database is unavailable"}},
+)
+def healthz(ctx: Ctx, inventory: Inventory) -> HealthOut | JSONResponse:
+    """200 with a summary; 503 ``{"db": "unavailable"}`` while the database is down."""
+    health = HealthOut(
         status="ok",
         version=__version__,
         node=ctx.node_name,
         instance=ctx.instance_id,
-        docker=docker,
-        jobs=counts,
+        docker="unknown",
+        db="ok",
+        jobs={},
     )
+    try:
+        node = next((n for n in inventory.nodes() if n.name == ctx.node_name), None)
+        health.docker = "unknown" if node is None else node.status.value
+        with ctx.db.read() as session:
+            health.jobs = job_store.count_by_state(session)
+    except SQLAlchemyError as exc:
+        if not database_unavailable(exc):
+            raise
+        health.status, health.db = "unavailable", "unavailable"
+        return JSONResponse(
+            status_code=503,
+            content=health.model_dump(),
+            headers={"Retry-After": str(DB_RETRY_AFTER)},
+        )
+    return health

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from gpudock.api.deps import CurrentUser, Jobs
@@ -26,8 +26,13 @@ def submit(spec: JobSpec, user: CurrentUser, jobs: Jobs) -> JobOut:
     return JobOut.of(jobs.submit(spec, user))
 
 
+PAGE_SIZE = 100
+
+
 @router.get("", response_model=list[JobOut], responses=ERRORS)
 def list_jobs(
+    request: Request,
+    response: Response,
     user: CurrentUser,
     jobs: Jobs,
     state: Annotated[
@@ -35,10 +40,26 @@ def list_jobs(
     ] = None,
     queue: str | None = None,
     owner: Annotated[str | None, Query(alias="user")] = None,
-    limit: Annotated[int, Query(ge=1, le=10000)] = 500,
+    limit: Annotated[int, Query(ge=1, le=10000, description="page size")] = PAGE_SIZE,
+    before: Annotated[
+        int | None,
+        Query(ge=1, description="cursor: only jobs with a smaller id (the X-Next-Cursor)"),
+    ] = None,
 ) -> list[JobOut]:
+    """Jobs, newest first, one page at a time.
+
+    When more jobs match, the response carries ``X-Next-Cursor: ID`` and a
+    ``Link: <...>; rel="next"`` header; pass ``before=ID`` for the next page.
+    """
     states = parse_states(state)
-    return [JobOut.of(j) for j in jobs.query(user, states, queue, owner, limit)]
+    found = jobs.query(user, states, queue, owner, limit + 1, before=before)
+    page = found[:limit]
+    if len(found) > limit:
+        cursor = page[-1].id
+        response.headers["X-Next-Cursor"] = str(cursor)
+        next_url = request.url.remove_query_params("before").include_query_params(before=cursor)
+        response.headers["Link"] = f'<{next_url.path}?{next_url.query}>; rel="next"'
+    return [JobOut.of(j) for j in page]
 
 
 @router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS)

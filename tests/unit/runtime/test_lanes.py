@@ -1,0 +1,66 @@
+"""The runtime's lanes: work that frees GPUs never waits behind launches or log copies."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from gpudock.config import ServerConfig
+from gpudock.executors.base import Executor
+from gpudock.runtime.context import LANE_OF, LANE_WORKERS, RuntimeContext
+from gpudock.store.db import Database
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Iterator[RuntimeContext]:
+    db = Database.open(f"sqlite:///{tmp_path / 'gpudock.db'}")
+    # The lanes never call the executor; none is needed to exercise them.
+    context = RuntimeContext(
+        db=db,
+        executor=cast(Executor, None),
+        config=ServerConfig(),
+        node_name="n0",
+        instance_id="test",
+        log_dir=tmp_path,
+    )
+    yield context
+    context.shutdown()
+    db.close()
+
+
+def fill(ctx: RuntimeContext, kind: str, release: threading.Event) -> None:
+    """Occupy every worker of ``kind``'s lane, plus a backlog behind them."""
+    workers = LANE_WORKERS[LANE_OF[kind]]
+    for job_id in range(1000, 1000 + 3 * workers):
+        ctx.run_once(kind, job_id, lambda: release.wait(30))
+
+
+@pytest.mark.parametrize("blocked", ["launch", "archive"])
+@pytest.mark.parametrize("urgent", ["finish", "stop"])
+def test_work_that_frees_gpus_runs_while_another_lane_is_saturated(
+    ctx: RuntimeContext, blocked: str, urgent: str
+) -> None:
+    release = threading.Event()
+    try:
+        fill(ctx, blocked, release)
+        done = threading.Event()
+        future = ctx.run_once(urgent, 1, done.set)
+        assert future is not None
+        assert done.wait(10), f"{urgent} waited behind a full {blocked} lane"
+    finally:
+        release.set()
+
+
+def test_the_same_work_for_the_same_job_is_not_queued_twice(ctx: RuntimeContext) -> None:
+    release = threading.Event()
+    try:
+        assert ctx.run_once("archive", 7, lambda: release.wait(30)) is not None
+        assert ctx.in_flight("archive", 7)
+        assert ctx.run_once("archive", 7, lambda: None) is None
+        assert not ctx.in_flight("finish", 7)
+    finally:
+        release.set()
