@@ -3,8 +3,10 @@
 
 Each ``benchmarks/results/*.json`` holds one benchmark run: the object the
 benchmark printed with ``--json`` (or by default, for those that always
-print JSON). The page has one section per benchmark and, per run, the
-command that produced it, where it ran and a table of its figures.
+print JSON). The page has one section per benchmark: its runs, each with
+the command that produced it and where it ran; one table of the runs'
+figures side by side (objects of scalars as ``key.field``); and a table per
+object of objects (``policies``), one row per entry.
 
 Keys read besides the figures, each optional:
 
@@ -126,60 +128,73 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     return lines
 
 
+def singular(name: str) -> str:
+    """``policies`` -> ``policy``, ``seeds`` -> ``seed``: a row table's first header."""
+    if name.endswith("ies"):
+        return name[:-3] + "y"
+    return name[:-1] if name.endswith("s") else name
+
+
 def row_table(title: str, rows: dict[str, dict[str, Any]]) -> list[str]:
-    """One row per key of ``rows``, one column per scalar field any of them has."""
+    """One row per key of ``rows``, one column per scalar field any of them has.
+
+    A field that only repeats the row's name (``policy``) is left out."""
     columns: list[str] = []
     for fields in rows.values():
         columns += [k for k, v in fields.items() if is_scalar(v) and k not in columns]
+    columns = [c for c in columns if any(f.get(c) != name for name, f in rows.items())]
     body = [[name, *(fields.get(c, "") for c in columns)] for name, fields in rows.items()]
     return table([title, *columns], body)
 
 
-def figures(data: dict[str, Any]) -> list[str]:
-    """The run's figures as tables: scalars first, then one table per nested object.
-
-    Nested objects whose values are all objects become row tables (``policies``);
-    top-level objects of scalars with the same keys share one row table
-    (``empty``/``half``/``full``); other objects of scalars get a two-column table.
-    """
-    body = {k: v for k, v in data.items() if k not in META}
-    out: list[str] = []
-    flat = [(k, v) for k, v in body.items() if is_scalar(v)]
-    if flat:
-        out += [*table(["figure", "value"], flat), ""]
-    groups: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
-    for key, value in body.items():
-        if not isinstance(value, dict) or not value:
+def flat(data: dict[str, Any]) -> dict[str, Any]:
+    """A run's scalar figures: top-level scalars, and objects of scalars as ``key.field``."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in META:
             continue
-        if all(isinstance(v, dict) for v in value.values()):
-            out += [f"`{key}`:", "", *row_table(key.rstrip("s") or key, value), ""]
-        elif all(is_scalar(v) for v in value.values()):
-            groups.setdefault(tuple(value), {})[key] = value
-    for members in groups.values():
-        if len(members) > 1:
-            out += [*row_table("", members), ""]
-        else:
-            ((key, value),) = members.items()
-            out += [f"`{key}`:", "", *table([key, "value"], value.items()), ""]
+        if is_scalar(value):
+            out[key] = value
+        elif isinstance(value, dict) and all(is_scalar(v) for v in value.values()):
+            out.update({f"{key}.{field}": v for field, v in value.items()})
     return out
 
 
+def nested(data: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """A run's objects of objects (``policies``), each a row table."""
+    return {
+        key: value
+        for key, value in data.items()
+        if key not in META
+        and isinstance(value, dict)
+        and value
+        and all(isinstance(v, dict) for v in value.values())
+    }
+
+
 def section(benchmark: str, runs: Sequence[Run]) -> list[str]:
-    """One benchmark's section: each run's command, provenance and figures."""
+    """One benchmark's section: its runs (command and provenance), then one table of every
+    run's scalar figures side by side, then each run's row tables."""
     out = [f"## {benchmark}", ""]
     for run in runs:
         where = provenance(run.data)
-        command = run.data.get("command") or UNRECORDED
+        command = run.data.get("command")
         out += [
-            f"### {run.name}",
-            "",
-            f"Command: `{command}`" if command != UNRECORDED else f"Command: {UNRECORDED}",
-            "",
-            f"Build: {where['build']}; commit: {where['commit']}; CPUs: {where['cpus']}; "
-            f"recorded: {run.data.get('recorded') or UNRECORDED}.",
-            "",
-            *figures(run.data),
+            f"* **{run.name}**: " + (f"`{command}`" if command else f"command {UNRECORDED}"),
+            f"  (build {where['build']}; commit {where['commit']}; CPUs {where['cpus']}; "
+            f"recorded {run.data.get('recorded') or UNRECORDED})",
         ]
+    out.append("")
+    figures = [flat(run.data) for run in runs]
+    keys: list[str] = []
+    for fields in figures:
+        keys += [k for k in fields if k not in keys]
+    if keys:
+        rows = [[key, *(fields.get(key, "") for fields in figures)] for key in keys]
+        out += [*table(["figure", *(run.name for run in runs)], rows), ""]
+    for run in runs:
+        for key, rows_of in nested(run.data).items():
+            out += [f"`{key}` of {run.name}:", "", *row_table(singular(key), rows_of), ""]
     return out
 
 
