@@ -3,8 +3,10 @@
 Every policy module in ``policies/`` is listed here once, by name, with its
 factory (kube-scheduler's ``plugins/registry.go``). Which policies run, in
 which order and with which weights, is configuration: ``profile_spec``
-(kube-scheduler's ``default_plugins.go``). The cycle never imports a policy
-directly.
+(kube-scheduler's ``default_plugins.go``). The cycle runs the policies of
+the ``Profile`` built here and walks only the extension points; the policy
+code it still imports is ``binpack.priced_profile`` (the cycle's share prices)
+and, in preemption, ``node_affinity.admits``.
 """
 
 from __future__ import annotations

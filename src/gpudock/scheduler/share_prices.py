@@ -38,9 +38,8 @@ MILLI = 1000
 """Sizes and free capacity are in thousandths of a GPU."""
 GRID = 10
 """Share sizes are priced in steps of this many thousandths (``priced_size``): at most 99
-sizes, so the LP has at most 99 rows. Pricing every thousandth instead takes minutes for a
-workload of hundreds of sizes (147 s for 899 against 0.16 s for the same workload on the
-grid); the Alibaba trace's sizes all lie on it."""
+sizes, so the LP has at most 99 rows, however many distinct sizes the workload has (its
+cost grows with the rows); the Alibaba trace's sizes all lie on it."""
 MAX_ROUNDS = 200
 """Column-generation rounds at most (a few tens suffice for tens of sizes)."""
 ENUMERATE = 2000
@@ -70,7 +69,7 @@ def prices(demand: Mapping[int, float]) -> dict[int, float]:
     ``demand``: size in thousandths (1-999) -> how many shares of it (any
     positive weights). When the sizes have at most ``ENUMERATE`` maximal
     patterns (a few sizes, none tiny), the LP over all of them is solved
-    once (a few milliseconds: what the scheduler meets per cycle). Otherwise
+    once (the case the scheduler meets per cycle). Otherwise
     by column generation: the LP over the patterns found so far (starting
     with each size alone, as many copies as fit), then, from one knapsack
     over the current prices, for each size the best pattern holding it,

@@ -56,7 +56,7 @@ attained service, while every smaller job keeps its class's index.
 
 **Close siblings.** Jobs that one user submits together run alike: in the
 Philly window the log run times of consecutive jobs of one queue and GPU
-count submitted within 120 s of each other correlate 0.87-0.98. A finished
+count submitted within 120 s of each other are strongly correlated. A finished
 job recorded with its submit time becomes the *close sibling* of the jobs of
 its queue and exact GPU count submitted within ``SIBLING_GAP`` seconds of it
 (``sibling``: the nearest one). Each finish that had a close sibling adds its

@@ -33,19 +33,15 @@ class Binpack:
     that counts them, goes first where it leaves the least GPU capacity
     stranded behind the node's CPUs (``stranded_after``), then by capacity
     left. Plain best fit fills a node's last CPUs as readily as any others,
-    leaving its free GPUs to no job that needs CPUs; on the Alibaba 2023
-    sharing benchmark (FGD's method) this allocates about 95.5% of GPU
-    capacity against 94.2% without it. Jobs without CPUs, and nodes without
-    CPU counts, score exactly as plain best fit.
+    leaving its free GPUs to no job that needs CPUs. Jobs without CPUs, and
+    nodes without CPU counts, score exactly as plain best fit.
 
-    With ``price_shares`` (the default; ``scheduler/README.md`` has its figures), a
+    With ``price_shares`` (the default; figures in ``benchmarks/RESULTS.md``), a
     share of one GPU on one node is
     scored by the job mix's share prices instead (``scheduler/pricing.py``):
     first the GPU capacity it would strand for the mix's common shapes (if it
     asks for CPUs, on a node that counts them), then the worth its GPU loses
     at the cutting-stock prices of the mix's share sizes, then capacity left.
-    On the Alibaba 2023 sharing benchmark this allocates 96.06% of GPU
-    capacity against 95.48% without it.
     ``priced_profile`` sets ``pricing`` for each cycle (from the snapshot);
     without it (``pricing`` None) such shares score as above.
     """

@@ -30,10 +30,9 @@ exclusively have none. The score of a node for a job is
   CPUs for the workload's GPU tasks).
 
 Nodes whose rise is equal (to a millionth of a GPU) go to the one left with
-the least free GPU capacity (best fit), not to the lowest name: on the
-Alibaba 2023 trace this adds about 0.3 points of allocated capacity
-(``benchmarks/alibaba_sharing.py``); FGD's own simulator breaks such ties
-at random.
+the least free GPU capacity (best fit), not to the lowest name, so that
+ties are deterministic and pack; FGD's own simulator breaks such ties at
+random.
 
 The workload is a constructor argument. The registry's factories take none,
 so the registered ``fgd`` and ``fgd_picker`` use ``DEFAULT_WORKLOAD``, a

@@ -28,8 +28,7 @@ Four extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
   counts ``STRANDED_WEIGHT`` times, so in effect nodes are compared by
   stranded capacity first and by FGD's fragments after. Rare types are
   left out because "some type could still use it" is judged by the best
-  type: with every type counted, one rare low-CPU type decides it (on the
-  Alibaba trace that allocated about 2 points less).
+  type: with every type counted, one rare low-CPU type would decide it.
 * **The workload is learned** (``WorkloadLearner``): the task types are the
   GPU jobs this policy has been asked to place, each job id once, weighted
   by their number (FGD's popularity, from the jobs that have arrived; never
@@ -50,10 +49,9 @@ Four extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
   tie-break), then best fit. Whole-GPU and CPU-only jobs lose the same worth
   on every node, so for them nothing changes.
 
-On the Alibaba 2023 trace (``benchmarks/alibaba_sharing.py``, 10 seeds) the
-pair allocates 96.14% of GPU capacity, against 94.72% for ``fgd`` with the
-trace's own task types, 95.78% before the prices and 95.33% before
-``stranded`` (``scheduler/README.md``).
+Its allocation on the Alibaba 2023 trace (``benchmarks/alibaba_sharing.py``)
+is in ``benchmarks/RESULTS.md``; how each extension was chosen, in
+``docs/decisions/0004-share-prices.md``.
 
 Caveats, stated plainly:
 
@@ -69,22 +67,19 @@ Caveats, stated plainly:
 * ``stranded`` judges each common type alone: where a mix of types could
   use more of a node than any one of them (whole GPUs for one type, a
   half-used GPU for another), the difference counts as stranded too;
-* ``COMMON`` (1%) was set before measuring; 3% gives the same figures on
-  the Alibaba trace (3 seeds), counting every type 2.4 points less;
+* ``COMMON`` (1%) is a popularity threshold fixed in advance, not a
+  weight tuned to a trace;
 * each rebuild solves the cutting-stock LP (SciPy's HiGHS, by column
   generation, each round adding for every size the best pattern holding it)
-  with a knapsack per round: 0.04-0.07 s for the trace's 20 share sizes
-  (this 2-core machine, with other work running), 0.16 s for 91 (uniform
-  draws). Sizes are priced on a grid of hundredths of a GPU, rounded up
-  (``share_prices.GRID``): every thousandth took 147 s for 899 sizes.
-  Prices are exact for the sizes seen, not for sizes yet to come;
-* ``FRAGMENT_WEIGHT`` (0.01) only breaks ties: 0.0001 and 0.1 allocate the
-  same on the Alibaba trace (96.17% and 96.16%, seeds 42-44), and leaving
-  FGD's fragments out allocates 96.01% (a prototype of this rule, which gave
-  the same per-seed figures as this code at 0.01).
+  with a knapsack per round; its cost grows with the number of distinct
+  sizes, so sizes are priced on a grid of hundredths of a GPU, rounded up
+  (``share_prices.GRID``). Prices are exact for the sizes seen, not for
+  sizes yet to come;
+* ``FRAGMENT_WEIGHT`` (0.01) only breaks ties between nodes of equal
+  stranded capacity and loss.
 
-Not in the default profile: it takes the generic (unindexed) path, which
-makes whole-GPU jobs slower at scale (``scheduler/README.md``).
+Not in the default profile: it takes the generic (unindexed) path for
+every job (``docs/decisions/0005-fgd-adaptive-opt-in.md``).
 """
 
 from __future__ import annotations
