@@ -139,7 +139,8 @@ def submit(
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         fail(f"invalid job spec: {format_validation_error(exc)}", 2)
-    body = spec.model_dump(mode="json", exclude_none=True, exclude_unset=True)  # server defaults
+    unset = {"priority"} - spec.model_fields_set  # the server gives the queue's default
+    body = spec.model_dump(mode="json", exclude_none=True, exclude=unset)
     job = call("POST", "/v1/jobs", json=body)
     if output == "json":
         out.print_json(data=job)

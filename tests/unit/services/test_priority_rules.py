@@ -95,8 +95,7 @@ def test_a_class_sets_the_priority_and_whether_the_job_may_preempt() -> None:
 
 def test_a_class_granted_to_other_users_is_forbidden_naming_class_and_grant() -> None:
     assert forbidden(ALICE, priority_class="urgent") == (
-        "priority class 'urgent' is not granted to user alice (it is granted to: bob); "
-        "ask an admin"
+        "priority class 'urgent' is not granted to user alice (it is granted to: bob); ask an admin"
     )
 
 
