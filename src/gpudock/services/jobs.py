@@ -12,8 +12,8 @@ from gpudock.core.job import Job, JobSpec, JobState, parse_mount
 from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
-from gpudock.services.priority import resolve_priority
 from gpudock.scheduler.snapshot import JobRequest
+from gpudock.services.priority import resolve_priority
 from gpudock.store import jobs as job_store
 from gpudock.store.snapshot import load_nodes
 from gpudock.store.tokens import Principal
