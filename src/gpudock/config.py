@@ -99,7 +99,11 @@ class ExecutorConfig(BaseModel):
 
 
 class PriorityClass(BaseModel):
-    """A named priority: jobs naming it get ``value``; ``preempt`` lets them preempt."""
+    """A named priority: jobs naming it get ``value``; ``preempt`` lets them preempt.
+
+    ``users`` and ``queues`` grant it (unset: every user, every queue); admins
+    may use every class. Rules: ``gpudock.services.priority``.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -107,6 +111,8 @@ class PriorityClass(BaseModel):
     value: int = Field(ge=-1_000_000, le=1_000_000)
     preempt: bool = True
     description: str = ""
+    users: list[str] | None = Field(default=None, description="who may use it; unset: everyone")
+    queues: list[str] | None = Field(default=None, description="where; unset: every queue")
 
 
 class ScorerWeight(BaseModel):

@@ -77,7 +77,8 @@ def submit(
     gpu_memory: Annotated[str | None, typer.Option(help="per-GPU share, e.g. 20GiB")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
     queue: Annotated[str | None, typer.Option()] = None,
-    priority: Annotated[int | None, typer.Option()] = None,
+    priority: Annotated[int | None, typer.Option(help="users may only lower it")] = None,
+    priority_class: Annotated[str | None, typer.Option(help="an admin-defined class")] = None,
     name: Annotated[str | None, typer.Option()] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V, repeatable")] = None,
     label: Annotated[list[str] | None, typer.Option(help="K=V, repeatable")] = None,
@@ -111,6 +112,7 @@ def submit(
         "gpu_model": gpu_model,
         "queue": queue,
         "priority": priority,
+        "priority_class": priority_class,
         "name": name,
         "cpus": cpus,
         "memory": memory,
@@ -137,7 +139,9 @@ def submit(
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         fail(f"invalid job spec: {format_validation_error(exc)}", 2)
-    job = call("POST", "/v1/jobs", json=spec.model_dump(mode="json", exclude_none=True))
+    unset = {"priority"} - spec.model_fields_set  # the server gives the queue's default
+    body = spec.model_dump(mode="json", exclude_none=True, exclude=unset)
+    job = call("POST", "/v1/jobs", json=body)
     if output == "json":
         out.print_json(data=job)
     else:

@@ -19,6 +19,8 @@ Example (sizes accept ``320GiB``, durations ``7d``)::
           guarantee: {gpus: 8}
           borrow: false            # never above its guarantee
           lend: true               # its unused guarantee may be borrowed
+          default_priority: 0      # a job's priority when it names none
+          max_user_priority: 10    # users may raise their own jobs up to here
 
 An unset guarantee is 0 and an unset limit is unlimited. Queue ``default``
 exists even when not declared (``QueueSet`` adds it). Structural mistakes
@@ -85,6 +87,12 @@ class QueueConfig(BaseModel):
     ``borrow``: may it use more than its guarantee (from its cohort's lent
     capacity and the cluster's unguaranteed capacity)? ``lend``: may queues of
     its cohort borrow its unused guarantee?
+
+    ``default_priority`` is the priority of a job that names neither a
+    priority nor a class. A user (not an admin) may set a raw priority of at
+    most ``max_user_priority``, or, when that is unset, at most
+    ``default_priority`` (only lower, like Slurm's ``nice``). A raw priority
+    never lets a job preempt; only a preempting priority class does.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,6 +104,13 @@ class QueueConfig(BaseModel):
     limit: QuotaConfig = Field(default_factory=QuotaConfig)
     borrow: bool = True
     lend: bool = True
+    default_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    max_user_priority: int | None = Field(
+        default=None,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="the highest raw priority a user may set; unset: default_priority",
+    )
 
     @field_validator("name")
     @classmethod
@@ -117,6 +132,22 @@ class QueueConfig(BaseModel):
                     f"exceeds its limit of {amount(resource, exact(limit))}"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _user_priority_above_default(self) -> QueueConfig:
+        if self.max_user_priority is not None and self.max_user_priority < self.default_priority:
+            raise ValueError(
+                f"queue {self.name!r}: max_user_priority {self.max_user_priority} is below "
+                f"its default_priority {self.default_priority} (users may always lower theirs)"
+            )
+        return self
+
+    @property
+    def user_priority_limit(self) -> int:
+        """The highest raw priority a user (not an admin) may give a job here."""
+        if self.max_user_priority is None:
+            return self.default_priority
+        return self.max_user_priority
 
 
 class ResourceWeights(BaseModel):
@@ -196,3 +227,7 @@ class QueuesConfig(BaseModel):
                     f"(declared cohorts: {declared})"
                 )
         return self
+
+    def queue(self, name: str) -> QueueConfig:
+        """The declared queue ``name``, or an undeclared queue's defaults."""
+        return next((q for q in self.queues if q.name == name), None) or QueueConfig(name=name)

@@ -1,8 +1,9 @@
 """Preemption: choose running jobs to stop so a blocked, higher-priority job fits.
 
 Pure functions over the cycle's capacity model. Who *may* be preempted is the
-caller's rule (``eligible``): within a queue, a lower priority; across queues,
-a borrower that the reclaiming queue may take back from. This module only
+caller's rule (``eligible``): within a queue, a lower priority, and only for a
+job whose priority class may preempt (``may_priority_preempt``); across
+queues, a borrower that the reclaiming queue may take back from. This module only
 answers "which eligible victims, on which node, lose the least work":
 
 1. on each node the job could use if capacity freed up, add eligible victims
@@ -41,6 +42,7 @@ __all__ = [
     "choose_victims",
     "could_fit_if_freed",
     "fits_after",
+    "may_priority_preempt",
     "plan_preemptions",
     "preemptible_now",
     "running_by_node",
@@ -150,8 +152,9 @@ def plan_preemptions(
 
     Two kinds, tried in this order:
 
-    * **priority**: the job's class may preempt, and running, preemptible
-      jobs of its own queue with a lower priority hold GPUs it could use;
+    * **priority** (``may_priority_preempt``): the job's class may preempt,
+      and running, preemptible jobs of its own queue with a lower priority
+      hold GPUs it could use;
     * **reclaim**: ``reclaim.reclaim_rule(job)`` (queues only) names the borrowers its
       queue may take capacity back from while under its fair share.
 
@@ -177,7 +180,7 @@ def plan_preemptions(
         if job.id in stopping:
             reasons[job.id] = _waiting(stopping[job.id])
             continue
-        if job.can_preempt and job.priority > floor.get(job.queue, job.priority):
+        if may_priority_preempt(job, floor):
             choice = boards.choose(job)
             if choice is not None:
                 search.take(choice)
@@ -195,6 +198,19 @@ def plan_preemptions(
         if reclaim is not None and job.id not in stopping:
             _reclaim(job, search, reclaim, preemptions, reasons)
     return preemptions, reasons
+
+
+def may_priority_preempt(job: JobRequest, floor: Mapping[str, int]) -> bool:
+    """May ``job`` try the priority kind: preempt lower-priority jobs of its own queue?
+
+    Only when its priority class may preempt (``job.can_preempt``; the server
+    sets it for jobs of a preempting class only, never for a raw priority:
+    ``services.priority``) and some candidate of its queue (``floor``: the
+    lowest candidate priority per queue) has a lower priority. Whose the
+    victims are does not matter; a number alone never preempts. The reclaim
+    kind does not ask this.
+    """
+    return job.can_preempt and job.priority > floor.get(job.queue, job.priority)
 
 
 def _reclaim(

@@ -99,7 +99,7 @@ class JobRequest:
     nodes: int = 1  # a gang: ``gpus`` on each of ``nodes`` nodes, all or nothing
     cpus: float | None = None
     max_runtime: float | None = None  # seconds; bounds backfill and ETAs
-    can_preempt: bool = True  # its priority class may preempt others
+    can_preempt: bool = True  # may priority-preempt: the server sets it only for a preempting class
     node_selector: tuple[tuple[str, str], ...] = ()  # sorted labels a node must carry
     tolerations: tuple[Toleration, ...] = ()
     topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node

@@ -13,6 +13,7 @@ from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.snapshot import JobRequest
+from gpudock.services.priority import resolve_priority
 from gpudock.store import jobs as job_store
 from gpudock.store.snapshot import load_nodes
 from gpudock.store.tokens import Principal
@@ -25,8 +26,9 @@ class JobService:
     def submit(self, spec: JobSpec, principal: Principal) -> Job:
         """Validate against policy and inventory, store as PENDING, wake the scheduler.
 
-        Raises ``InvalidInput`` for a mount outside the admin allowlist and
-        ``Infeasible`` for a job no node could ever hold.
+        Raises ``InvalidInput`` for a mount outside the admin allowlist,
+        ``Infeasible`` for a job no node could ever hold, and ``Forbidden`` for
+        a priority or priority class the caller may not use (``priority.py``).
         """
         self._check_mounts(spec)
         if spec.gpu_memory is not None and spec.gpus == 0:  # else silently a CPU-only job
@@ -35,7 +37,7 @@ class JobService:
                 "with it, or leave it out for a CPU-only job",
                 field="gpu_memory",
             )
-        spec, can_preempt = self._resolve_priority(spec)
+        spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
         self._check_feasible(spec)
         with self.ctx.db.write() as session:
             job = job_store.insert_job(
@@ -145,22 +147,6 @@ class JobService:
     def _log_files(self, job_id: int) -> list[Path]:
         folder = self.ctx.log_dir / f"job-{job_id}"
         return list(folder.glob("attempt-*.log")) if folder.is_dir() else []
-
-    def _resolve_priority(self, spec: JobSpec) -> tuple[JobSpec, bool]:
-        """Apply the spec's priority class: its value becomes the priority."""
-        if spec.priority_class is None:
-            return spec, True
-        scheduler = self.ctx.config.scheduler
-        klass = scheduler.priority_class(spec.priority_class)
-        if klass is None:
-            known = ", ".join(c.name for c in scheduler.priority_classes) or "none are defined"
-            raise InvalidInput(
-                f"priority_class {spec.priority_class!r} is unknown ({known})",
-                field="priority_class",
-            )
-        if "priority" in spec.model_fields_set and spec.priority != klass.value:
-            raise InvalidInput("give priority or priority_class, not both", field="priority_class")
-        return spec.model_copy(update={"priority": klass.value}), klass.preempt
 
     def _check_mounts(self, spec: JobSpec) -> None:
         allowed = self.ctx.config.executor.allowed_mounts

@@ -24,12 +24,13 @@ MAX_JOB_ID = 2**31 - 1  # jobs.id is a 32-bit INTEGER on PostgreSQL
 
 
 def insert_job(
-    session: Session, spec: JobSpec, user: str, now: float, can_preempt: bool = True
+    session: Session, spec: JobSpec, user: str, now: float, can_preempt: bool = False
 ) -> Job:
     """Store a new PENDING job and return it (with its id).
 
     ``spec.priority`` must already hold the priority class's value, if any;
-    ``can_preempt`` comes from the class (jobs without one may preempt).
+    ``can_preempt`` comes from the class (jobs without a preempting one may not
+    preempt; ``services.priority``).
     """
     row = JobRow(
         user=user,

@@ -136,6 +136,7 @@ def test_pending_jobs_carry_their_constraints_into_the_snapshot(db: Database) ->
         gpus=4,
         submitted_at=1.0,
         user="al",
+        can_preempt=False,  # no preempting priority class
         node_selector=(("gpu.family", "hopper"), ("zone", "b")),
         tolerations=(
             Toleration("spot"),

@@ -119,3 +119,26 @@ def test_spec_file_errors_exit_2_with_one_message(
         assert isinstance(result.exception, SystemExit)
         assert message in " ".join(result.output.split())
     assert posted == []
+
+
+def test_priority_class_flag_and_no_priority_unless_given(posted: list[dict[str, Any]]) -> None:
+    """The server picks the queue's default priority; the CLI must not send a 0 of its own."""
+    assert submit("--priority-class", "urgent", "img").exit_code == 0
+    assert submit("--priority", "-5", "img").exit_code == 0
+    assert submit("img").exit_code == 0
+
+    with_class, lowered, plain = posted
+    assert with_class["priority_class"] == "urgent" and "priority" not in with_class
+    assert lowered["priority"] == -5 and "priority_class" not in lowered
+    assert "priority" not in plain
+
+
+def test_a_refused_priority_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Any, method: str, path: str, **kwargs: Any) -> Any:
+        raise cli.ClientError("priority 9 is above the limit of 0 in queue default", 403)
+
+    monkeypatch.setattr(cli.Client, "request", refuse)
+    result = CliRunner().invoke(cli.app, ["submit", "--priority", "9", "img"])
+
+    assert result.exit_code == 1
+    assert result.output == "error: priority 9 is above the limit of 0 in queue default\n"

@@ -250,6 +250,10 @@ class RunningBuilder:
         self._fields["queue"] = queue
         return self
 
+    def user(self, user: str) -> RunningBuilder:
+        self._fields["user"] = user
+        return self
+
     def started(self, at: float) -> RunningBuilder:
         self._fields["started_at"] = at
         return self
