@@ -87,7 +87,7 @@ class ServerProcess:
             self.wait_healthy()
         return self
 
-    def wait_healthy(self, timeout: float = 30) -> None:
+    def wait_healthy(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None
