@@ -6,7 +6,11 @@
       │ container named request.name exists? ──yes──► adopt (ours? start if created)
       no
       ▼
-    create ──404 no such image──► pull (bounded by pull_timeout) ──► create again
+    resolve mount sources on this host ──missing, or a symlink leaves the
+      │                                  allowlist──► LaunchError, nothing created
+      ▼
+    create, binding the resolved paths
+      │ 404 no such image ──► pull (bounded by pull_timeout) ──► create again
       │ 409 name taken (a racing launch) ──► wait briefly, adopt
       ▼
     start ──fails──► remove the half-made container, then:
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +51,7 @@ from gpudock.executors._docker_spec import (
     LABEL_JOB,
     NO_GPU_DRIVER_TEXT,
     build_create_spec,
+    engine_realpath,
     short_engine_error,
     status_from_attrs,
     stop_timeout,
@@ -330,7 +336,11 @@ class DockerExecutor(ExecutorWithEvents):
     def _create_and_start(self, client: Any, request: LaunchRequest) -> ContainerStatus | None:
         """Create and start a new container; None if the name was taken meanwhile."""
         spec = build_create_spec(
-            request, self.config, self.instance_id, device_request=self._device_request(request)
+            request,
+            self.config,
+            self.instance_id,
+            device_request=self._device_request(request),
+            realpath=engine_realpath(self.config.docker_url, os.environ.get("DOCKER_HOST")),
         )
         host_config = client.api.create_host_config(**spec.host)
         try:
