@@ -43,7 +43,14 @@ def start_server(make_server: Callable[..., ServerProcess], host: Path) -> Serve
         **FAST_CONFIG,
         "executor": {**FAST_CONFIG["executor"], "allowed_mounts": [f"{host}/allowed:rw"]},
     }
-    return make_server(config=config).start()
+    return started(make_server(config=config))
+
+
+def started(server: ServerProcess) -> ServerProcess:
+    """Start, allowing for a slow start on a loaded machine."""
+    server.start(wait=False)
+    server.wait_healthy(timeout=120)
+    return server
 
 
 def assert_host_untouched(host: Path) -> None:
@@ -112,7 +119,7 @@ def test_submit_refuses_rw_under_a_read_only_entry_naming_it(
         **FAST_CONFIG,
         "executor": {**FAST_CONFIG["executor"], "allowed_mounts": [str(host / "allowed")]},
     }
-    api = make_server(config=config).start().api()
+    api = started(make_server(config=config)).api()
     response = api.post(
         "/v1/jobs", json={"image": TEST_IMAGE, "mounts": [f"{host}/allowed:/data:rw"]}
     )
