@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from gpudock.core.mounts import AllowedMount, MountRefused, check_mount, resolve_mount
+from gpudock.core.mounts import (
+    AllowedMount,
+    MountRefused,
+    check_mount,
+    parse_allowlist,
+    resolve_mount,
+)
 
 
 def allow(*entries: str) -> list[AllowedMount]:
     """``allow("/data:ro", "/scratch:rw")``."""
-    return [AllowedMount(path=e.rsplit(":", 1)[0], mode=e.rsplit(":", 1)[1]) for e in entries]  # type: ignore[arg-type]
+    return [AllowedMount.model_validate(e) for e in parse_allowlist(list(entries))]
 
 
 @pytest.fixture
