@@ -8,18 +8,40 @@ host file outside the allowlist must stay unread and unwritten.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from tests.integration.e2e.conftest import teardown
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.server import FAST_CONFIG, ServerProcess, submit, wait_state
 
 pytestmark = pytest.mark.docker
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
 SECRET = "not for containers\n"
+
+
+@pytest.fixture(scope="module")
+def policy_api(
+    tmp_path_factory: pytest.TempPathFactory, docker: Any
+) -> Iterator[tuple[httpx.Client, Path]]:
+    """One server for the submit checks: ``allowed`` is a read-only (plain) entry."""
+    host = tmp_path_factory.mktemp("policy").resolve()
+    (host / "allowed").mkdir()
+    (host / "outside").mkdir()
+    config: dict[str, Any] = {
+        **FAST_CONFIG,
+        "executor": {**FAST_CONFIG["executor"], "allowed_mounts": [str(host / "allowed")]},
+    }
+    server = started(ServerProcess(host / "home", config=config))
+    try:
+        yield server.api(), host
+    finally:
+        teardown(server, docker)
 
 
 @pytest.fixture
@@ -112,16 +134,59 @@ def test_a_symlink_planted_between_submit_and_launch_is_caught_at_launch(
     assert_host_untouched(host)
 
 
-def test_submit_refuses_rw_under_a_read_only_entry_naming_it(
-    make_server: Callable[..., ServerProcess], host: Path
+# ------------------------------------------------ submit: one clear 422 each
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "text"),
+    [
+        (
+            {"mounts": ["{host}/allowed:/data:rw"]},
+            "mounts",
+            "entry {host}/allowed, which is read-only",
+        ),
+        (
+            {"mounts": ["{host}/outside:/data"]},
+            "mounts",
+            "not in the admin allowlist ({host}/allowed:ro)",
+        ),
+        (
+            {"env": {"CUDA_VISIBLE_DEVICES": "0"}},
+            "env",
+            "env key 'CUDA_VISIBLE_DEVICES' is not allowed",
+        ),
+        (
+            {"env": {"NVIDIA_MIG_CONFIG_DEVICES": "all"}},
+            "env",
+            "'NVIDIA_MIG_CONFIG_DEVICES' is not allowed",
+        ),
+        ({"env": {"NVIDIA_VISIBLE_DEVICES": "all"}}, "env", "reserved for gpudock"),
+        (
+            {"env": {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility,graphics"}},
+            "env",
+            "'NVIDIA_DRIVER_CAPABILITIES' asks for graphics, beyond what this server allows "
+            "(compute, utility)",
+        ),
+        ({"env": {"NVIDIA_DRIVER_CAPABILITIES": "all"}}, "env", "asks for compat32, display"),
+        ({"env": {"NVIDIA_DRIVER_CAPABILITIES": "gpu"}}, "env", "unknown driver capabilities gpu"),
+    ],
+)
+def test_submit_refuses_what_the_policy_forbids_naming_it(
+    policy_api: tuple[httpx.Client, Path], spec: dict[str, Any], field: str, text: str
 ) -> None:
-    config: dict[str, Any] = {
-        **FAST_CONFIG,
-        "executor": {**FAST_CONFIG["executor"], "allowed_mounts": [str(host / "allowed")]},
-    }
-    api = started(make_server(config=config)).api()
-    response = api.post(
-        "/v1/jobs", json={"image": TEST_IMAGE, "mounts": [f"{host}/allowed:/data:rw"]}
-    )
-    assert response.status_code == 422
-    assert f"entry {host}/allowed, which is read-only" in response.json()["error"]["message"]
+    api, host = policy_api
+    body = {"image": TEST_IMAGE, **json.loads(json.dumps(spec).replace("{host}", str(host)))}
+    response = api.post("/v1/jobs", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["field"] == field
+    assert text.replace("{host}", str(host)) in error["message"]
+
+
+def test_submit_accepts_a_narrower_capability_set_and_a_cuda_requirement(
+    policy_api: tuple[httpx.Client, Path],
+) -> None:
+    api, host = policy_api
+    env = {"NVIDIA_DRIVER_CAPABILITIES": "utility", "NVIDIA_REQUIRE_CUDA": "cuda>=12.0"}
+    job = submit(api, image=TEST_IMAGE, command=["true"], env=env, mounts=[f"{host}/allowed:/d"])
+    assert wait_state(api, job, DONE)["state"] == "SUCCEEDED"
