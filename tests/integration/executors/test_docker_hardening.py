@@ -8,6 +8,7 @@ logs, a fixed non-root user, and the GPU env keys gpudock controls.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.integration.executors.test_docker_executor import (
     make_request,
     wait_exit,
 )
+from tests.kit.docker import hook_log_entries, require_gpu_hook
 
 from gpudock.config import ExecutorConfig
 from gpudock.core.job import Mount
@@ -156,3 +158,16 @@ def test_driver_capabilities_are_the_policy_or_the_jobs_narrower_ask(
     assert "NVIDIA_DRIVER_CAPABILITIES=utility" in env
     assert "NVIDIA_REQUIRE_CUDA=cuda>=12.0" in env
     assert not [e for e in env if e.startswith(("CUDA_VISIBLE_DEVICES=", "NVIDIA_MIG_"))]
+
+
+def test_the_toolkit_hook_sees_the_policy_capabilities(docker_api: Any, instance_id: str) -> None:
+    """With a real device request, the NVIDIA hook reads the capabilities gpudock set."""
+    require_gpu_hook(docker_api)
+    since = time.time()
+    request = make_request(
+        ["true"], gpu_uuids=(GPU_A,), env={"NVIDIA_DRIVER_CAPABILITIES": "compute"}
+    )
+    status = executor_with(instance_id, gpu_mode="device-request").launch(request)
+    (entry,) = [e for e in hook_log_entries(since) if e["container_id"] == status.id]
+    assert entry["env"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute"
+    assert entry["nvidia_visible_devices"] == GPU_A
