@@ -164,6 +164,32 @@ def docker_mounts(
     return result
 
 
+def recheck_sources(
+    mounts: Sequence[Mapping[str, Any]],
+    allowed: Sequence[AllowedMount],
+    realpath: Realpath = strict_realpath,
+) -> None:
+    """Raise ``LaunchError`` unless every bind ``Source`` still resolves to itself, allowed.
+
+    ``mounts`` are Docker's mount dicts (``Source``, ``ReadOnly``), as built or
+    as inspected. Run just before start: it shrinks the resolve→mount window
+    to the start itself, even when a pull or a crash came between.
+    """
+    for mount in mounts:
+        if mount.get("Type", "bind") != "bind":
+            continue
+        source = str(mount.get("Source", ""))
+        try:
+            now = resolve_mount(source, bool(mount.get("ReadOnly")), allowed, realpath)
+        except MountRefused as exc:
+            raise LaunchError(f"mount {source} refused before start: {exc}") from None
+        if now != source:
+            raise LaunchError(
+                f"mount {source} refused before start: it now resolves to {now} "
+                "(a symlink appeared after it was checked)"
+            )
+
+
 def engine_realpath(docker_url: str | None, docker_host: str | None) -> Realpath:
     """How to resolve a mount source on the engine's host.
 

@@ -24,6 +24,7 @@ from tests.kit.docker import hook_log_entries, require_gpu_hook
 
 from gpudock.config import ExecutorConfig
 from gpudock.core.job import Mount
+from gpudock.executors._docker_spec import build_create_spec
 from gpudock.executors.base import LaunchError
 from gpudock.executors.docker import DockerExecutor
 
@@ -62,6 +63,27 @@ def test_a_symlink_planted_after_the_request_is_refused_at_launch(
     with pytest.raises(LaunchError, match="resolves to /, outside the admin allowlist"):
         executor.launch(request)
     assert executor.inspect(request.name) is None  # nothing was created
+    assert sorted(os.listdir(host / "outside")) == ["secret"]
+
+
+def test_a_created_container_whose_source_became_a_symlink_is_not_started(
+    docker_api: Any, instance_id: str, host: Path
+) -> None:
+    """A crash (or a long pull) between create and start: the source is checked again."""
+    executor = executor_with(instance_id, allowed_mounts=[f"{host}/scratch:rw"])
+    (host / "scratch" / "later").mkdir()
+    request = make_request(
+        ["touch", f"/host{host}/outside/pwned"],
+        mounts=(Mount(host=f"{host}/scratch/later", container="/host", read_only=False),),
+    )
+    spec = build_create_spec(request, executor.config, instance_id, device_request=False)
+    host_config = docker_api.api.create_host_config(**spec.host)
+    docker_api.api.create_container(host_config=host_config, **spec.container)
+    (host / "scratch" / "later").rmdir()
+    (host / "scratch" / "later").symlink_to("/")
+    with pytest.raises(LaunchError, match=r"refused before start: host path \S+ resolves to /, outside"):
+        executor.launch(request)
+    assert executor.inspect(request.name) is None  # removed, never started
     assert sorted(os.listdir(host / "outside")) == ["secret"]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from gpudock.config import ExecutorConfig
 from gpudock.core.job import Mount, parse_mount
-from gpudock.executors._docker_spec import build_create_spec, engine_realpath
+from gpudock.executors._docker_spec import build_create_spec, engine_realpath, recheck_sources
 from gpudock.executors.base import LaunchError, LaunchRequest
 
 MiB = 1024 * 1024
@@ -126,3 +126,15 @@ def test_env_carries_the_capability_policy_and_gpudocks_own_devices() -> None:
     assert "CUDA_VISIBLE_DEVICES" not in container["environment"]
     container, _ = spec_of(request(), driver_capabilities="compute,utility,video")
     assert container["environment"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility,video"
+
+
+def test_the_recheck_before_start_refuses_a_source_that_became_a_symlink(tree: Path) -> None:
+    allowlist = ExecutorConfig.model_validate(mounts_config(tree)).allowed_mounts
+    source = {"Type": "bind", "Source": f"{tree}/scratch/work", "ReadOnly": False}
+    recheck_sources([source], allowlist)  # unchanged: fine
+    (tree / "scratch" / "work").rmdir()
+    (tree / "scratch" / "work").symlink_to("../data")
+    with pytest.raises(LaunchError, match=f"now resolves to {tree}/data"):
+        recheck_sources([{**source, "ReadOnly": True}], allowlist)
+    with pytest.raises(LaunchError, match="under read-only allowlist entry"):
+        recheck_sources([source], allowlist)
