@@ -137,6 +137,20 @@ def resolve_mount(
     allowlist. Never creates anything.
     """
     check_mount(host, read_only, allowlist)
+    return resolve_within(host, read_only, allowlist, realpath)
+
+
+def resolve_within(
+    host: str,
+    read_only: bool,
+    allowlist: Sequence[AllowedMount],
+    realpath: Realpath = strict_realpath,
+) -> str:
+    """``resolve_mount`` without the string check: only the resolved path is judged.
+
+    For a path gpudock resolved itself (a bound source, checked again before
+    start), which may lie under an entry's target rather than the entry as written.
+    """
     try:
         resolved = realpath(host)
     except OSError as exc:

@@ -23,6 +23,7 @@ from gpudock.core.mounts import (
     MountRefused,
     Realpath,
     resolve_mount,
+    resolve_within,
     strict_realpath,
 )
 from gpudock.executors.base import ContainerState, ContainerStatus, LaunchError, LaunchRequest
@@ -180,7 +181,7 @@ def recheck_sources(
             continue
         source = str(mount.get("Source", ""))
         try:
-            now = resolve_mount(source, bool(mount.get("ReadOnly")), allowed, realpath)
+            now = resolve_within(source, bool(mount.get("ReadOnly")), allowed, realpath)
         except MountRefused as exc:
             raise LaunchError(f"mount {source} refused before start: {exc}") from None
         if now != source:

@@ -144,7 +144,7 @@ class JobService:
     def _check_mounts(self, spec: JobSpec) -> None:
         """Each mount's path string under an allowlist entry that allows its mode.
 
-        The executor resolves symlinks again at launch (``gpudock.core.mounts``).
+        Symlinks are resolved at launch, by the executor (``gpudock.core.mounts``).
         """
         allowed = self.ctx.config.executor.allowed_mounts
         for text in spec.mounts:

@@ -81,7 +81,7 @@ def test_a_created_container_whose_source_became_a_symlink_is_not_started(
     docker_api.api.create_container(host_config=host_config, **spec.container)
     (host / "scratch" / "later").rmdir()
     (host / "scratch" / "later").symlink_to("/")
-    with pytest.raises(LaunchError, match=r"refused before start: host path \S+ resolves to /, outside"):
+    with pytest.raises(LaunchError, match=r"refused before start: .+ resolves to /, outside"):
         executor.launch(request)
     assert executor.inspect(request.name) is None  # removed, never started
     assert sorted(os.listdir(host / "outside")) == ["secret"]

@@ -138,3 +138,14 @@ def test_the_recheck_before_start_refuses_a_source_that_became_a_symlink(tree: P
         recheck_sources([{**source, "ReadOnly": True}], allowlist)
     with pytest.raises(LaunchError, match="under read-only allowlist entry"):
         recheck_sources([source], allowlist)
+
+
+def test_the_recheck_accepts_a_source_under_a_symlinked_entrys_target(tree: Path) -> None:
+    """``/datasets -> data``: the bound source is ``data/x``, not under ``/datasets`` as written."""
+    (tree / "datasets").symlink_to(tree / "data")
+    (tree / "data" / "x").mkdir()
+    req = request(mounts=(parse_mount(f"{tree}/datasets/x:/x"),))
+    _, host = spec_of(req, allowed_mounts=[f"{tree}/datasets"])
+    assert host["mounts"][0]["Source"] == f"{tree}/data/x"
+    allowlist = ExecutorConfig.model_validate({"allowed_mounts": [f"{tree}/datasets"]})
+    recheck_sources(host["mounts"], allowlist.allowed_mounts)  # no raise
