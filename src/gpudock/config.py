@@ -14,7 +14,8 @@ Example::
     executor:
       pids_limit: 4096
       default_memory: 16GiB
-      allowed_mounts: [/datasets, /scratch]
+      allowed_mounts: ["/datasets:ro", "/scratch:rw"]   # plain path: read-only
+      user: "1000:1000"        # run every container as this non-root uid:gid
     scheduler:
       placement: binpack
       queues:
@@ -43,7 +44,9 @@ from pydantic import (
 
 from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
 from gpudock.core.errors import InvalidInput
+from gpudock.core.gpu_env import check_container_user, parse_capabilities
 from gpudock.core.inventory import NodeTraits
+from gpudock.core.mounts import AllowedMount, parse_allowlist
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.queue.config import QueuesConfig
 
@@ -64,8 +67,23 @@ class ExecutorConfig(BaseModel):
     read_only_rootfs: bool = False
     default_cpus: float | None = Field(default=None, gt=0)
     default_memory: int | None = None
-    allowed_mounts: list[str] = Field(
-        default_factory=list, description="host path prefixes users may bind-mount"
+    allowed_mounts: list[AllowedMount] = Field(
+        default_factory=list,
+        description="host path prefixes users may bind-mount: 'PATH[:ro|rw]' (default ro), "
+        "or {PATH: ro|rw}",
+    )
+    user: str | None = Field(
+        default=None,
+        description="run every container as this non-root 'uid:gid'; default: the image's user",
+    )
+    allow_swap: bool = Field(
+        default=False, description="false: a job's memory limit is also its memory+swap limit"
+    )
+    log_max_size: int = Field(default=50 * 1024 * 1024, gt=0, description="Docker log file size")
+    log_max_files: int = Field(default=3, ge=1, description="Docker log files kept per container")
+    driver_capabilities: str = Field(
+        default="compute,utility",
+        description="NVIDIA_DRIVER_CAPABILITIES every job gets; users may only narrow it",
     )
     gpu_mode: Literal["auto", "device-request", "env"] = Field(
         default="auto",
@@ -79,7 +97,7 @@ class ExecutorConfig(BaseModel):
     pull_timeout: float = Field(default=300.0, gt=0)
     log_dir: str | None = Field(default=None, description="default: $GPUDOCK_HOME/logs")
 
-    @field_validator("default_memory", mode="before")
+    @field_validator("default_memory", "log_max_size", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
         return None if value is None else parse_size(value)
@@ -89,13 +107,20 @@ class ExecutorConfig(BaseModel):
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)
 
-    @field_validator("allowed_mounts")
+    @field_validator("allowed_mounts", mode="before")
     @classmethod
-    def _mounts(cls, value: list[str]) -> list[str]:
-        for path in value:
-            if not path.startswith("/"):
-                raise ValueError(f"allowed mount {path!r} must be an absolute path")
-        return [p.rstrip("/") or "/" for p in value]
+    def _mounts(cls, value: Any) -> Any:
+        return parse_allowlist(value)
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        return None if value is None else check_container_user(value)
+
+    @field_validator("driver_capabilities")
+    @classmethod
+    def _capabilities(cls, value: str) -> str:
+        return ",".join(parse_capabilities(value))
 
 
 class PriorityClass(BaseModel):

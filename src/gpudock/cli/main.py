@@ -82,7 +82,7 @@ def submit(
     name: Annotated[str | None, typer.Option()] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V, repeatable")] = None,
     label: Annotated[list[str] | None, typer.Option(help="K=V, repeatable")] = None,
-    mount: Annotated[list[str] | None, typer.Option(help="/host:/ctr[:ro], repeatable")] = None,
+    mount: Annotated[list[str] | None, typer.Option(help="/host:/ctr[:rw], repeatable")] = None,
     cpus: Annotated[float | None, typer.Option()] = None,
     memory: Annotated[str | None, typer.Option(help="memory limit, e.g. 8GiB")] = None,
     shm_size: Annotated[str | None, typer.Option(help="/dev/shm size")] = None,

@@ -155,7 +155,10 @@ class JobSpec(BaseModel):
     retries: int = Field(default=0, ge=0, le=100, description="re-runs after a failure or loss")
     mounts: list[str] = Field(
         default_factory=list,
-        description="host bind mounts 'HOST:CONTAINER[:ro|rw]'; only admin-allowlisted paths",
+        description=(
+            "host bind mounts 'HOST:CONTAINER[:ro|rw]' (read-only unless ':rw'); only "
+            "admin-allowlisted paths, ':rw' only under an entry that allows it"
+        ),
     )
     priority_class: str | None = Field(
         default=None, description="a priority class from the server config (sets priority)"
@@ -375,12 +378,15 @@ class Mount:
 
 
 def parse_mount(text: str) -> Mount:
-    """Parse ``HOST:CONTAINER[:ro|rw]`` with absolute paths; raise ``ValueError``."""
+    """Parse ``HOST:CONTAINER[:ro|rw]`` with absolute paths; raise ``ValueError``.
+
+    A mount is read-only unless it says ``:rw``.
+    """
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise ValueError(f"mount {text!r} must look like /host/path:/container/path[:ro|rw]")
     host, container = parts[0], parts[1]
-    mode = parts[2] if len(parts) == 3 else "rw"
+    mode = parts[2] if len(parts) == 3 else "ro"
     if not host.startswith("/") or not container.startswith("/"):
         raise ValueError(f"mount {text!r}: both paths must be absolute")
     if mode not in _MOUNT_MODES:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os.path
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,16 @@ from typing import Any
 import docker.types
 
 from gpudock.config import ExecutorConfig
+from gpudock.core.gpu_env import launch_env
 from gpudock.core.job import Mount
+from gpudock.core.mounts import (
+    AllowedMount,
+    MountRefused,
+    Realpath,
+    resolve_mount,
+    resolve_within,
+    strict_realpath,
+)
 from gpudock.executors.base import ContainerState, ContainerStatus, LaunchError, LaunchRequest
 
 LABEL_JOB = "gpudock.job"
@@ -42,13 +51,17 @@ def build_create_spec(
     instance_id: str,
     *,
     device_request: bool,
+    realpath: Realpath = strict_realpath,
 ) -> CreateSpec:
     """Everything Docker needs to create ``request``'s container, hardened per ``config``.
 
     ``device_request`` chooses how GPUs are handed over: an NVIDIA device request
     (dockerd's nvidia driver and the toolkit's hook) or only the
     ``NVIDIA_VISIBLE_DEVICES`` env var (emulated GPUs on a daemon without the
-    driver). Raises ``LaunchError`` if a mount is outside ``config.allowed_mounts``.
+    driver). Mount sources are resolved with ``realpath`` (on the engine's
+    host) and bound resolved; raises ``LaunchError`` if one leaves
+    ``config.allowed_mounts``. Memory+swap equals the memory limit unless
+    ``config.allow_swap``; json-file logs rotate at ``config.log_max_size``.
     """
     labels = dict(request.labels)
     labels.update(
@@ -63,10 +76,15 @@ def build_create_spec(
         "image": request.image,
         "command": list(request.command) if request.command is not None else None,
         "name": request.name,
-        "environment": {**container_env(request), "GPUDOCK_INSTANCE": instance_id},
+        "environment": {
+            **container_env(request, config.driver_capabilities),
+            "GPUDOCK_INSTANCE": instance_id,
+        },
         "labels": labels,
         "detach": True,
     }
+    if config.user is not None:
+        container["user"] = config.user
     memory = request.memory if request.memory is not None else config.default_memory
     cpus = request.cpus if request.cpus is not None else config.default_cpus
     host: dict[str, Any] = {
@@ -78,9 +96,14 @@ def build_create_spec(
         "cap_drop": ["ALL"] if config.cap_drop_all else None,
         "cap_add": list(config.cap_add) or None,
         "mem_limit": memory,
+        "memswap_limit": memory if memory is not None and not config.allow_swap else None,
         "nano_cpus": round(cpus * 1e9) if cpus is not None else None,
         "shm_size": request.shm_size,
-        "mounts": docker_mounts(request.mounts, config.allowed_mounts) or None,
+        "mounts": docker_mounts(request.mounts, config.allowed_mounts, realpath) or None,
+        "log_config": docker.types.LogConfig(
+            type="json-file",
+            config={"max-size": str(config.log_max_size), "max-file": str(config.log_max_files)},
+        ),
     }
     if device_request and request.gpu_uuids:
         host["device_requests"] = [
@@ -89,8 +112,13 @@ def build_create_spec(
     return CreateSpec(container=container, host={k: v for k, v in host.items() if v is not None})
 
 
-def container_env(request: LaunchRequest) -> dict[str, str]:
-    """The request's env plus gpudock's own variables (which always win).
+def container_env(request: LaunchRequest, driver_capabilities: str) -> dict[str, str]:
+    """The request's env, within the GPU env policy, plus gpudock's own variables (which win).
+
+    ``NVIDIA_DRIVER_CAPABILITIES`` is always set: the job's subset of the
+    admin's ``driver_capabilities``, or all of it (``gpudock.core.gpu_env``),
+    overriding an image default such as ``all``; other ``NVIDIA_*`` keys
+    (except ``NVIDIA_REQUIRE_CUDA``) and ``CUDA_VISIBLE_DEVICES`` are dropped.
 
     ``NVIDIA_VISIBLE_DEVICES`` is set whenever GPUs are allocated, in both GPU
     modes: with a device request dockerd appends the same value, and setting it
@@ -99,7 +127,7 @@ def container_env(request: LaunchRequest) -> dict[str, str]:
     host whose default runtime is NVIDIA's still sees no GPU.
     ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share in MiB, for shared jobs only.
     """
-    env = dict(request.env)
+    env = launch_env(request.env, driver_capabilities)
     env["GPUDOCK_JOB_ID"] = str(request.job_id)
     env["GPUDOCK_GPUS"] = ",".join(request.gpu_uuids)
     env["NVIDIA_VISIBLE_DEVICES"] = ",".join(request.gpu_uuids) if request.gpu_uuids else "void"
@@ -108,46 +136,79 @@ def container_env(request: LaunchRequest) -> dict[str, str]:
     return env
 
 
-def mount_allowed(host_path: str, allowed: Iterable[str]) -> bool:
-    """True if ``host_path``, normalised, is one of ``allowed`` or below one.
+def docker_mounts(
+    mounts: Sequence[Mount],
+    allowed: Sequence[AllowedMount],
+    realpath: Realpath = strict_realpath,
+) -> list[docker.types.Mount]:
+    """Bind mounts for Docker, each bound at its *resolved* host path.
 
-    Matching is by whole path components (``/data`` allows ``/data/x`` but not
-    ``/database``), after ``normpath``, so ``/data/../etc`` is ``/etc``.
-    Symlinks are not resolved: the path lives on the engine's host, not here.
-    """
-    path = os.path.normpath(host_path)
-    if not path.startswith("/") or path.startswith("//"):
-        return False
-    for prefix in allowed:
-        base = os.path.normpath(prefix)
-        if base == "/" or path == base or path.startswith(base + "/"):
-            return True
-    return False
-
-
-def docker_mounts(mounts: Sequence[Mount], allowed: Sequence[str]) -> list[docker.types.Mount]:
-    """Bind mounts for Docker; ``LaunchError`` if any is outside the allowlist.
-
-    The service already checked the allowlist; this is defence in depth. Bind
-    mounts (unlike ``-v``) fail if the host path is missing instead of
-    creating it as root.
+    ``realpath`` resolves a path on the engine's host (``resolve_mount``).
+    Raises ``LaunchError`` naming the mount if one is missing or resolves
+    outside the allowlist (a symlink planted after submit, say). Bind mounts
+    (unlike ``-v``) fail if the host path is missing instead of creating it.
     """
     result = []
     for mount in mounts:
-        if not mount_allowed(mount.host, allowed):
-            raise LaunchError(
-                f"mount {mount.host}:{mount.container} is not allowed: the host path is not "
-                "under an admin-allowed prefix (executor.allowed_mounts)"
-            )
+        try:
+            source = resolve_mount(mount.host, mount.read_only, allowed, realpath)
+        except MountRefused as exc:
+            raise LaunchError(f"mount {mount.host}:{mount.container} refused: {exc}") from None
         result.append(
             docker.types.Mount(
                 target=os.path.normpath(mount.container),
-                source=os.path.normpath(mount.host),
+                source=source,
                 type="bind",
                 read_only=mount.read_only,
             )
         )
     return result
+
+
+def recheck_sources(
+    mounts: Sequence[Mapping[str, Any]],
+    allowed: Sequence[AllowedMount],
+    realpath: Realpath = strict_realpath,
+) -> None:
+    """Raise ``LaunchError`` unless every bind ``Source`` still resolves to itself, allowed.
+
+    ``mounts`` are Docker's mount dicts (``Source``, ``ReadOnly``), as built or
+    as inspected. Run just before start: it shrinks the resolve→mount window
+    to the start itself, even when a pull or a crash came between.
+    """
+    for mount in mounts:
+        if mount.get("Type", "bind") != "bind":
+            continue
+        source = str(mount.get("Source", ""))
+        try:
+            now = resolve_within(source, bool(mount.get("ReadOnly")), allowed, realpath)
+        except MountRefused as exc:
+            raise LaunchError(f"mount {source} refused before start: {exc}") from None
+        if now != source:
+            raise LaunchError(
+                f"mount {source} refused before start: it now resolves to {now} "
+                "(a symlink appeared after it was checked)"
+            )
+
+
+def engine_realpath(docker_url: str | None, docker_host: str | None) -> Realpath:
+    """How to resolve a mount source on the engine's host.
+
+    An engine on a unix socket (``docker_url``, else ``DOCKER_HOST``, else the
+    default socket) shares this host's filesystem: resolve here. A remote
+    engine's paths cannot be resolved from here, so every mount is refused.
+    """
+    url = docker_url or docker_host or "unix://"
+    if url.startswith(("unix://", "/")):
+        return strict_realpath
+
+    def remote(path: str) -> str:
+        raise OSError(
+            f"the engine {url} is not on this host, so gpudock cannot resolve symlinks there "
+            "(bind mounts need executor.docker_url on a local unix socket)"
+        )
+
+    return remote
 
 
 def stop_timeout(grace_seconds: float) -> int:

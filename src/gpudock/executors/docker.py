@@ -6,7 +6,11 @@
       │ container named request.name exists? ──yes──► adopt (ours? start if created)
       no
       ▼
-    create ──404 no such image──► pull (bounded by pull_timeout) ──► create again
+    resolve mount sources on this host ──missing, or a symlink leaves the
+      │                                  allowlist──► LaunchError, nothing created
+      ▼
+    create, binding the resolved paths
+      │ 404 no such image ──► pull (bounded by pull_timeout) ──► create again
       │ 409 name taken (a racing launch) ──► wait briefly, adopt
       ▼
     start ──fails──► remove the half-made container, then:
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +43,7 @@ import docker
 import docker.errors
 
 from gpudock.config import ExecutorConfig
+from gpudock.core.mounts import Realpath
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
 from gpudock.executors._docker_spec import (
@@ -46,6 +52,8 @@ from gpudock.executors._docker_spec import (
     LABEL_JOB,
     NO_GPU_DRIVER_TEXT,
     build_create_spec,
+    engine_realpath,
+    recheck_sources,
     short_engine_error,
     status_from_attrs,
     stop_timeout,
@@ -325,12 +333,17 @@ class DockerExecutor(ExecutorWithEvents):
         status = status_from_attrs(attrs)
         if status.state is not ContainerState.CREATED:
             return status
-        return self._start(client, status.id, request)
+        mounts = (attrs.get("HostConfig") or {}).get("Mounts") or []
+        return self._start(client, status.id, request, mounts)
 
     def _create_and_start(self, client: Any, request: LaunchRequest) -> ContainerStatus | None:
         """Create and start a new container; None if the name was taken meanwhile."""
         spec = build_create_spec(
-            request, self.config, self.instance_id, device_request=self._device_request(request)
+            request,
+            self.config,
+            self.instance_id,
+            device_request=self._device_request(request),
+            realpath=self._realpath(),
         )
         host_config = client.api.create_host_config(**spec.host)
         try:
@@ -343,12 +356,25 @@ class DockerExecutor(ExecutorWithEvents):
             if exc.status_code == 409:
                 return None
             raise
-        return self._start(client, created["Id"], request)
+        return self._start(client, created["Id"], request, spec.host.get("mounts") or [])
+
+    def _realpath(self) -> Realpath:
+        return engine_realpath(self.config.docker_url, os.environ.get("DOCKER_HOST"))
 
     def _start(
-        self, client: Any, container_id: str, request: LaunchRequest
+        self, client: Any, container_id: str, request: LaunchRequest, mounts: list[Any]
     ) -> ContainerStatus | None:
-        """Start a created container; on failure remove it and explain or fall back."""
+        """Start a created container; on failure remove it and explain or fall back.
+
+        Just before the start, each bind source (``mounts``, Docker's
+        ``{Source, ReadOnly}``) must still resolve to itself inside the
+        allowlist: a pull or a crash may lie between create and start.
+        """
+        try:
+            recheck_sources(mounts, self.config.allowed_mounts, self._realpath())
+        except LaunchError:
+            self._discard(client, container_id)
+            raise
         try:
             client.api.start(container_id)
         except docker.errors.NotFound:

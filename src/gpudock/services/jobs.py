@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from gpudock.core.affinity import parse_toleration
 from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
+from gpudock.core.gpu_env import EnvRefused, check_job_env
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
+from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
@@ -26,11 +27,13 @@ class JobService:
     def submit(self, spec: JobSpec, principal: Principal) -> Job:
         """Validate against policy and inventory, store as PENDING, wake the scheduler.
 
-        Raises ``InvalidInput`` for a mount outside the admin allowlist,
+        Raises ``InvalidInput`` for a mount outside the admin allowlist (or
+        ``:rw`` under a read-only entry) and for env keys the GPU policy refuses,
         ``Infeasible`` for a job no node could ever hold, and ``Forbidden`` for
         a priority or priority class the caller may not use (``priority.py``).
         """
         self._check_mounts(spec)
+        self._check_env(spec)
         if spec.gpu_memory is not None and spec.gpus == 0:  # else silently a CPU-only job
             raise InvalidInput(
                 "gpu_memory is a share of each of the job's GPUs: give gpus (1 or more) "
@@ -149,16 +152,24 @@ class JobService:
         return list(folder.glob("attempt-*.log")) if folder.is_dir() else []
 
     def _check_mounts(self, spec: JobSpec) -> None:
+        """Each mount's path string under an allowlist entry that allows its mode.
+
+        Symlinks are resolved at launch, by the executor (``gpudock.core.mounts``).
+        """
         allowed = self.ctx.config.executor.allowed_mounts
         for text in spec.mounts:
             mount = parse_mount(text)
-            host = os.path.normpath(mount.host)
-            if not any(host == a or host.startswith(a.rstrip("/") + "/") for a in allowed):
-                hint = ", ".join(allowed) if allowed else "none are allowed on this server"
-                raise InvalidInput(
-                    f"mount {text!r}: host path {host} is not in the admin allowlist ({hint})",
-                    field="mounts",
-                )
+            try:
+                check_mount(mount.host, mount.read_only, allowed)
+            except MountRefused as exc:
+                raise InvalidInput(f"mount {text!r}: {exc}", field="mounts") from None
+
+    def _check_env(self, spec: JobSpec) -> None:
+        """NVIDIA keys within the admin's policy (``gpudock.core.gpu_env``)."""
+        try:
+            check_job_env(spec.env, self.ctx.config.executor.driver_capabilities)
+        except EnvRefused as exc:
+            raise InvalidInput(str(exc), field="env") from None
 
     def _check_feasible(self, spec: JobSpec) -> None:
         """Raise ``Infeasible`` when ``never_fits`` says no node could ever hold the job.

@@ -27,7 +27,30 @@ def test_yaml_is_parsed_with_units(tmp_path: Path) -> None:
     cfg = load_config(path)
     assert cfg.reconcile_interval == 2.0 and cfg.executor.stop_grace == 60.0
     assert cfg.executor.default_memory == 8 * 1024**3
-    assert cfg.executor.allowed_mounts == ["/data"] and cfg.scheduler.placement == "spread"
+    assert [str(m) for m in cfg.executor.allowed_mounts] == ["/data:ro"]
+    assert cfg.scheduler.placement == "spread"
+
+
+@pytest.mark.parametrize(
+    "mounts",
+    [
+        '["/datasets:ro", "/scratch/:rw", /old]',
+        "{/datasets: ro, /scratch: rw, /old: ro}",
+        "[{path: /datasets}, {path: /scratch, mode: rw}, {path: /old, mode: ro}]",
+    ],
+)
+def test_allowed_mounts_say_ro_or_rw_and_default_to_ro(tmp_path: Path, mounts: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"executor:\n  allowed_mounts: {mounts}\n")
+    entries = load_config(path).executor.allowed_mounts
+    assert [str(m) for m in entries] == ["/datasets:ro", "/scratch:rw", "/old:ro"]
+
+
+def test_container_defaults_that_protect_the_host() -> None:
+    ex = load_config(None).executor
+    assert ex.user is None and not ex.allow_swap
+    assert (ex.log_max_size, ex.log_max_files) == (50 * 1024**2, 3)
+    assert ex.driver_capabilities == "compute,utility"
 
 
 @pytest.mark.parametrize(
@@ -36,6 +59,13 @@ def test_yaml_is_parsed_with_units(tmp_path: Path) -> None:
         ("executor:\n  pid_limit: 5\n", "executor.pid_limit: unknown field"),
         ("scheduler: {placement: random}\n", "scheduler.placement"),
         ("executor: {allowed_mounts: [data]}\n", "must be an absolute path"),
+        ("executor: {allowed_mounts: ['/data:rx']}\n", "mode must be 'ro' or 'rw'"),
+        ("executor: {allowed_mounts: {/data: rwx}}\n", "allowed_mounts.0.mode"),
+        ("executor: {user: root}\n", "executor.user: user 'root' must be numeric"),
+        ("executor: {user: '0:0'}\n", "must not be root"),
+        ("executor: {user: '1000:0'}\n", "must not be root"),
+        ("executor: {driver_capabilities: 'compute,gpu'}\n", "unknown driver capabilities gpu"),
+        ("executor: {log_max_files: 0}\n", "executor.log_max_files"),
         ("- a\n- b\n", "must be a mapping"),
         ("executor: [\n", "not valid YAML"),
         # non-finite or mistyped units: never a traceback, nor a loop that crashes later

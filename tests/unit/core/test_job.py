@@ -111,6 +111,8 @@ def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None
 def test_mounts() -> None:
     mount = parse_mount("/data/x:/x:ro")
     assert (mount.host, mount.container, mount.read_only) == ("/data/x", "/x", True)
+    assert parse_mount("/data/x:/x").read_only  # read-only unless it says :rw
+    assert not parse_mount("/data/x:/x:rw").read_only
 
 
 def test_every_terminal_state_is_final_and_needs_a_reason() -> None:
