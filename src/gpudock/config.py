@@ -266,6 +266,14 @@ class NodeConfig(BaseModel):
         return NodeTraits(labels=dict(self.labels), taints=tuple(self.taints), cpus=self.cpus)
 
 
+class MetricsConfig(BaseModel):
+    """``GET /metrics``: open by default; with ``token``, scrapes send it as a bearer token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str | None = Field(default=None, min_length=16, description="default: no token needed")
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -273,6 +281,7 @@ class ServerConfig(BaseModel):
     node: NodeConfig = Field(default_factory=NodeConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
 from gpudock.store.db import Database
 
@@ -36,6 +37,7 @@ class RuntimeContext:
     gpus_emulated: bool = False
     queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
     clock: Clock = field(default=time.time)
+    metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)
     wake_reconciler: threading.Event = field(default_factory=threading.Event)
     _pool: ThreadPoolExecutor = field(

@@ -117,12 +117,17 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
             fields["exit_code"] = status.exit_code
             if status.finished_at:
                 fields["finished_at"] = status.finished_at
+    now = ctx.clock()
     with ctx.db.write() as session:
         moved = job_store.transition(
-            session, job.id, job.state, target, ctx.clock(), reason=reason, **fields
+            session, job.id, job.state, target, now, reason=reason, **fields
         )
     if not moved:
         return
+    ended = status.finished_at if status is not None and status.finished_at else now
+    ctx.metrics.attempt_ended(
+        job.spec.queue, job.started_at, ended, job.stop_requested, result.failed_attempt
+    )
     log.info("job %s %s: %s", job.id, target.value, reason)
     ctx.wake_scheduler.set()
     if status is not None:
