@@ -92,7 +92,9 @@ def _spec(i: int, queues: tuple[str, ...], memory: int | None) -> JobSpec:
 
 def _insert(db: Database, specs: list[JobSpec], now: float) -> list[int]:
     with db.write() as session:
-        return [job_store.insert_job(session, s, f"user{i % 7}", now).id for i, s in enumerate(specs)]
+        return [
+            job_store.insert_job(session, s, f"user{i % 7}", now).id for i, s in enumerate(specs)
+        ]
 
 
 def _start(db: Database, ids: list[int], now: float) -> None:

@@ -8,6 +8,7 @@ the numbers are as fresh as the store and cost nothing between scrapes.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -41,8 +42,39 @@ class _Together:
 
 
 def exposition(runtime: RuntimeMetrics, store: Collector) -> bytes:
-    """One scrape in Prometheus' text format: the runtime's metrics, then the store's."""
-    return generate_latest(_Together((runtime.registry, store)))  # type: ignore[arg-type]
+    """One scrape in Prometheus' text format (0.0.4): the runtime's metrics, then the store's.
+
+    The store's gauges (thousands of samples on a large cluster) are written
+    by ``render_gauges``, several times cheaper than ``generate_latest``'s
+    per-label validation; the runtime's go through prometheus-client.
+    """
+    return generate_latest(_Together((runtime.registry,))) + render_gauges(store.collect())  # type: ignore[arg-type]
+
+
+def render_gauges(families: Iterable[Metric]) -> bytes:
+    """Gauge families in the text format; label names are ours, so only values are escaped."""
+    out: list[str] = []
+    for family in families:
+        doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+        out.append(f"# HELP {family.name} {doc}\n# TYPE {family.name} gauge\n")
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels.items())
+            out.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
+    return "".join(out).encode()
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return value
+
+
+def _number(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
 
 
 def model_of(name: str) -> str:
