@@ -11,8 +11,8 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
 
 from gpudock.gpus.nvml import NvmlUnavailable
@@ -27,7 +27,8 @@ log = logging.getLogger("gpudock.metrics")
 GPU_LABELS = ["node", "gpu", "uuid", "model", "emulated"]
 ALLOCATION_LABELS = ["node", "gpu", "uuid", "model", "job", "user", "queue", "kind"]
 Telemetry = Callable[[], Mapping[str, GpuTelemetry]]
-__all__ = ["CONTENT_TYPE_LATEST", "StoreCollector", "exposition"]
+__all__ = ["CONTENT_TYPE", "StoreCollector", "exposition"]
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what exposition() writes
 
 
 class _Together:
@@ -48,7 +49,7 @@ def exposition(runtime: RuntimeMetrics, store: Collector) -> bytes:
     by ``render_gauges``, several times cheaper than ``generate_latest``'s
     per-label validation; the runtime's go through prometheus-client.
     """
-    return generate_latest(_Together((runtime.registry,))) + render_gauges(store.collect())  # type: ignore[arg-type]
+    return generate_latest(_Together((runtime.registry,))) + render_gauges(store.collect())
 
 
 def render_gauges(families: Iterable[Metric]) -> bytes:

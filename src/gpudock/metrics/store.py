@@ -82,7 +82,7 @@ def read_store(
                 select(JobRow.state, JobRow.queue, func.count()).group_by(
                     JobRow.state, JobRow.queue
                 )
-            ).tuples()
+            )
         },
         pending=_pending_reasons(session),
         queues=queue_report(load_snapshot(session, now), queues, history),
@@ -102,7 +102,7 @@ def _gpus(session: Session) -> tuple[GpuFacts, ...]:
             GpuRow.used_memory,
             GpuRow.exclusive_job,
         ).order_by(GpuRow.node, GpuRow.index)
-    ).tuples()
+    )
     return tuple(
         GpuFacts(uuid, node, index, name, total, bool(emu), health, used, exclusive is not None)
         for uuid, node, index, name, total, emu, health, used, exclusive in rows
@@ -120,7 +120,7 @@ def _held(session: Session) -> tuple[HeldGpu, ...]:
         )
         .join(JobRow, JobRow.id == AllocationRow.job_id)
         .where(JobRow.state.in_(HOLDING))
-    ).tuples()
+    )
     return tuple(
         HeldGpu(uuid, job_id, user, queue, memory is not None)
         for uuid, job_id, user, queue, memory in rows
@@ -128,7 +128,7 @@ def _held(session: Session) -> tuple[HeldGpu, ...]:
 
 
 def _nodes(session: Session) -> tuple[NodeFacts, ...]:
-    rows = session.execute(select(NodeRow.name, NodeRow.status, NodeRow.taints)).tuples()
+    rows = session.execute(select(NodeRow.name, NodeRow.status, NodeRow.taints))
     return tuple(
         NodeFacts(name, status == "available", any(":NoSchedule" in t for t in taints or ()))
         for name, status, taints in rows
@@ -140,7 +140,7 @@ def _pending_reasons(session: Session) -> dict[tuple[str, str], int]:
     counts: dict[tuple[str, str], int] = {}
     rows = session.execute(
         select(JobRow.queue, JobRow.pending_reasons).where(JobRow.state == JobState.PENDING.value)
-    ).tuples()
+    )
     for queue, reasons in rows:
         layer = str(reasons[0].get("layer") or NOT_CONSIDERED) if reasons else NOT_CONSIDERED
         counts[queue, layer] = counts.get((queue, layer), 0) + 1

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, Response
 
 from gpudock.api.deps import Ctx
 from gpudock.core.errors import Unauthorized
-from gpudock.metrics.collector import CONTENT_TYPE_LATEST, StoreCollector, exposition
+from gpudock.metrics.collector import CONTENT_TYPE, StoreCollector, exposition
 
 router = APIRouter(tags=["metrics"])
 
@@ -30,4 +30,4 @@ def metrics(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> 
         if not hmac.compare_digest(sent.encode(), token.encode()):
             raise Unauthorized("/metrics needs 'Authorization: Bearer <metrics.token>'")
     body = exposition(ctx.metrics, StoreCollector(ctx))
-    return Response(body, media_type=CONTENT_TYPE_LATEST)
+    return Response(body, media_type=CONTENT_TYPE)
