@@ -91,9 +91,15 @@ class StoreCollector(Collector):
         self.telemetry = telemetry
 
     def collect(self) -> Iterator[Metric]:
-        ctx = self.ctx
+        ctx, now = self.ctx, self.ctx.clock()
+        snapshot = ctx.snapshot
+        if snapshot is not None and now - snapshot.now > max(
+            10.0, 3 * ctx.config.schedule_interval
+        ):
+            snapshot = None  # the controller stopped publishing: read the store instead
         with ctx.db.read() as session:
-            facts = read_store(session, ctx.clock(), ctx.config.scheduler.queues, ctx.queue_history)
+            queues, history = ctx.config.scheduler.queues, ctx.queue_history
+            facts = read_store(session, now, queues, history, snapshot)
         yield from gpu_families(facts, self._readings(facts))
         yield from queue_families(facts, ctx)
         yield from job_and_node_families(facts)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from gpudock.core.job import JobState
 from gpudock.queue import QueuesConfig, UsageHistory
 from gpudock.queue.report import QueuesReport
+from gpudock.scheduler.snapshot import Snapshot
 from gpudock.services.queues import queue_report
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 from gpudock.store.snapshot import load_snapshot
@@ -69,9 +70,20 @@ class StoreFacts:
 
 
 def read_store(
-    session: Session, now: float, queues: QueuesConfig, history: UsageHistory | None
+    session: Session,
+    now: float,
+    queues: QueuesConfig,
+    history: UsageHistory | None,
+    snapshot: Snapshot | None = None,
 ) -> StoreFacts:
-    """One scrape's facts, read in ``session`` (read-only)."""
+    """One scrape's facts, read in ``session`` (read-only).
+
+    The queue report is computed from ``snapshot`` (the controller's latest,
+    at most one scheduling cycle old) when given, else from a snapshot loaded
+    here, the one expensive query of a scrape.
+    """
+    if snapshot is None:
+        snapshot = load_snapshot(session, now)
     return StoreFacts(
         gpus=_gpus(session),
         held=_held(session),
@@ -85,7 +97,7 @@ def read_store(
             )
         },
         pending=_pending_reasons(session),
-        queues=queue_report(load_snapshot(session, now), queues, history),
+        queues=queue_report(snapshot, queues, history),
     )
 
 
@@ -136,12 +148,11 @@ def _nodes(session: Session) -> tuple[NodeFacts, ...]:
 
 
 def _pending_reasons(session: Session) -> dict[tuple[str, str], int]:
-    """Pending jobs per (queue, layer of their first reason)."""
-    counts: dict[tuple[str, str], int] = {}
+    """Pending jobs per (queue, layer of their first reason), counted by the database."""
+    layer = JobRow.pending_reasons[0]["layer"].as_string()
     rows = session.execute(
-        select(JobRow.queue, JobRow.pending_reasons).where(JobRow.state == JobState.PENDING.value)
+        select(JobRow.queue, layer, func.count())
+        .where(JobRow.state == JobState.PENDING.value)
+        .group_by(JobRow.queue, layer)
     )
-    for queue, reasons in rows:
-        layer = str(reasons[0].get("layer") or NOT_CONSIDERED) if reasons else NOT_CONSIDERED
-        counts[queue, layer] = counts.get((queue, layer), 0) + 1
-    return counts
+    return {(queue, reason or NOT_CONSIDERED): count for queue, reason, count in rows}

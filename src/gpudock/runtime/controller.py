@@ -85,7 +85,7 @@ class Controller:
         ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
             snapshot = self._snapshots.load(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
-        snapshot = self._with_history(snapshot)
+        snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending:
             return ApplyResult()
         if self._prices:

@@ -21,8 +21,8 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> Iterator[RuntimeContext]:
-    db = Database.open(f"sqlite:///{tmp_path}/gpudock.db")
+def ctx(db_url: str, tmp_path: Path) -> Iterator[RuntimeContext]:
+    db = Database.open(db_url)
     fill(db, nodes=2, gpus_per_node=4, jobs=16)  # per node: 2 exclusive jobs, 4 shares
     context = RuntimeContext(
         db=db,
