@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from gpudock.gpus.nvml import NvmlUnavailable
 from gpudock.gpus.telemetry import GpuTelemetry, read_telemetry
@@ -54,12 +55,17 @@ def exposition(runtime: RuntimeMetrics, store: Collector) -> bytes:
 
 def render_gauges(families: Iterable[Metric]) -> bytes:
     """Gauge families in the text format; label names are ours, so only values are escaped."""
+    kept = list(families)  # alive until the end, so no two label dicts share an id()
     out: list[str] = []
-    for family in families:
+    formatted: dict[int, str] = {}  # by id() of a labels dict that several samples share
+    for family in kept:
         doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
         out.append(f"# HELP {family.name} {doc}\n# TYPE {family.name} gauge\n")
         for sample in family.samples:
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels.items())
+            labels = formatted.get(id(sample.labels))
+            if labels is None:
+                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels.items())
+                formatted[id(sample.labels)] = labels
             out.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
     return "".join(out).encode()
 
@@ -134,8 +140,8 @@ def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Ite
         if gpu is None:
             continue
         kind = "shared" if held.shared else "exclusive"
-        labels = [gpu.node, str(gpu.index), gpu.uuid, model_of(gpu.name)]
-        info.add_metric([*labels, str(held.job_id), held.user, held.queue, kind], 1)
+        where = [gpu.node, str(gpu.index), gpu.uuid, model_of(gpu.name)]
+        info.add_metric([*where, str(held.job_id), held.user, held.queue, kind], 1)
     yield info
     families = {
         name: GaugeMetricFamily(f"gpudock_gpu_{name}", text, labels=GPU_LABELS)
@@ -150,9 +156,11 @@ def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Ite
         )
     }
     for gpu in facts.gpus:
+        shared = dict(zip(GPU_LABELS, _gpu_labels(gpu), strict=True))  # one dict, all its series
         for name, value in _gpu_values(gpu, readings.get(gpu.uuid)).items():
             if value is not None:
-                families[name].add_metric(_gpu_labels(gpu), value)
+                family = families[name]
+                family.samples.append(Sample(family.name, shared, value, None, None))
     yield from families.values()
 
 
