@@ -117,14 +117,13 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
             fields["exit_code"] = status.exit_code
             if status.finished_at:
                 fields["finished_at"] = status.finished_at
-    now = ctx.clock()
     with ctx.db.write() as session:
         moved = job_store.transition(
-            session, job.id, job.state, target, now, reason=reason, **fields
+            session, job.id, job.state, target, ctx.clock(), reason=reason, **fields
         )
     if not moved:
         return
-    ended = status.finished_at if status is not None and status.finished_at else now
+    ended = (status.finished_at if status is not None else None) or ctx.clock()
     ctx.metrics.attempt_ended(
         job.spec.queue, job.started_at, ended, job.stop_requested, result.failed_attempt
     )
