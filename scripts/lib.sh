@@ -6,7 +6,7 @@
 # stderr) when it cannot do it:
 #
 #   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static gcc
-#                            python3-dev (gcc and the headers: setup.py compiles with mypyc)
+#                            python3-dev prometheus (gcc and the headers: mypyc; promtool)
 #                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
 #                            dockerd without systemd; by default with the stand-in
@@ -35,7 +35,7 @@ _gpudock_pkg_installed() {
 
 ensure_packages() {  # [PKG...]; default: everything the test suite needs
     local pkg missing=() wanted=("$@")
-    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static gcc python3-dev)
+    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static gcc python3-dev prometheus)
     for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done

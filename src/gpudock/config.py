@@ -334,6 +334,14 @@ class LogsConfig(BaseModel):
         return size
 
 
+class MetricsConfig(BaseModel):
+    """``GET /metrics``: open by default; with ``token``, scrapes send it as a bearer token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str | None = Field(default=None, min_length=16, description="default: no token needed")
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -343,6 +351,7 @@ class ServerConfig(BaseModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     logs: LogsConfig = Field(default_factory=LogsConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 

@@ -13,7 +13,9 @@ from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
+from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store.db import Database
 
 log = logging.getLogger("gpudock.runtime")
@@ -55,7 +57,9 @@ class RuntimeContext:
     log_dir: Path
     gpus_emulated: bool = False
     queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
+    snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     clock: Clock = field(default=time.time)
+    metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)
     wake_reconciler: threading.Event = field(default_factory=threading.Event)
     _pools: dict[str, ThreadPoolExecutor] = field(default_factory=_lanes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -84,16 +85,17 @@ class Controller:
 
     def schedule_once(self) -> ApplyResult:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
-        ctx = self.ctx
+        ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
             snapshot = self._snapshots.load(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
-        snapshot = self._with_history(snapshot)
+        snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending:
             return ApplyResult()
         if self._prices:
             snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by
         plan = schedule(snapshot, ctx.config.scheduler)
         result = apply_plan(ctx.db, plan, ctx.clock())
+        ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
         for placement in result.committed:
             job_id = placement.job_id
             ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))

@@ -166,6 +166,10 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
         )
     if not moved:
         return
+    ended = (status.finished_at if status is not None else None) or ctx.clock()
+    ctx.metrics.attempt_ended(
+        job.spec.queue, job.started_at, ended, job.stop_requested, result.failed_attempt
+    )
     log.info("job %s %s: %s", job.id, target.value, reason)
     ctx.wake_scheduler.set()  # its GPUs are free now, before any log is copied
     if status is not None:

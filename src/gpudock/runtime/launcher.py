@@ -58,16 +58,19 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
         ctx.wake_scheduler.set()  # its GPUs are free again
         log.info("job %s failed to start: %s", job_id, exc)
         return
+    started_at = status.started_at or ctx.clock()
     with ctx.db.write() as session:
-        job_store.transition(
+        running = job_store.transition(
             session,
             job_id,
             JobState.STARTING,
             JobState.RUNNING,
             ctx.clock(),
             container_id=status.id,
-            started_at=status.started_at or ctx.clock(),
+            started_at=started_at,
         )
+    if running:
+        ctx.metrics.job_started(job.spec.queue, job.submitted_at, started_at)
     log.info("job %s running in %s on GPUs %s", job_id, job.container_name, ",".join(job.gpu_uuids))
 
 

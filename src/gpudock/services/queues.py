@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudock.queue import QueueLoad, Resources, build_report
+from gpudock.queue import QueueLoad, QueuesConfig, Resources, UsageHistory, build_report
+from gpudock.queue.report import QueuesReport
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.admission import Admission, QueuePolicy, queue_usage, usable_capacity
+from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store.snapshot import load_snapshot
 
 
@@ -20,25 +22,32 @@ class QueueService:
         with self.ctx.db.read() as session:
             snapshot = load_snapshot(session, self.ctx.clock())
         config = self.ctx.config.scheduler.queues
-        policy = QueuePolicy.build(config, self.ctx.queue_history)
-        admission = Admission(policy, snapshot)
-        usage = queue_usage(snapshot)
-        running: dict[str, int] = {}
-        for job in snapshot.running:
-            running[job.queue] = running.get(job.queue, 0) + 1
-        pending: dict[str, list[Resources]] = {}
-        for request in snapshot.pending:
-            pending.setdefault(request.queue, []).append(admission.estimate(request))
-        loads = {
-            name: QueueLoad(
-                usage=usage.get(name, Resources()),
-                running_jobs=running.get(name, 0),
-                pending_jobs=len(pending.get(name, [])),
-                pending_demand=sum(pending.get(name, []), Resources()),
-            )
-            for name in set(usage) | set(running) | set(pending)
-        }
-        report = build_report(
-            policy.queues, config.fair_share, usable_capacity(snapshot), loads, policy.history
+        return queue_report(snapshot, config, self.ctx.queue_history).to_dict()
+
+
+def queue_report(
+    snapshot: Snapshot, config: QueuesConfig, history: UsageHistory | None
+) -> QueuesReport:
+    """The queue report for ``snapshot`` (pure; ``/v1/queues`` and ``/metrics`` share it)."""
+    policy = QueuePolicy.build(config, history)
+    admission = Admission(policy, snapshot)
+    usage = queue_usage(snapshot)
+    running: dict[str, int] = {}
+    for job in snapshot.running:
+        running[job.queue] = running.get(job.queue, 0) + 1
+    pending: dict[str, list[Resources]] = {}
+    for request in snapshot.pending:
+        pending.setdefault(request.queue, []).append(admission.estimate(request))
+    loads = {
+        name: QueueLoad(
+            usage=usage.get(name, Resources()),
+            running_jobs=running.get(name, 0),
+            pending_jobs=len(pending.get(name, [])),
+            pending_demand=sum(pending.get(name, []), Resources()),
         )
-        return report.to_dict()
+        for name in set(usage) | set(running) | set(pending)
+    }
+    report = build_report(
+        policy.queues, config.fair_share, usable_capacity(snapshot), loads, policy.history
+    )
+    return report

@@ -58,6 +58,7 @@ _GPU_KEYS = {
     "pci_bus_id",
     "numa_node",
     "nvlink_peers",
+    "telemetry",
 }
 _STATE_KEYS = {"init_error", "driver_version", "cuda_version", "gpus"}
 _FAIL_CODES = {False: 0, True: 1, "handle": 2}
@@ -112,7 +113,9 @@ def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
     ``nvlink_peers``: one entry per NVLink, in link order: a GPU's position in
     the state's ``gpus`` list, a PCI bus id string (a non-GPU end such as an
     NVSwitch), or None (a link that is down). Empty (the default): the GPU has
-    no NVLink and every link query is NOT_SUPPORTED.
+    no NVLink and every link query is NOT_SUPPORTED. ``telemetry``: None (the
+    default: utilisation, temperature and power are NOT_SUPPORTED) or
+    ``{"utilization": percent, "temperature": celsius, "power_mw": milliwatts}``.
     """
     gpu: dict[str, Any] = {
         "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'fake-nvml/{index}')}",
@@ -170,6 +173,9 @@ def render_state(state: dict[str, Any]) -> str:
             f"proc {int(p['pid'])} {int(p['usedGpuMemory'])}" for p in gpu.get("processes", [])
         ]
         lines += _topology_lines(gpu, gpus)
+        if (telemetry := gpu.get("telemetry")) is not None:
+            values = (telemetry["utilization"], telemetry["temperature"], telemetry["power_mw"])
+            lines.append("telemetry " + " ".join(str(int(v)) for v in values))
     return "\n".join(lines) + "\n"
 
 

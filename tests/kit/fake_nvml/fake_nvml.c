@@ -18,6 +18,8 @@
  *   pci <bus_id>                          the preceding gpu's PCI bus id
  *   numa <node>                           its host NUMA node; -1 = not supported
  *   link <active> <remote_bus_id>         its next NVLink (0, 1, ...); active 0 or 1
+ *   telemetry <util_pct> <temp_c> <mw>    its utilisation, temperature and power draw;
+ *                                         without it those queries are NOT_SUPPORTED
  *
  * fail: 0 healthy; 1 handle and UUID work, other device queries return
  * GPU_IS_LOST; 2 even the handle lookup returns GPU_IS_LOST.
@@ -56,6 +58,8 @@ typedef struct {
     int numa;
     int nlinks;
     link_t links[MAX_LINKS];
+    int has_telemetry;
+    unsigned int util, temp, power_mw;
 } gpu_t;
 typedef gpu_t *nvmlDevice_t;
 
@@ -128,6 +132,10 @@ static nvmlReturn_t load_state(void) {
             link_t *l = &g->links[g->nlinks];
             if (g->nlinks < MAX_LINKS && sscanf(line, "link %d %31s", &l->active, l->remote) == 2)
                 g->nlinks++;
+        } else if (strncmp(line, "telemetry ", 10) == 0 && ngpus > 0) {
+            gpu_t *g = &gpus[ngpus - 1];
+            g->has_telemetry =
+                sscanf(line, "telemetry %u %u %u", &g->util, &g->temp, &g->power_mw) == 3;
         } else if (strncmp(line, "proc ", 5) == 0 && ngpus > 0) {
             gpu_t *g = &gpus[ngpus - 1];
             if (g->nprocs < MAX_PROCS &&
@@ -348,5 +356,33 @@ nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t d, unsigned int nodeSetSiz
     if ((unsigned long)nodeSetSize * 64 <= (unsigned long)d->numa) return INSUFFICIENT_SIZE;
     memset(nodeSet, 0, nodeSetSize * sizeof *nodeSet);
     nodeSet[d->numa / 64] = 1UL << (d->numa % 64);
+    return OK;
+}
+
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *util) {
+    nvmlReturn_t rc = check_device(d, util);
+    if (rc != OK) return rc;
+    if (!d->has_telemetry) return NOT_SUPPORTED;
+    util->gpu = d->util;
+    util->memory = d->util;
+    return OK;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *temp) {
+    nvmlReturn_t rc = check_device(d, temp);
+    if (rc != OK) return rc;
+    if (sensor != 0) return INVALID_ARGUMENT; /* NVML_TEMPERATURE_GPU */
+    if (!d->has_telemetry) return NOT_SUPPORTED;
+    *temp = d->temp;
+    return OK;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *power) {
+    nvmlReturn_t rc = check_device(d, power);
+    if (rc != OK) return rc;
+    if (!d->has_telemetry) return NOT_SUPPORTED;
+    *power = d->power_mw;
     return OK;
 }
