@@ -43,6 +43,7 @@ from pydantic import (
 
 from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
 from gpudock.core.errors import InvalidInput
+from gpudock.core.events import EventsConfig
 from gpudock.core.inventory import NodeTraits
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.queue.config import QueuesConfig
@@ -273,6 +274,7 @@ class ServerConfig(BaseModel):
     node: NodeConfig = Field(default_factory=NodeConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    events: EventsConfig = Field(default_factory=EventsConfig)  # event log pruning
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from gpudock import __version__
 from gpudock.api.errors import install_error_handlers
-from gpudock.api.routers import health, inventory, jobs, queues, tokens
+from gpudock.api.routers import events, health, inventory, jobs, queues, tokens
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 
@@ -37,4 +37,5 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     install_error_handlers(app)
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)
+    app.include_router(events.router)
     return app

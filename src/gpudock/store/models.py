@@ -99,6 +99,25 @@ class JobEventRow(Base):
     reason: Mapped[str | None] = mapped_column(Text)
 
 
+class EventRow(Base):
+    """The durable event log (``store/events.py``); id is the monotonic paging cursor.
+
+    ``job_id`` has no foreign key: an event outlives its job until pruned.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused after pruning
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    type: Mapped[str] = mapped_column(String(32), index=True)
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    user: Mapped[str | None] = mapped_column(String(128), index=True)
+    queue: Mapped[str | None] = mapped_column(String(64))
+    node: Mapped[str | None] = mapped_column(String(128))
+    payload: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)
+
+
 class NodeRow(Base):
     __tablename__ = "nodes"
 
