@@ -34,7 +34,7 @@ class EventsConfig(BaseModel):
 
     The controller prunes at most every ``prune_interval``, in its own short
     transaction: events older than ``max_age`` go, then all but the newest
-    ``max_count``. ``null`` turns a bound off (the newest event always stays).
+    ``max_count``. ``null`` turns a bound off. Event ids are never reused.
     """
 
     model_config = ConfigDict(extra="forbid")

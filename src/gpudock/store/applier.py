@@ -80,6 +80,10 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
                 created_at=now,
             )
         )
+    payload = {"gpus": list(placement.gpu_uuids), "memory_per_gpu": placement.memory_per_gpu}
+    event_store.append_for_job(  # rolled back with the placement if it is rejected below
+        session, EventType.JOB_PLACED, placement.job_id, now, payload, node=placement.node
+    )
     moved = job_store.transition(
         session,
         placement.job_id,
@@ -92,10 +96,6 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
     )
     if not moved:
         raise _Rejected("job is no longer PENDING")
-    payload = {"gpus": list(placement.gpu_uuids), "memory_per_gpu": placement.memory_per_gpu}
-    event_store.append_for_job(
-        session, EventType.JOB_PLACED, placement.job_id, now, payload, node=placement.node
-    )
 
 
 def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:

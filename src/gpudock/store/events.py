@@ -112,23 +112,19 @@ def list_events(
 
 
 def prune(session: Session, now: float, max_age: float | None, max_count: int | None) -> int:
-    """Delete events older than ``max_age`` seconds and all but the newest ``max_count``.
+    """Delete events older than ``max_age`` seconds, then all but the newest ``max_count``.
 
-    The newest event is always kept, so ids never go back. Returns how many went.
+    None turns a bound off. Ids are never reused (``AUTOINCREMENT`` on SQLite, a
+    sequence on PostgreSQL), so a cursor stays valid even when every event went.
+    Returns how many events were deleted.
     """
     deleted = 0
-    newest = session.scalar(select(EventRow.id).order_by(EventRow.id.desc()).limit(1))
-    if newest is None:
-        return 0
     if max_age is not None:
-        result = session.execute(
-            delete(EventRow).where(EventRow.at < now - max_age, EventRow.id < newest)
-        )
+        result = session.execute(delete(EventRow).where(EventRow.at < now - max_age))
         deleted += int(result.rowcount)  # type: ignore[attr-defined]
     if max_count is not None:
-        keep = max(max_count, 1)
         cutoff = session.scalar(
-            select(EventRow.id).order_by(EventRow.id.desc()).offset(keep - 1).limit(1)
+            select(EventRow.id).order_by(EventRow.id.desc()).offset(max(max_count, 1) - 1).limit(1)
         )
         if cutoff is not None:
             result = session.execute(delete(EventRow).where(EventRow.id < cutoff))

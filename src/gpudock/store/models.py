@@ -108,7 +108,9 @@ class EventRow(Base):
     __tablename__ = "events"
     __table_args__ = {"sqlite_autoincrement": True}  # ids never reused after pruning
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
     at: Mapped[float] = mapped_column(Float, index=True)
     type: Mapped[str] = mapped_column(String(32), index=True)
     job_id: Mapped[int | None] = mapped_column(Integer, index=True)

@@ -28,7 +28,12 @@ _BATCH = 1000
 def upgrade() -> None:
     events = op.create_table(
         "events",
-        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column(  # 64-bit on PostgreSQL; SQLite's rowid alias must say INTEGER
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            primary_key=True,
+            autoincrement=True,
+        ),
         sa.Column("at", sa.Float(), nullable=False),
         sa.Column("type", sa.String(length=32), nullable=False),
         sa.Column("job_id", sa.Integer(), nullable=True),
