@@ -139,3 +139,4 @@ def test_bad_parameters_get_a_clear_422_naming_the_field(make_server: Any) -> No
     assert unknown.startswith("unknown event type 'bogus'; one of: job.state,")
     assert api.get("/v1/events?job=999").status_code == 404
     assert api.get("/v1/events?type=job").status_code == 200  # a prefix names its family
+    assert httpx.get(server.url + "/v1/events").status_code == 401  # a token is required
