@@ -44,6 +44,7 @@ from pydantic import (
 
 from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
 from gpudock.core.errors import InvalidInput
+from gpudock.core.events import EventsConfig
 from gpudock.core.gpu_env import check_container_user, parse_capabilities
 from gpudock.core.inventory import NodeTraits
 from gpudock.core.mounts import AllowedMount, parse_allowlist
@@ -352,6 +353,7 @@ class ServerConfig(BaseModel):
     api: ApiConfig = Field(default_factory=ApiConfig)
     logs: LogsConfig = Field(default_factory=LogsConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    events: EventsConfig = Field(default_factory=EventsConfig)  # event log pruning
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from gpudock import __version__
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
-from gpudock.api.routers import health, inventory, jobs, metrics, queues, tokens
+from gpudock.api.routers import events, health, inventory, jobs, metrics, queues, tokens
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 
@@ -40,4 +40,5 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)
     app.include_router(metrics.router)
+    app.include_router(events.router)
     return app

@@ -26,6 +26,7 @@ from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWit
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
+from gpudock.runtime.event_pruner import EventPruner
 from gpudock.runtime.reconciler import reconcile
 from gpudock.scheduler import share_prices
 from gpudock.scheduler.admission import queue_usage
@@ -58,6 +59,7 @@ class Controller:
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
         self._db_failures = 0  # consecutive steps that failed on an unreachable database
         self._outage_lock = threading.Lock()
+        self._pruner = EventPruner()  # the event log's age and count bounds
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -142,6 +144,7 @@ class Controller:
             if self._stop.is_set():
                 return
             self._safe(reconcile, self.ctx)
+            self._safe(self._pruner.maybe_prune, self.ctx)
 
     def _event_loop(self) -> None:
         """Turn engine events into reconcile wake-ups; reconnect after outages."""

@@ -111,7 +111,7 @@ def _reconcile_job(ctx: RuntimeContext, job: Job, container: ContainerStatus | N
     if job.stop_requested or _over_runtime(ctx, job):
         if not job.stop_requested:
             with ctx.db.write() as session:
-                job_store.request_stop(session, job.id, "max_runtime", "gpudock")
+                job_store.request_stop(session, job.id, "max_runtime", "gpudock", ctx.clock())
             job.stop_requested = "max_runtime"
         ctx.run_once("stop", job.id, lambda: finisher.stop(ctx, job))
 

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from gpudock.core.events import EventType
 from gpudock.core.inventory import GpuHealth
 from gpudock.core.job import JobState
 from gpudock.scheduler.snapshot import Placement, Plan
+from gpudock.store import events as event_store
 from gpudock.store import jobs as job_store
 from gpudock.store.db import Database
 from gpudock.store.models import AllocationRow, GpuRow
@@ -57,7 +59,7 @@ def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
     if plan.preemptions:
         with db.write() as session:
             for preemption in plan.preemptions:
-                if job_store.request_preemption(session, preemption):
+                if job_store.request_preemption(session, preemption, now):
                     result.preempted.append(preemption.victim_id)
     if plan.pending:
         with db.write() as session:
@@ -78,6 +80,10 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
                 created_at=now,
             )
         )
+    payload = {"gpus": list(placement.gpu_uuids), "memory_per_gpu": placement.memory_per_gpu}
+    event_store.append_for_job(  # rolled back with the placement if it is rejected below
+        session, EventType.JOB_PLACED, placement.job_id, now, payload, node=placement.node
+    )
     moved = job_store.transition(
         session,
         placement.job_id,
@@ -86,8 +92,6 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
         now,
         node=placement.node,
         allocated_at=now,
-        pending_reasons=[],
-        reason=None,
         gpu_uuids=list(placement.gpu_uuids),
     )
     if not moved:

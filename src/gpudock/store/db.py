@@ -8,7 +8,10 @@ SQLite runs in WAL mode. pysqlite's own transaction handling is disabled so
 that SQLAlchemy emits ``BEGIN`` itself: write transactions use
 ``BEGIN IMMEDIATE`` (they take the write lock up front and wait for it under
 ``busy_timeout`` instead of failing on a lock upgrade), read transactions a
-plain ``BEGIN``. Never make network calls while a session is open.
+plain ``BEGIN``. On PostgreSQL every write transaction first takes one
+advisory transaction lock, so writers commit one at a time there too: event
+log ids (``store/events.py``) then become visible in id order, and a reader
+paging by id never skips one. Never make network calls while a session is open.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -30,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 log = logging.getLogger("gpudock.store")
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
+_WRITE_LOCK = 0x6770_7564_6F63  # PostgreSQL advisory lock key held by every write transaction
 
 
 class Database:
@@ -66,6 +70,8 @@ class Database:
         with self._sessions() as session:
             if self.is_sqlite:
                 session.connection(execution_options={"gpudock_immediate": True})
+            else:  # one writer at a time, as on SQLite: event ids commit in id order
+                session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK})
             try:
                 yield session
                 session.commit()

@@ -7,8 +7,10 @@ import uuid
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gpudock.core.events import EventType
 from gpudock.core.inventory import Gpu, GpuHealth, Node, NodeInventory, NodeStatus, NodeTraits
 from gpudock.core.job import JobState
+from gpudock.store import events as event_store
 from gpudock.store.models import GpuRow, JobRow, MetaRow, NodeRow
 
 
@@ -76,7 +78,7 @@ def register_node(
         row.nvlink = info.nvlink
         row.mig_mode = info.mig_mode
         row.emulated = info.emulated
-        row.health = info.health.value
+        _set_gpu_health(session, row, info.health.value, now)
         if row.used_memory == 0:
             row.memory_total = info.memory_total
         row.version += 1
@@ -85,9 +87,17 @@ def register_node(
         if _idle(row):
             session.delete(row)
         else:  # keep it until its job releases it, but place nothing new there
-            row.health = GpuHealth.MISSING.value
+            _set_gpu_health(session, row, GpuHealth.MISSING.value, now)
             row.version += 1
     session.flush()
+
+
+def _set_gpu_health(session: Session, row: GpuRow, health: str, now: float) -> None:
+    """Set a GPU's health, recording a ``gpu.health`` event when it changes."""
+    if row.health != health:
+        payload = {"uuid": row.uuid, "index": row.index, "from": row.health, "to": health}
+        event_store.append(session, EventType.GPU_HEALTH, now, payload, node=row.node)
+    row.health = health
 
 
 def set_node_status(
@@ -98,6 +108,8 @@ def set_node_status(
     if row is None:
         return False
     changed = row.status != status.value or row.status_reason != reason
+    if row.status != status.value:
+        _node_event(session, row, status.value, reason, now)
     row.status = status.value
     row.status_reason = reason
     row.last_seen = now
@@ -113,10 +125,20 @@ def disown_other_nodes(session: Session, name: str, now: float) -> list[str]:
     marked = []
     for row in session.scalars(select(NodeRow).where(NodeRow.name != name)):
         reason = f"not managed by this server (it runs on node {name}); no agent reports it"
+        if row.status != NodeStatus.UNAVAILABLE.value:
+            _node_event(session, row, NodeStatus.UNAVAILABLE.value, reason, now)
         if row.status != NodeStatus.UNAVAILABLE.value or row.status_reason != reason:
             row.status, row.status_reason, row.last_seen = NodeStatus.UNAVAILABLE.value, reason, now
             marked.append(row.name)
     return marked
+
+
+def _node_event(
+    session: Session, row: NodeRow, status: str, reason: str | None, now: float
+) -> None:
+    """Record a ``node.health`` event: the node's status moves from ``row.status``."""
+    payload = {"from": row.status, "to": status, "reason": reason}
+    event_store.append(session, EventType.NODE_HEALTH, now, payload, node=row.name)
 
 
 def list_nodes(session: Session) -> list[Node]:

@@ -2,8 +2,9 @@
 
 Every state change goes through ``transition``, which checks the state
 machine, guards the UPDATE on the expected current state (so two writers can
-never both move a job), appends a ``job_events`` row, and releases the job's
-GPUs in the same transaction when it stops holding them.
+never both move a job), appends a ``job_events`` row and a ``job.state``
+event (``store/events.py``), clears or replaces the job's reasons, and
+releases the job's GPUs in the same transaction when it stops holding them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
 from gpudock.scheduler.snapshot import Preemption
+from gpudock.store import events as event_store
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
 
 ACTIVE_STATES = (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
@@ -63,6 +66,15 @@ def insert_job(
         JobEventRow(
             job_id=row.id, at=now, attempt=0, from_state="", to_state="PENDING", reason="submitted"
         )
+    )
+    event_store.append(
+        session,
+        EventType.JOB_STATE,
+        now,
+        {"from": None, "to": "PENDING", "reason": "submitted", "attempt": 0},
+        job_id=row.id,
+        user=user,
+        queue=spec.queue,
     )
     return to_job(row, ())
 
@@ -156,17 +168,25 @@ def transition(
     Raises ``IllegalTransition`` for moves the state machine forbids. When the
     job leaves the resource-holding states its GPUs are released; when it is
     requeued to PENDING its attempt counter grows.
+
+    Reasons are cleared or replaced on every state change: the job's
+    ``reason`` becomes ``reason`` (None clears it) and its scheduler pending
+    reasons are emptied (the next cycle explains a PENDING job afresh). The
+    old ones stay in its history (``job_events`` and the event log).
     """
     check_transition(expected, target, reason)
-    values: dict[str, Any] = {"state": target.value, "version": JobRow.version + 1, **fields}
+    values: dict[str, Any] = {
+        "state": target.value,
+        "version": JobRow.version + 1,
+        **fields,
+        "reason": reason,
+        "pending_reasons": [],
+    }
     if target.terminal:
         values.setdefault("finished_at", now)
-        values["reason"] = reason
-        values["pending_reasons"] = []
     if target is JobState.PENDING:
         values["attempt"] = JobRow.attempt + 1
         values.update(
-            reason=reason,
             node=None,
             container_id=None,
             container_name=None,
@@ -197,6 +217,9 @@ def transition(
             reason=reason,
         )
     )
+    payload = {"from": expected.value, "to": target.value, "reason": reason, "attempt": attempt}
+    node = fields.get("node") if target is not JobState.PENDING else None
+    event_store.append_for_job(session, EventType.JOB_STATE, job_id, now, payload, node=node)
     if expected.holds_resources and not target.holds_resources:
         release_allocation(session, job_id)
     return True
@@ -239,8 +262,13 @@ def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]
         )
 
 
-def request_stop(session: Session, job_id: int, kind: str, by: str) -> bool:
-    """Flag an active job to be stopped (``cancel`` or ``max_runtime``). First flag wins."""
+def request_stop(
+    session: Session, job_id: int, kind: str, by: str, now: float | None = None
+) -> bool:
+    """Flag an active job to be stopped (``cancel`` or ``max_runtime``). First flag wins.
+
+    A ``max_runtime`` stop given ``now`` records a ``job.watchdog_kill`` event.
+    """
     result = session.execute(
         update(JobRow)
         .where(
@@ -251,11 +279,23 @@ def request_stop(session: Session, job_id: int, kind: str, by: str) -> bool:
         .values(stop_requested=kind, stop_requested_by=by, version=JobRow.version + 1)
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    if kind == "max_runtime" and now is not None:
+        row = session.execute(
+            select(JobRow.node, JobRow.max_runtime).where(JobRow.id == job_id)
+        ).one()
+        node, payload = row[0], {"by": by, "max_runtime": row[1]}
+        event_store.append_for_job(
+            session, EventType.JOB_WATCHDOG_KILL, job_id, now, payload, node=node
+        )
+    return True
 
 
-def request_preemption(session: Session, preemption: Preemption) -> bool:
+def request_preemption(session: Session, preemption: Preemption, now: float | None = None) -> bool:
     """Ask a preemptible, active victim to stop for ``preemption.preemptor_id``.
+
+    Given ``now``, a successful request records a ``job.preempted`` event.
 
     Conditional like every write here: a victim that already ended, is already
     stopping, or is not preemptible is left alone (returns False).
@@ -276,7 +316,28 @@ def request_preemption(session: Session, preemption: Preemption) -> bool:
         )
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    if now is not None:
+        _preemption_event(session, preemption, now)
+    return True
+
+
+def _preemption_event(session: Session, preemption: Preemption, now: float) -> None:
+    """Record who preempted the victim: the preemptor's id, user, queue and class."""
+    victim_node = session.scalar(select(JobRow.node).where(JobRow.id == preemption.victim_id))
+    preemptor = session.get(JobRow, preemption.preemptor_id)
+    payload: dict[str, Any] = {"preemptor": preemption.preemptor_id, "reason": preemption.reason}
+    if preemptor is not None:
+        payload.update(
+            preemptor_user=preemptor.user,
+            preemptor_queue=preemptor.queue,
+            preemptor_class=(preemptor.spec or {}).get("priority_class"),
+            preemptor_priority=preemptor.priority,
+        )
+    event_store.append_for_job(
+        session, EventType.JOB_PREEMPTED, preemption.victim_id, now, payload, node=victim_node
+    )
 
 
 def _allocations(session: Session, job_ids: Iterable[int]) -> dict[int, tuple[AllocationRow, ...]]:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.expression import false as sa_false
 from sqlalchemy.sql.expression import true as sa_true
 
 
@@ -56,7 +57,7 @@ class JobRow(Base):
     max_runtime: Mapped[float | None] = mapped_column(Float)
     min_runtime: Mapped[float | None] = mapped_column(Float)
     preemptible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
-    can_preempt: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    can_preempt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     node_selector: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
     tolerations: Mapped[list[str]] = mapped_column(  # canonical str(Toleration)
@@ -97,6 +98,27 @@ class JobEventRow(Base):
     from_state: Mapped[str] = mapped_column(String(16))
     to_state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
+
+
+class EventRow(Base):
+    """The durable event log (``store/events.py``); id is the monotonic paging cursor.
+
+    ``job_id`` has no foreign key: an event outlives its job until pruned.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused after pruning
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[float] = mapped_column(Float, index=True)
+    type: Mapped[str] = mapped_column(String(32), index=True)
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    user: Mapped[str | None] = mapped_column(String(128), index=True)
+    queue: Mapped[str | None] = mapped_column(String(64))
+    node: Mapped[str | None] = mapped_column(String(128))
+    payload: Mapped[dict[str, object]] = mapped_column(JSON, default=dict)
 
 
 class NodeRow(Base):
