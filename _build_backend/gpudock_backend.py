@@ -1,0 +1,35 @@
+"""gpudock's build backend: setuptools, asking for mypyc's tools only when compiling.
+
+A default install is pure Python and needs nothing but setuptools (no compiler,
+no mypy). ``GPUDOCK_COMPILE=1`` compiles the scheduler's and the simulator's hot
+modules with mypyc (``setup.py``); only then does the build ask for mypy and the
+typed libraries that mypy reads while compiling (``COMPILE_REQUIRES``, the same
+pins as ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from setuptools import build_meta as _setuptools
+from setuptools.build_meta import *  # noqa: F403 (the PEP 517/660 hooks, as setuptools has them)
+
+COMPILE_REQUIRES = (
+    "mypy==2.4.1",
+    "pydantic==2.14.4",
+    "types-PyYAML==6.0.12.20261122",
+    "numpy==2.4.6",
+)
+
+
+def _compile_requires() -> list[str]:
+    return list(COMPILE_REQUIRES) if os.environ.get("GPUDOCK_COMPILE", "0") == "1" else []
+
+
+def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:
+    return _setuptools.get_requires_for_build_wheel(config_settings) + _compile_requires()
+
+
+def get_requires_for_build_editable(config_settings: dict[str, Any] | None = None) -> list[str]:
+    return _setuptools.get_requires_for_build_editable(config_settings) + _compile_requires()
