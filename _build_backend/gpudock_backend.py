@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403 (the PEP 517/660 hooks, as setuptools has them)
 
 COMPILE_REQUIRES = (
@@ -27,9 +26,13 @@ def _compile_requires() -> list[str]:
     return list(COMPILE_REQUIRES) if os.environ.get("GPUDOCK_COMPILE", "0") == "1" else []
 
 
+# Not setuptools' own: those run setup.py, which must not run before mypyc is installed.
+# ``setup.py`` declares no ``setup_requires``, so setuptools would add nothing here.
+
+
 def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:
-    return _setuptools.get_requires_for_build_wheel(config_settings) + _compile_requires()
+    return _compile_requires()
 
 
 def get_requires_for_build_editable(config_settings: dict[str, Any] | None = None) -> list[str]:
-    return _setuptools.get_requires_for_build_editable(config_settings) + _compile_requires()
+    return _compile_requires()
