@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from setuptools.build_meta import *  # noqa: F403 (the PEP 517/660 hooks, as setuptools has them)
-
 COMPILE_REQUIRES = (
     "mypy==2.4.1",
     "pydantic==2.14.4",
@@ -36,3 +34,10 @@ def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) 
 
 def get_requires_for_build_editable(config_settings: dict[str, Any] | None = None) -> list[str]:
     return _compile_requires()
+
+
+def __getattr__(name: str) -> Any:
+    """Every other hook is setuptools' own (imported on first use)."""
+    from setuptools import build_meta
+
+    return getattr(build_meta, name)
