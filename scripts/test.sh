@@ -14,7 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=lib.sh
 source scripts/lib.sh
 COMPILED_TESTS=(tests/unit/test_native.py tests/unit/scheduler)
-LINTED=(src tests benchmarks scripts)
+LINTED=(src tests benchmarks scripts setup.py _build_backend)
 
 gate() {  # NAME COMMAND...: run a gate; on a finding say which gate failed and stop
     local name="$1"
