@@ -1,12 +1,14 @@
-"""Build gpudock; compiles the scheduler's and the simulator's hot modules with mypyc.
+"""Build gpudock: pure Python by default; ``GPUDOCK_COMPILE=1`` compiles with mypyc.
 
-Everything else about the package is in ``pyproject.toml``. The modules named in
-``src/gpudock/_native.py`` are compiled from their typed source to C extensions
-(one mypyc group); after a successful build ``_native.json`` records the source
-each was compiled from, so an edited source is never shadowed by stale compiled
-code (``gpudock._native.guard``). The build is pure Python, with a line saying
-why, when ``GPUDOCK_COMPILE=0`` is set or no C compiler or Python headers are
-found.
+Everything else about the package is in ``pyproject.toml``. A default build
+(``GPUDOCK_COMPILE`` unset or ``0``) is pure Python and needs no compiler. With
+``GPUDOCK_COMPILE=1`` the modules named in ``src/gpudock/_native.py`` are
+compiled from their typed source to C extensions (one mypyc group; needs a C
+compiler and the Python headers, e.g. Debian's gcc and python3-dev); after a
+successful build ``_native.json`` records the source each was compiled from, so
+an edited source is never shadowed by stale compiled code
+(``gpudock._native.guard``). A compile that was asked for and cannot run fails
+the build, saying why: it never falls back to pure Python silently.
 """
 
 from __future__ import annotations
@@ -38,9 +40,15 @@ def _native() -> Any:
     return module
 
 
+def _wanted() -> bool:
+    """``GPUDOCK_COMPILE``: ``1`` compiles; unset or ``0`` builds pure Python."""
+    value = os.environ.get("GPUDOCK_COMPILE", "0")
+    if value not in ("0", "1"):
+        sys.exit(f"gpudock: GPUDOCK_COMPILE must be 0 or 1, not {value!r}")
+    return value == "1"
+
+
 def _why_not_compile() -> str | None:
-    if os.environ.get("GPUDOCK_COMPILE", "1") == "0":
-        return "GPUDOCK_COMPILE=0"
     if importlib.util.find_spec("mypyc") is None:
         return "mypyc is not installed"
     include = Path(sysconfig.get_paths()["include"]) / "Python.h"
@@ -69,18 +77,16 @@ def _extensions() -> tuple[list[Any], dict[str, Any]]:
     native = _native()
     stale = SRC / "gpudock" / native.MANIFEST
     stale.unlink(missing_ok=True)  # rewritten only by a build that compiled
+    if not _wanted():
+        print("gpudock: building pure Python (GPUDOCK_COMPILE=1 compiles)", file=sys.stderr)
+        return [], {}
     why = _why_not_compile()
     if why is not None:
-        print(f"gpudock: building pure Python: {why}", file=sys.stderr)
-        return [], {}
+        sys.exit(f"gpudock: GPUDOCK_COMPILE=1 but cannot compile: {why}")
     from mypyc.build import mypycify
 
     paths = [str(native.source_of(m, SRC).relative_to(HERE)) for m in native.MODULES]
-    try:
-        extensions = mypycify(paths, opt_level="3", group_name="gpudock_native")
-    except (Exception, SystemExit) as error:  # mypyc exits on a type error
-        print(f"gpudock: building pure Python: mypyc failed ({error})", file=sys.stderr)
-        return [], {}
+    extensions = mypycify(paths, opt_level="3", group_name="gpudock_native")  # exits on an error
     return extensions, {"build_ext": _BuildExt}
 
 

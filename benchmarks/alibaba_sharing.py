@@ -94,6 +94,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's gpudock, not an installed one
 
+from _meta import build_info, traces_dir  # noqa: E402  (beside this script)
+
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight  # noqa: E402
 from gpudock.scheduler.capacity import NodeState, usable_now  # noqa: E402
 from gpudock.scheduler.cycle import run_cycle  # noqa: E402
@@ -113,7 +115,7 @@ from gpudock.scheduler.snapshot import (  # noqa: E402
 from gpudock.sim.cluster import alibaba_nodes  # noqa: E402
 from gpudock.sim.traces import TraceJob, load_trace  # noqa: E402
 
-DEFAULT_TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
+DEFAULT_TRACES = traces_dir() / "alibaba-gpu-v2023"
 MiB = 2**20
 MILLI = 1000
 NOMINAL_GPU_MEMORY = MILLI * MiB
@@ -530,6 +532,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.jobs,
         "cpu_scale": args.cpu_scale,
         "uniform_shares": args.uniform_shares,
+        **build_info(),
     }
 
 
@@ -579,7 +582,7 @@ def main(argv: list[str] | None = None) -> None:
         for policy in args.policies
         if policy != "random"  # its draws cannot be replayed on another snapshot
     }
-    print(json.dumps({"mismatches": mismatches, "pods": args.check}))
+    print(json.dumps({"mismatches": mismatches, "pods": args.check, **build_info()}))
 
 
 if __name__ == "__main__":

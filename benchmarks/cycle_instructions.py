@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _meta  # beside this script
+
 LEVELS = {"empty": 0.0, "half": 0.5, "full": 1.0}
 REPO = Path(__file__).resolve().parents[1]
 
@@ -110,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         "cycles": args.cycles,
         "seed": args.seed,
         "python": sys.version.split()[0],
+        **_meta.build_info(args.repo),  # the measured checkout's build and commit
     }
     for level in args.levels:
         base = count(args.repo, level, 0, args.seed)

@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(_ROOT / "src"), str(_ROOT)]
+sys.path[:0] = [str(_ROOT / "src"), str(_ROOT), str(_ROOT / "benchmarks")]
 
+from _meta import build_info  # noqa: E402
 from tests.kit.cluster import fill  # noqa: E402
 
-from gpudock import __version__, _native  # noqa: E402
+from gpudock import __version__  # noqa: E402
 from gpudock.config import ServerConfig  # noqa: E402
 from gpudock.metrics.collector import StoreCollector, exposition  # noqa: E402
 from gpudock.runtime.context import RuntimeContext  # noqa: E402
@@ -93,12 +94,9 @@ def run(nodes: int, gpus: int, jobs: int, scrapes: int) -> dict[str, Any]:
         "cold": summary(cold),
         "goal_ms": GOAL_MS,
         "meets_goal": summary(server)["p99_ms"] <= GOAL_MS,
-        "build": {
-            "gpudock": __version__,
-            "native": _native.describe(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "gpudock": __version__,
+        "python": platform.python_version(),
+        **build_info(),
     }
 
 

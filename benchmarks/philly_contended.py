@@ -11,9 +11,10 @@ Prints JSON: per policy the ``gpudock simulate --json`` figures, plus
 ``default_vs_srtf`` = default avg JCT / srtf-oracle avg JCT measured in the
 same run (goal <= 1.15) and ``sim_seconds`` per policy (the speed goal is
 ``default`` replaying all 82,247 Philly jobs in <= 60 s; ``--all-jobs``
-runs that). ``compiled`` says whether the scheduler's and the simulator's hot
-modules ran compiled (mypyc, ``gpudock._native``), ``build`` why or why not;
-``GPUDOCK_PURE=1`` runs their source.
+runs that). ``build`` says whether the scheduler's and the simulator's hot
+modules ran ``compiled`` (mypyc, ``gpudock._native``) or ``pure``, ``build_status``
+why; ``GPUDOCK_PURE=1`` runs their source. ``commit`` and ``cpu_count`` /
+``cpu_affinity`` name the code and the machine (``benchmarks/_meta.py``).
 
 Usage::
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import replace
@@ -35,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpudock import _native  # noqa: E402
+from _meta import build_info, traces_dir  # noqa: E402  (beside this script)
+
 from gpudock.sim.cluster import parse_cluster, philly_vc_queues  # noqa: E402
 from gpudock.sim.engine import SimConfig, simulate  # noqa: E402
 from gpudock.sim.metrics import summarize  # noqa: E402
@@ -47,8 +48,7 @@ DEFAULT_POLICIES = "fifo,sjf-oracle,srtf-oracle,fair-share,default"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_traces = os.environ.get("GPUDOCK_TRACES", str(ROOT.parent / "shared" / "traces"))
-    parser.add_argument("--traces", default=default_traces, help="folder holding philly/")
+    parser.add_argument("--traces", default=str(traces_dir()), help="folder holding philly/")
     parser.add_argument("--policies", default=DEFAULT_POLICIES)
     parser.add_argument("--cluster", default="64x8")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
@@ -100,8 +100,7 @@ def main() -> None:
         "load_seconds": round(load_seconds, 2),
         "policies": results,
         "sim_seconds": {name: r["sim_seconds"] for name, r in results.items()},
-        "compiled": _native.compiled(),  # the scheduler's hot modules (mypyc), or source
-        "build": _native.status(),
+        **build_info(),  # pure or compiled (mypyc), the commit, the CPUs
     }
     default, srtf = results.get("default"), results.get("srtf-oracle")
     if default and srtf and default["avg_jct_s"] and srtf["avg_jct_s"]:

@@ -85,6 +85,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from _meta import build_info
+
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler import share_prices
 from gpudock.scheduler.cycle import schedule
@@ -659,7 +661,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     params = {k: v for k, v in vars(args).items() if k not in ("json", "profile", "cycle_times")}
     timer = timer_of(args)
-    result: dict[str, Any] = {"params": params, "python": sys.version.split()[0]}
+    result: dict[str, Any] = {
+        "params": params,
+        "python": sys.version.split()[0],
+        **build_info(),
+    }
     with profiling(args.profile, timer):
         if not args.skip_drain:
             result.update(drain(args, timer))

@@ -34,6 +34,7 @@ import docker
 import docker.errors
 import docker.types
 import httpx
+from _meta import build_info  # beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 CMD = ["sleep", "3600"]
@@ -186,6 +187,7 @@ def main() -> None:
         "ratio": round(out["gpudock"]["median_s"] / out["bare"]["median_s"], 3),
         "ratio_vs_bare_gpu": round(out["gpudock"]["median_s"] / out["bare_gpu"]["median_s"], 3),
         "goal_ratio": 1.3,
+        **build_info(),
     }
     print(json.dumps(report, indent=None if args.json else 2))
 

@@ -5,8 +5,8 @@
 # when its work is already done, and returns non-zero (with a message on
 # stderr) when it cannot do it:
 #
-#   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static gcc
-#                            python3-dev prometheus (gcc and the headers: mypyc; promtool)
+#   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static
+#                            prometheus (promtool)
 #                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
 #                            dockerd without systemd; by default with the stand-in
@@ -14,7 +14,10 @@
 #   build_test_image         gpudock-test/busybox:latest, built locally (no registry)
 #   start_postgres           throwaway PostgreSQL on 127.0.0.1:55432, exports
 #                            GPUDOCK_TEST_PG_URL
-#   ensure_venv              .venv with `pip install -e '.[dev]'`
+#   ensure_venv              .venv with `pip install -e '.[dev]'`: the pure Python build
+#   ensure_compiled_venv     .venv-compiled with `GPUDOCK_COMPILE=1 pip install '.[dev]'`
+#                            (not editable: mypyc's .so files stay out of src/); installs
+#                            gcc and python3-dev when missing
 #
 # Needs root for everything but ensure_venv. Works on a fresh Debian 12.
 
@@ -35,7 +38,7 @@ _gpudock_pkg_installed() {
 
 ensure_packages() {  # [PKG...]; default: everything the test suite needs
     local pkg missing=() wanted=("$@")
-    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static gcc python3-dev prometheus)
+    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static prometheus)
     for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done
@@ -202,10 +205,43 @@ ensure_venv() {
     fi
     _gpudock_log "installing gpudock and its dev dependencies into $venv"
     local log=/tmp/gpudock-pip-install.log
-    if ! (cd "$GPUDOCK_REPO_ROOT" && "$venv/bin/python" -m pip install -q -e '.[dev]') \
-        >"$log" 2>&1; then
+    if ! (cd "$GPUDOCK_REPO_ROOT" && GPUDOCK_COMPILE=0 "$venv/bin/python" -m pip install -q \
+        -e '.[dev]') >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         return 1
     fi
     touch "$stamp"
+}
+
+# A digest of what a build is made from: the package's files and the build's own.
+_gpudock_source_digest() {
+    (cd "$GPUDOCK_REPO_ROOT" &&
+        find src -type f ! -path '*/__pycache__/*' ! -name '*.so' ! -name '_native.json' \
+            ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum &&
+        sha256sum pyproject.toml setup.py _build_backend/*.py) | sha256sum | cut -d' ' -f1
+}
+
+ensure_compiled_venv() {
+    local venv="$GPUDOCK_REPO_ROOT/.venv-compiled"
+    local stamp="$venv/.gpudock-compiled" digest
+    digest="$(_gpudock_source_digest)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$digest" ]]; then
+        return 0
+    fi
+    ensure_packages gcc python3-dev || return 1
+    if [[ ! -x "$venv/bin/python" ]]; then
+        _gpudock_log "creating $venv"
+        python3 -m venv "$venv" || return 1
+    fi
+    _gpudock_log "compiling gpudock (GPUDOCK_COMPILE=1, mypyc: a few minutes) into $venv"
+    local log=/tmp/gpudock-pip-install-compiled.log rc=0
+    rm -rf "$GPUDOCK_REPO_ROOT/build"  # setuptools' staging folder: no stale module in the wheel
+    (cd "$GPUDOCK_REPO_ROOT" && "$venv/bin/python" -m pip uninstall -q -y gpudock &&
+        GPUDOCK_COMPILE=1 "$venv/bin/python" -m pip install -q '.[dev]') >"$log" 2>&1 || rc=$?
+    rm -rf "$GPUDOCK_REPO_ROOT/build"
+    if ((rc != 0)); then
+        tail -n 30 "$log" >&2
+        return 1
+    fi
+    echo "$digest" >"$stamp"
 }

@@ -1,21 +1,21 @@
 """The scheduler's and the simulator's hot modules, compiled with mypyc when built so.
 
-``setup.py`` compiles the modules in ``MODULES`` to C extensions (mypyc, from the
-same typed source; ``GPUDOCK_COMPILE=0`` builds pure Python) and, once the build
-succeeds, writes ``MANIFEST``: the SHA-256 of each module's source as compiled.
-Python imports an extension module ahead of the ``.py`` beside it, so a source
-edited after the build would be shadowed by stale compiled code. ``guard``,
+The default build is pure Python. ``GPUDOCK_COMPILE=1`` makes ``setup.py`` compile
+the modules in ``MODULES`` to C extensions (mypyc, from the same typed source) and,
+once the build succeeds, write ``MANIFEST``: the SHA-256 of each module's source as
+compiled. Python imports an extension module ahead of the ``.py`` beside it, so a
+source edited after the build would be shadowed by stale compiled code. ``guard``,
 called by ``gpudock/__init__``, prevents that: unless every listed source still
 matches the manifest, it makes all of ``MODULES`` load from their ``.py`` files
 (all of them, since compiled modules call each other directly, not through the
-module objects). ``GPUDOCK_PURE=1`` does the same on purpose.
+module objects). Extensions without a manifest (a pure build over an old compiled
+one) are ignored the same way. ``GPUDOCK_PURE=1`` does the same on purpose.
 
 This module imports only the standard library: ``setup.py`` reads it at build time.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib
 import importlib.abc
@@ -26,8 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import FunctionType, ModuleType
-from typing import TypeVar
+from types import ModuleType
 
 MODULES: tuple[str, ...] = (
     "gpudock.scheduler.admission",
@@ -54,10 +53,12 @@ MODULES: tuple[str, ...] = (
     "gpudock.sim.estimate",
     "gpudock.sim.policies",
 )
-"""Compiled together as one group. Each is typed (mypy strict); a class subclassed
-by interpreted code says so (``mypyc_attr(allow_interpreted_subclasses=True)``), and
-a policy, whose class attributes the registry reads, stays a plain Python class
-with compiled methods (``mypyc_attr(native_class=False)``)."""
+"""Compiled together as one group (``GPUDOCK_COMPILE=1``). Each is typed (mypy strict);
+a class subclassed by interpreted code says so
+(``mypyc_attr(allow_interpreted_subclasses=True)``), and a policy stays a plain Python
+class with compiled methods (``mypyc_attr(native_class=False)``): on a native class,
+``Policy.name`` would be an attribute descriptor and ``__init__`` would lose the
+parameter kinds and hints that the registry reads for options."""
 
 MANIFEST = "_native.json"
 """Beside this module: ``{module: sha256 of its source}`` as last compiled."""
@@ -67,8 +68,6 @@ PURE_ENV = "GPUDOCK_PURE"
 _ROOT = Path(__file__).resolve().parent.parent  # the directory holding ``gpudock``
 
 _state: dict[str, object] = {"reason": "not checked"}
-
-_T = TypeVar("_T")
 
 
 def source_of(module: str, root: Path = _ROOT) -> Path:
@@ -122,8 +121,10 @@ def guard() -> None:
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         reason = f"{PURE_ENV} is set"
     elif not written.is_file():
-        _state["reason"] = "not compiled (pure Python build)"
-        return
+        if not any(_extension_of(m) for m in MODULES):
+            _state["reason"] = "not compiled (pure Python build)"
+            return
+        reason = "compiled modules without a manifest (a stale build; loading the source)"
     else:
         try:
             built = json.loads(written.read_text())
@@ -153,9 +154,7 @@ def compiled() -> bool:
 def describe() -> str:
     """Imports ``MODULES`` and says how they run: ``compiled (mypyc, N modules)`` or
     ``interpreted (why)`` (``gpudock version``)."""
-    for module in MODULES:
-        importlib.import_module(module)
-    if compiled():
+    if build() == "compiled":
         return f"compiled (mypyc, {len(MODULES)} modules)"
     return f"interpreted ({status()})"
 
@@ -165,41 +164,8 @@ def status() -> str:
     return str(_state["reason"])
 
 
-def frozen_init(cls: type[_T]) -> type[_T]:
-    """Make a frozen dataclass's own ``__init__`` work when it runs interpreted.
-
-    A dataclass's generated methods stay interpreted even in a compiled build
-    (mypyc leaves them to the ``dataclasses`` module), and a frozen one's
-    ``__init__`` stores each field through ``object.__setattr__``: 3-4 µs for a
-    ``RunningJob``, made over a million times in a long replay. The hot frozen
-    snapshot types therefore define ``__init__`` themselves, assigning each
-    parameter to the field of its name (``self.x = x``, one per field, in field
-    order, nothing else). Compiled, those are native stores that the frozen
-    ``__setattr__`` never sees (about 0.4 µs for a whole ``RunningJob``). Interpreted, they would
-    raise ``FrozenInstanceError``; there this replaces that ``__init__`` with one
-    of the same parameters and defaults that stores through
-    ``object.__setattr__``, as dataclasses' own does.
-
-    Raises TypeError when the ``__init__``'s parameters are not the fields, in
-    order (checked where it runs interpreted: a compiled ``__init__`` is left as
-    it is, and ``tests/unit/test_native.py`` checks its signature).
-    """
-    init = cls.__dict__["__init__"]
-    if not isinstance(init, FunctionType):
-        return cls  # compiled: a native method, whose stores are native
-    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-    code = init.__code__
-    if code.co_varnames[1 : code.co_argcount] != names or code.co_kwonlyargcount:
-        raise TypeError(f"{cls.__qualname__}.__init__ must take exactly its fields {names}")
-    body = "".join(f"    _set(self, {name!r}, {name})\n" for name in names)
-    namespace: dict[str, object] = {"_set": object.__setattr__}
-    exec(f"def __init__(self, {', '.join(names)}):\n{body}", namespace)
-    stored = namespace["__init__"]
-    assert isinstance(stored, FunctionType)
-    stored.__defaults__ = init.__defaults__
-    stored.__qualname__ = init.__qualname__
-    stored.__module__ = init.__module__
-    stored.__doc__ = init.__doc__
-    stored.__annotations__ = init.__annotations__
-    setattr(cls, "__init__", stored)  # noqa: B010 (mypy refuses assigning a method)
-    return cls
+def build() -> str:
+    """``"compiled"`` when ``MODULES`` run compiled, else ``"pure"`` (imports them)."""
+    for module in MODULES:
+        importlib.import_module(module)
+    return "compiled" if compiled() else "pure"

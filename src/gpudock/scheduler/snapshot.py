@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpudock._native import frozen_init
 from gpudock.core.affinity import Taint, Toleration, Topology
 from gpudock.core.job import PendingReason
 from gpudock.queue.history import UsageHistory
@@ -62,27 +61,6 @@ class NodeView:
     cpus: float | None = None  # CPU cores jobs may request here; None: CPUs are not counted
     used_cpus: float = 0.0  # cores held by the jobs placed here (those that asked for CPUs)
 
-    def __init__(
-        self,
-        name: str,
-        gpus: tuple[GpuView, ...],
-        available: bool = True,
-        unavailable_reason: str | None = None,
-        labels: tuple[tuple[str, str], ...] = (),
-        taints: tuple[Taint, ...] = (),
-        cpus: float | None = None,
-        used_cpus: float = 0.0,
-    ) -> None:
-        # ``_native.frozen_init``: plain stores, native when compiled
-        self.name = name  # type: ignore[misc]
-        self.gpus = gpus  # type: ignore[misc]
-        self.available = available  # type: ignore[misc]
-        self.unavailable_reason = unavailable_reason  # type: ignore[misc]
-        self.labels = labels  # type: ignore[misc]
-        self.taints = taints  # type: ignore[misc]
-        self.cpus = cpus  # type: ignore[misc]
-        self.used_cpus = used_cpus  # type: ignore[misc]
-
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:
@@ -103,41 +81,6 @@ class JobRequest:
     node_selector: tuple[tuple[str, str], ...] = ()  # sorted labels a node must carry
     tolerations: tuple[Toleration, ...] = ()
     topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node
-
-    def __init__(
-        self,
-        id: int,
-        gpus: int,
-        submitted_at: float,
-        gpu_memory: int | None = None,
-        gpu_model: str | None = None,
-        priority: int = 0,
-        queue: str = "default",
-        user: str = "",
-        nodes: int = 1,
-        cpus: float | None = None,
-        max_runtime: float | None = None,
-        can_preempt: bool = True,
-        node_selector: tuple[tuple[str, str], ...] = (),
-        tolerations: tuple[Toleration, ...] = (),
-        topology: Topology | None = None,
-    ) -> None:
-        # ``_native.frozen_init``: plain stores, native when compiled
-        self.id = id  # type: ignore[misc]
-        self.gpus = gpus  # type: ignore[misc]
-        self.submitted_at = submitted_at  # type: ignore[misc]
-        self.gpu_memory = gpu_memory  # type: ignore[misc]
-        self.gpu_model = gpu_model  # type: ignore[misc]
-        self.priority = priority  # type: ignore[misc]
-        self.queue = queue  # type: ignore[misc]
-        self.user = user  # type: ignore[misc]
-        self.nodes = nodes  # type: ignore[misc]
-        self.cpus = cpus  # type: ignore[misc]
-        self.max_runtime = max_runtime  # type: ignore[misc]
-        self.can_preempt = can_preempt  # type: ignore[misc]
-        self.node_selector = node_selector  # type: ignore[misc]
-        self.tolerations = tolerations  # type: ignore[misc]
-        self.topology = topology  # type: ignore[misc]
 
     @property
     def shared(self) -> bool:
@@ -163,41 +106,6 @@ class RunningJob:
     preempted_for: int | None = None  # the job it is being stopped for, if preempted
     user: str = ""
     cpus: float | None = None
-
-    def __init__(
-        self,
-        id: int,
-        queue: str,
-        priority: int,
-        node: str,
-        gpu_uuids: tuple[str, ...],
-        memory_per_gpu: int | None,
-        started_at: float | None,
-        submitted_at: float = 0.0,
-        max_runtime: float | None = None,
-        min_runtime: float | None = None,
-        preemptible: bool = True,
-        stopping: bool = False,
-        preempted_for: int | None = None,
-        user: str = "",
-        cpus: float | None = None,
-    ) -> None:
-        # ``_native.frozen_init``: plain stores, native when compiled
-        self.id = id  # type: ignore[misc]
-        self.queue = queue  # type: ignore[misc]
-        self.priority = priority  # type: ignore[misc]
-        self.node = node  # type: ignore[misc]
-        self.gpu_uuids = gpu_uuids  # type: ignore[misc]
-        self.memory_per_gpu = memory_per_gpu  # type: ignore[misc]
-        self.started_at = started_at  # type: ignore[misc]
-        self.submitted_at = submitted_at  # type: ignore[misc]
-        self.max_runtime = max_runtime  # type: ignore[misc]
-        self.min_runtime = min_runtime  # type: ignore[misc]
-        self.preemptible = preemptible  # type: ignore[misc]
-        self.stopping = stopping  # type: ignore[misc]
-        self.preempted_for = preempted_for  # type: ignore[misc]
-        self.user = user  # type: ignore[misc]
-        self.cpus = cpus  # type: ignore[misc]
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]
@@ -228,19 +136,6 @@ class Placement:
     gpu_uuids: tuple[str, ...]
     memory_per_gpu: int | None = None
 
-    def __init__(
-        self,
-        job_id: int,
-        node: str,
-        gpu_uuids: tuple[str, ...],
-        memory_per_gpu: int | None = None,
-    ) -> None:
-        # ``_native.frozen_init``: plain stores, native when compiled
-        self.job_id = job_id  # type: ignore[misc]
-        self.node = node  # type: ignore[misc]
-        self.gpu_uuids = gpu_uuids  # type: ignore[misc]
-        self.memory_per_gpu = memory_per_gpu  # type: ignore[misc]
-
 
 @dataclass(frozen=True, slots=True)
 class GangPlacement:
@@ -268,7 +163,3 @@ class Plan:
     pending: dict[int, list[PendingReason]] = field(default_factory=dict)
     preemptions: list[Preemption] = field(default_factory=list)
     gangs: list[GangPlacement] = field(default_factory=list)
-
-
-for _hot in (NodeView, JobRequest, RunningJob, Placement):  # made per job and per cycle
-    frozen_init(_hot)

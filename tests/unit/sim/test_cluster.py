@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from tests.kit.traces import real
 
 from gpudock.queue.config import QueuesConfig
 from gpudock.sim.cluster import (
@@ -18,17 +18,7 @@ from gpudock.sim.cluster import (
 )
 
 GiB = 2**30
-TRACES = Path(
-    os.environ.get("GPUDOCK_TRACES", Path(__file__).resolve().parents[4] / "shared" / "traces")
-)
 HELP = "expected NODESxGPUS[:MODEL[:MEMORY]] (joined by '+') or a YAML file"
-
-
-def real(relative: str) -> Path:
-    """A file of the shared real traces; skips the test only if the folder is absent."""
-    if not TRACES.is_dir():
-        pytest.skip(f"real traces not found at {TRACES} (set GPUDOCK_TRACES)")
-    return TRACES / relative
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

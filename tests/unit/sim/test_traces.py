@@ -1,19 +1,19 @@
 """Trace loaders: every format, malformed rows with exact lines, windows, tar members.
 
-Inline CSVs are written to ``tmp_path``; the real traces are read from
-``/work/shared/traces`` (override with ``GPUDOCK_TRACES``) and those tests
-skip only when that folder is absent.
+Inline CSVs are written to ``tmp_path``; the real traces are found by
+``tests/kit/traces.real`` (``$GPUDOCK_TRACES``, else ``../shared/traces`` beside the
+project root); those tests fail under ``CI=true`` when they are missing, else skip.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 from datetime import date, datetime
 from pathlib import Path
 
 import pytest
+from tests.kit.traces import real
 
 from gpudock.sim.traces import (
     FORMATS,
@@ -25,9 +25,6 @@ from gpudock.sim.traces import (
     load_trace,
 )
 
-TRACES = Path(
-    os.environ.get("GPUDOCK_TRACES", Path(__file__).resolve().parents[4] / "shared" / "traces")
-)
 CANONICAL = "job_id,submit_time,duration,num_gpus\n"
 PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 ALIBABA = (
@@ -41,13 +38,6 @@ def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def real(relative: str) -> Path:
-    """A file of the shared real traces; skips the test only if the folder is absent."""
-    if not TRACES.is_dir():
-        pytest.skip(f"real traces not found at {TRACES} (set GPUDOCK_TRACES)")
-    return TRACES / relative
 
 
 def message(path: Path, fmt: str = "canonical", **kwargs: object) -> str:

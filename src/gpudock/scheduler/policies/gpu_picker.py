@@ -25,7 +25,7 @@ def _best_fit_key(gpu: GpuState) -> tuple[bool, int, int]:
     return (gpu.idle, gpu.free_memory, gpu.index)
 
 
-@mypyc_attr(native_class=False)  # compiled methods; class attributes the registry reads
+@mypyc_attr(native_class=False)  # compiled, the registry still reads ``name`` and __init__ hints
 class BestFitPicker:
     """Picks GPUs on the chosen node; never reserves them.
 

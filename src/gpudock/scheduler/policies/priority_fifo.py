@@ -8,7 +8,7 @@ from gpudock.scheduler.framework import OrderKey
 from gpudock.scheduler.snapshot import JobRequest
 
 
-@mypyc_attr(native_class=False)  # compiled methods; class attributes the registry reads
+@mypyc_attr(native_class=False)  # compiled, the registry still reads ``name`` and __init__ hints
 class PriorityFifo:
     """Sort by priority (descending), then ``submitted_at``, then job id.
 
