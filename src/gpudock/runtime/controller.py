@@ -32,6 +32,7 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.policies.binpack import prices_shares
 from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
@@ -54,6 +55,7 @@ class Controller:
         self._prices = prices_shares(build_profile(ctx.config.scheduler))
         self._history_saved = 0.0
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
+        self._session = SchedulerSession()  # what each cycle reuses of the last one's work
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -89,7 +91,7 @@ class Controller:
             return ApplyResult()
         if self._prices:
             snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by
-        plan = schedule(snapshot, ctx.config.scheduler)
+        plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
         result = apply_plan(ctx.db, plan, ctx.clock())
         for placement in result.committed:
             job_id = placement.job_id

@@ -58,6 +58,7 @@ from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.release import RunningOn
 from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
     GangPlacement,
     JobRequest,
@@ -66,9 +67,12 @@ from gpudock.scheduler.snapshot import (
     RunningJob,
     Snapshot,
 )
+from gpudock.scheduler.victims import VictimMemo
 
 
-def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
+def schedule(
+    snapshot: Snapshot, config: SchedulerConfig, *, session: SchedulerSession | None = None
+) -> Plan:
     """Decide placements for ``snapshot.pending`` on ``snapshot.nodes``.
 
     Every pending job ends up either placed (in ``plan.placements``, or in
@@ -76,9 +80,14 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     ``plan.pending`` with at least one reason, never both. Placements
     never over-commit a GPU, given the snapshot. No I/O, no clock, never
     mutates the snapshot; deterministic, whatever the order of its tuples.
+
+    Without a ``session`` the call is pure: it starts from nothing and
+    keeps nothing. A caller running cycle after cycle passes its own
+    ``SchedulerSession``, so that each cycle reuses what the previous one
+    worked out for the snapshot objects they share; the Plan is the same.
     """
     policy = QueuePolicy.from_config(config.queues, snapshot.queue_history)
-    return run_cycle(snapshot, build_profile(config), queues=policy)
+    return run_cycle(snapshot, build_profile(config), queues=policy, session=session)
 
 
 def run_cycle(
@@ -89,6 +98,7 @@ def run_cycle(
     queues: QueuePolicy | None = None,
     strict: bool = False,
     explain: bool = True,
+    session: SchedulerSession | None = None,
 ) -> Plan:
     """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
 
@@ -106,7 +116,9 @@ def run_cycle(
     The garbage collector is paused for the cycle (``collector_paused``).
     """
     with collector_paused():
-        return _run_cycle(snapshot, profile, index, queues, strict, explain)
+        return _run_cycle(
+            snapshot, profile, index, queues, strict, explain, session or SchedulerSession()
+        )
 
 
 class collector_paused:  # a context manager named as the function it replaced
@@ -151,20 +163,22 @@ def _run_cycle(
     index: bool,
     queues: QueuePolicy | None,
     strict: bool,
-    explain: bool = True,
+    explain: bool,
+    session: SchedulerSession,
 ) -> Plan:
-    profile = priced_profile(profile, snapshot)  # binpack's share prices for this job mix
+    # binpack's share prices for this job mix
+    profile = priced_profile(profile, snapshot, session.largest)
     jobs = order_jobs(snapshot.pending, profile.order)  # 1
-    state = CycleState(snapshot.nodes)  # 2
+    state = CycleState(snapshot.nodes, session.fits)  # 2
     cache: VerdictCache
     if index and indexable(profile):
-        cache = IndexedCache(state, profile)
+        cache = IndexedCache(state, profile, session.catalog)
     else:
         cache = EquivalenceCache(state, profile)
     plan = Plan()
     blocked: list[JobRequest] = []
     quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
-    running = RunningIndex.of(snapshot.running, snapshot.now)
+    running = RunningIndex.of(snapshot.running, snapshot.now, session.running)
     nominated = running.preempted_for  # preemptors whose victims are still stopping
     admission = Admission(queues, snapshot) if queues is not None else None
     holders = RunningOn(running)
@@ -246,7 +260,7 @@ def _run_cycle(
             first = reservation.job
             plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
     preempting = preempt_for_blocked(
-        blocked, state, snapshot, plan, admission, quota_blocked, running
+        blocked, state, snapshot, plan, admission, quota_blocked, running, session.victims
     )
     if reservation is not None and eta is not None and reservation.job.id in preempting:
         # it preempts (or waits for its victims): it starts on their GPUs, not at the ETA
@@ -351,6 +365,7 @@ def preempt_for_blocked(
     admission: Admission | None = None,
     quota_blocked: Sequence[JobRequest] = (),
     running: RunningIndex | None = None,
+    memo: VictimMemo | None = None,
 ) -> set[int]:
     """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
 
@@ -360,7 +375,7 @@ def preempt_for_blocked(
     if not (blocked or quota_blocked) or not snapshot.running:
         return set()
     preemptions, reasons = plan_preemptions(
-        blocked, state, snapshot.running, snapshot.now, admission, quota_blocked, running
+        blocked, state, snapshot.running, snapshot.now, admission, quota_blocked, running, memo
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
