@@ -405,7 +405,7 @@ class Simulator:
             snapshot,
             self._profile,
             queues=self._queues,
-            strict=self.policy.strict,
+            queueing=self.policy.queueing,
             explain=False,  # the simulator reads no pending reasons
             session=self._session,
         )

@@ -283,7 +283,8 @@ def _once(snapshot: Snapshot, config: SchedulerConfig) -> Callable[[], object]:
 def _strict(
     snapshot: Snapshot, profile: Profile, queues: QueuePolicy | None
 ) -> Callable[[], object]:
-    return lambda: plan_data(run_cycle(snapshot, profile, queues=queues, strict=True))
+    strict = ("borrow-last", "strict-fifo")
+    return lambda: plan_data(run_cycle(snapshot, profile, queues=queues, queueing=strict))
 
 
 def _sequence(seed: int, config: SchedulerConfig) -> Callable[[], object]:
