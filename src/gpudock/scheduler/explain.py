@@ -19,13 +19,7 @@ from gpudock.scheduler.snapshot import JobRequest, Plan
 
 
 def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
-    """Step 4: record why each blocked job waits, in ``plan.pending``.
-
-    Runs after every reservation of the cycle, so reasons describe the
-    cluster as the Plan leaves it. Capacity only shrinks within a cycle, so a
-    job blocked earlier is still blocked now. Jobs with equal requests share
-    one explanation, so this costs O(distinct requests x nodes).
-    """
+    """Step 4: record why each blocked job waits, in ``plan.pending`` (module doc)."""
     for job in blocked:
         plan.pending[job.id] = list(cache.verdicts(job).reasons())
 
@@ -62,7 +56,7 @@ def explain_reservation(
 ) -> PendingReason:
     """Step 4b: later jobs held back only by the reservation get its reason first.
 
-    Returns the reserved job's own ETA reason (run_cycle adds it to that job).
+    Returns the reserved job's own ETA reason (``cycle.explain`` adds it to that job).
     """
     first = reservation.job.id
     node = state.nodes[reservation.node]
