@@ -104,6 +104,7 @@ from gpudock.scheduler.policies.binpack import Binpack  # noqa: E402
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, TaskType  # noqa: E402
 from gpudock.scheduler.pricing import MixTracker  # noqa: E402
 from gpudock.scheduler.registry import build_profile  # noqa: E402
+from gpudock.scheduler.session import SchedulerSession  # noqa: E402
 from gpudock.scheduler.snapshot import (  # noqa: E402
     GpuView,
     JobRequest,
@@ -404,6 +405,7 @@ def replay(
     arrived = allocated = failed = count = 0
     mix: Counter[tuple[int, int | None, float | None]] = Counter()
     tracker = MixTracker()  # as the server's controller keeps one
+    session = SchedulerSession()  # likewise
     for pod in pods:
         count += 1
         job = pod.request
@@ -412,7 +414,7 @@ def replay(
         classes = cluster.candidates(job)
         if draw is not None:
             classes = draw(classes)
-        plan = run_cycle(cluster.snapshot(job, classes, workload), profile)
+        plan = run_cycle(cluster.snapshot(job, classes, workload), profile, session=session)
         placement = plan.placements[0] if plan.placements else None
         if full is not None:
             full(cluster, pod, placement, workload)

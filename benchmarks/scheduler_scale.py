@@ -93,6 +93,7 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.policies.binpack import prices_shares
 from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
@@ -268,6 +269,7 @@ class Timer:
     gc_outside_seconds: float = 0.0  # pauses between the calls (schedule() pauses the collector)
     mix: MixTracker = field(default_factory=MixTracker)  # the job mix binpack prices shares by
     prices: bool = True  # binpack's ``price_shares`` (off: ``--no-price-shares``)
+    session: SchedulerSession = field(default_factory=SchedulerSession)  # as the controller's
     _inside: bool = False
     _gc_start: float = 0.0
 
@@ -283,7 +285,7 @@ class Timer:
         start, start_cpu = time.perf_counter(), time.process_time()
         if self.prices:  # as the controller does
             snapshot = self.mix.apply(snapshot)
-        plan = schedule(snapshot, self.config)
+        plan = schedule(snapshot, self.config, session=self.session)
         self.cpu_seconds.append(time.process_time() - start_cpu)
         self.seconds.append(time.perf_counter() - start)
         self._inside = False

@@ -34,6 +34,7 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.policies.binpack import prices_shares
 from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
@@ -60,6 +61,7 @@ class Controller:
         self._db_failures = 0  # consecutive steps that failed on an unreachable database
         self._outage_lock = threading.Lock()
         self._pruner = EventPruner()  # the event log's age and count bounds
+        self._session = SchedulerSession()  # what each cycle reuses of the last one's work
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -95,7 +97,7 @@ class Controller:
             return ApplyResult()
         if self._prices:
             snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by
-        plan = schedule(snapshot, ctx.config.scheduler)
+        plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
         result = apply_plan(ctx.db, plan, ctx.clock())
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
         for placement in result.committed:

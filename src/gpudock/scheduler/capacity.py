@@ -17,10 +17,9 @@ pay for copying every GPU. ``CycleState.fit`` summarises a node's capacity
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter
-from typing import ClassVar
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
@@ -294,6 +293,20 @@ UuidsSeen = dict[str, tuple[tuple[GpuView, ...], tuple[str, ...]]]
 """Each node's GPU tuple and its uuids, by node name (``CycleState.unique_uuids``)."""
 
 
+@dataclass(slots=True)
+class FitMemo:
+    """What a ``CycleState`` keeps for the next cycle of the same caller (``SchedulerSession``).
+
+    ``fits``: the summaries the latest cycle made of snapshot GPU tuples (by
+    identity, each entry holding its tuple, so an id is never mistaken);
+    ``uuids``: each node's GPU tuple and uuids, and whether they were unique.
+    A new memo knows nothing: a cycle given one computes everything afresh.
+    """
+
+    fits: ViewFits = field(default_factory=dict)
+    uuids: tuple[UuidsSeen, bool] = field(default_factory=lambda: ({}, True))
+
+
 class CycleState:
     """Per-cycle capacity of every node, by name.
 
@@ -302,19 +315,16 @@ class CycleState:
     ``views`` are the snapshot's nodes (never changed), by name.
 
     ``fit`` of a node not copied yet reuses the summary that the previous
-    cycle made of the very same GPU tuple (``_recent_fits``: by identity,
-    each entry holding its tuple, so an id is never mistaken; snapshots are
-    immutable, so the summary is the one ``node_fit`` would compute). A
-    caller that keeps an unchanged node's ``NodeView`` from cycle to cycle
-    (the simulator, ``benchmarks/scheduler_scale.py``) skips summarising it
-    again; a fresh view costs one dictionary lookup. Only the latest cycle's
-    summaries are kept, and no answer depends on them.
+    cycle given the same ``memo`` made of the very same GPU tuple (``FitMemo.fits``;
+    snapshots are immutable, so the summary is the one ``node_fit`` would
+    compute). A caller that keeps an unchanged node's ``NodeView`` from
+    cycle to cycle (the simulator, ``benchmarks/scheduler_scale.py``) skips
+    summarising it again; a fresh view costs one dictionary lookup. Only the
+    latest cycle's summaries are kept, and no answer depends on them.
+    Without a ``memo`` nothing is known and nothing kept.
     """
 
-    _recent_fits: ClassVar[ViewFits] = {}
-    _recent_uuids: ClassVar[tuple[UuidsSeen, bool]] = ({}, True)  # see ``unique_uuids``
-
-    def __init__(self, nodes: Iterable[NodeView]) -> None:
+    def __init__(self, nodes: Iterable[NodeView], memo: FitMemo | None = None) -> None:
         self.views: dict[str, NodeView] = {}
         for view in nodes:
             if view.name in self.views:
@@ -325,21 +335,22 @@ class CycleState:
         self._fits: dict[str, NodeFit] = {}
         self._stale: dict[str, NodeFit] = {}  # fits of nodes changed since, to refit from
         self._unique_uuids: bool | None = None
-        self._known = CycleState._recent_fits  # the snapshot GPU tuples the last cycle fitted
+        self._memo = memo if memo is not None else FitMemo()
+        self._known = self._memo.fits  # the snapshot GPU tuples the last cycle fitted
         self._fitted: ViewFits = {}  # those this cycle fits, for the next one
-        CycleState._recent_fits = self._fitted
+        self._memo.fits = self._fitted
 
     @property
     def unique_uuids(self) -> bool:
         """True when no two GPUs of the snapshot share a uuid (as the store guarantees).
 
         The previous answer stands when every node lists the same uuids, in
-        order, as when it was found (``_recent_uuids``: each node's GPU
+        order, as when it was found (``FitMemo.uuids``: each node's GPU
         tuple, checked by identity, and its uuids); a node with another GPU
         tuple costs one comparison of its uuids.
         """
         if self._unique_uuids is None:
-            known, answer = CycleState._recent_uuids
+            known, answer = self._memo.uuids
             same = len(known) == len(self.views)
             seen: UuidsSeen = {}
             for name, view in self.views.items():
@@ -355,7 +366,7 @@ class CycleState:
             if not same:
                 count = sum(len(uuids) for _, uuids in seen.values())
                 answer = len({u for _, uuids in seen.values() for u in uuids}) == count
-            CycleState._recent_uuids = (seen, answer)
+            self._memo.uuids = (seen, answer)
             self._unique_uuids = answer
         return self._unique_uuids
 

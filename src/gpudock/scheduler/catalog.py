@@ -24,9 +24,8 @@ union of theirs.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import ClassVar
 
 from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
@@ -92,17 +91,24 @@ class ModelClassIndex:
         return self._groups[1]
 
 
+@dataclass(slots=True)
+class CatalogMemo:
+    """What a ``Catalog`` keeps for the next cycle of the same caller (``SchedulerSession``):
+    the products' indexes of the latest cycle, by product and scorer sign, that the
+    next cycle brings up to date instead of building anew (``Catalog._reuse``)."""
+
+    indexes: dict[tuple[str, int], ClassIndex] = field(default_factory=dict)
+
+
 class Catalog:
     """The classes in use this cycle and the parts they share, over ``CycleState.fit``.
 
-    ``_recent``: the products' indexes of the latest cycle, by product and
-    scorer sign, that the next cycle brings up to date instead of building
-    anew (``_reuse``).
+    With a ``memo``, the products' indexes start from those of the previous
+    cycle given the same memo (``_reuse``); without one, they are built anew.
     """
 
-    _recent: ClassVar[dict[tuple[str, int], ClassIndex]] = {}
-
-    def __init__(self, state: CycleState, sign: int) -> None:
+    def __init__(self, state: CycleState, sign: int, memo: CatalogMemo | None = None) -> None:
+        self._memo = memo if memo is not None else CatalogMemo()
         self._state = state
         self._sign = sign
         self._gpu_names: frozenset[str] | None = None
@@ -211,14 +217,14 @@ class Catalog:
                 product: Part(self._reuse(product, fits), ANY_MODEL, seen)
                 for product, fits in sorted(by_product.items())
             }
-            Catalog._recent = self._kept
+            self._memo.indexes = self._kept
         return self._products
 
     def _reuse(self, product: str, fits: dict[str, NodeFit]) -> ClassIndex:
-        """A copy of the last cycle's index of ``product`` (kept in ``_recent``), brought to
+        """A copy of the last cycle's index of ``product`` (kept in the memo), brought to
         ``fits``; a new one when the product's available nodes are not the same.
 
-        The kept index is taken out of ``_recent`` while it is brought up to
+        The kept index is taken out of the memo while it is brought up to
         date (a concurrent cycle builds its own), and moves only the nodes
         whose fit is not the very same summary (``CycleState.fit`` returns
         the same object for a GPU tuple it has seen in the last cycle); when
@@ -229,7 +235,7 @@ class Catalog:
         time are built ahead, and the cycle works on a copy.
         """
         key = (product, self._sign)
-        kept = Catalog._recent.pop(key, None)
+        kept = self._memo.indexes.pop(key, None)
         if kept is None or kept.fits.keys() != fits.keys():
             kept = ClassIndex(fits, self._sign)
         else:

@@ -3,72 +3,89 @@
 The cycle is a pure function (Nomad's "decide, then apply"): it reads the
 frozen ``Snapshot``, never the clock or the store, and returns a ``Plan``
 that the applier commits conditionally. The same snapshot always yields the
-same Plan. It reads as numbered steps (Kueue style)::
+same Plan. A caller that runs cycle after cycle may pass a
+``SchedulerSession`` (``session.py``): the cycle then reuses what the last
+one worked out, and the Plan is the same. It reads as numbered steps, each
+a function below (Kueue style)::
 
-    1. order_jobs        pending jobs by the order policy (priority, then FIFO);
-                         with queues, fair-share order across them (admission.py)
-    2. CycleState        a mutable per-cycle copy of node capacity (each node
-                         copied from the snapshot on first use)
-    3. for each job, in order:
-       a. admit            queue quota (admission.py), else a ``quota`` reason;
-                           jobs that would borrow wait for a second pass
-       b. filter + score   every node's verdict for the job's request:
-                           IndexedCache (built-in profile: a capacity index
-                           per class of GPU model and node affinity,
-                           O(buckets) per job), else EquivalenceCache (any
-                           profile: the policies run per node, shared by equal
-                           requests, re-evaluated only on the nodes reserved
-                           on since)
-       c. select           the feasible node with the best score, ties to the
-                           lowest name
-       d. pick             the GPU picker chooses GPUs on that node
-                           (topology-aware: topology.py)
-       e. reserve          take them in the capacity model -> Placement
-       f. backfill         a blocked job may use GPUs reserved for the first
-                           blocked job if it surely ends before that job
-                           starts (backfill.py, EASY)
-       g. gangs            a multi-node gang takes its part on each of its
-                           best feasible nodes, all at once, or waits
-    4. explain           jobs no node could take get PendingReasons, worded
-                         against the capacity left at the end of the cycle
-    5. preempt           blocked jobs that may preempt choose victims
-                         (preemption.py): priority within a queue, reclaim
-                         across queues
+    1. order       pending jobs by the order policy (priority, then FIFO);
+                   with queues, fair-share order across them (admission.py);
+                   then as the queueing strategies walk them
+                   (``gpudock.queue.strategies``: ``borrow-last`` tries jobs
+                   that would borrow after all others)
+    2. start       a mutable per-cycle copy of node capacity (``CycleState``,
+                   each node copied from the snapshot on first use) and the
+                   verdict cache: ``IndexedCache`` (built-in profile: a
+                   capacity index per class of GPU model and node affinity,
+                   O(buckets) per job), else ``EquivalenceCache`` (any
+                   profile: the policies run per node, shared by equal
+                   requests, re-evaluated only on the nodes reserved on since)
+    3. for each job, in that order:
+       a. admit    the queueing strategies may hold it (``strict-fifo``:
+                   behind its queue's blocked head), then queue quota
+                   (admission.py), else a ``quota`` reason
+       b. place    filter and score every node, select the best (ties to
+                   the lowest name), pick GPUs there (topology-aware:
+                   topology.py) and take them in the capacity model ->
+                   Placement; a multi-node gang takes its part on each of
+                   its best feasible nodes, all at once, or waits; a blocked
+                   job may backfill GPUs held by the reservation if it
+                   surely ends before the reserved job starts (backfill.py)
+       c. reserve  a blocked job: free GPUs on its victims' node are held
+                   for it while they stop; else the first blocked job (of
+                   up to three tried) gets an EASY reservation that later
+                   jobs may not delay
+    4. explain     jobs no node could take get PendingReasons, worded
+                   against the capacity left at the end of the cycle
+                   (``explain.py``); the reserved job gets its ETA
+    5. preempt     blocked jobs that may preempt choose victims
+                   (preemption.py): priority within a queue, reclaim
+                   across queues
 
-A blocked job does not block the ones after it, but the first blocked job
-(of up to three tried) gets an EASY reservation that later jobs may not
-delay. Gangs neither preempt nor hold reservations.
+A blocked job does not block the ones after it (unless a strategy says so).
+Gangs neither preempt nor hold reservations.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
+from gpudock.queue.strategies import DEFAULT, Walk, strategies
 from gpudock.scheduler.admission import Admission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
-from gpudock.scheduler.capacity import CycleState, ReservationError, matches_model, usable_now
+from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
+from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_reservation
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.indexed import IndexedCache, indexable
+from gpudock.scheduler.placing import backfill, hold_for_preemptor, place_gang, place_job
 from gpudock.scheduler.policies.binpack import priced_profile
 from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.release import RunningOn
 from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
     GangPlacement,
     JobRequest,
     Placement,
     Plan,
-    RunningJob,
     Snapshot,
 )
+from gpudock.scheduler.victims import VictimMemo
+
+__all__ = ["collector_paused", "run_cycle", "schedule"]
+
+RESERVATION_TRIES = 3  # blocked jobs tried for the EASY reservation, in order
 
 
-def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
+def schedule(
+    snapshot: Snapshot, config: SchedulerConfig, *, session: SchedulerSession | None = None
+) -> Plan:
     """Decide placements for ``snapshot.pending`` on ``snapshot.nodes``.
 
     Every pending job ends up either placed (in ``plan.placements``, or in
@@ -76,9 +93,14 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     ``plan.pending`` with at least one reason, never both. Placements
     never over-commit a GPU, given the snapshot. No I/O, no clock, never
     mutates the snapshot; deterministic, whatever the order of its tuples.
+
+    Without a ``session`` the call is pure: it starts from nothing and
+    keeps nothing. A caller running cycle after cycle passes its own
+    ``SchedulerSession``, so that each cycle reuses what the previous one
+    worked out for the snapshot objects they share; the Plan is the same.
     """
     policy = QueuePolicy.from_config(config.queues, snapshot.queue_history)
-    return run_cycle(snapshot, build_profile(config), queues=policy)
+    return run_cycle(snapshot, build_profile(config), queues=policy, session=session)
 
 
 def run_cycle(
@@ -87,26 +109,30 @@ def run_cycle(
     *,
     index: bool = True,
     queues: QueuePolicy | None = None,
-    strict: bool = False,
+    queueing: Sequence[str] = DEFAULT,
     explain: bool = True,
+    session: SchedulerSession | None = None,
 ) -> Plan:
     """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
 
     ``index=False`` forces the generic path even for an ``indexable`` profile
     (tests compare both). ``queues`` adds fair-share order and quota
-    admission (``admission.py``). ``strict`` is strict FIFO per queue
-    (head-of-line blocking, as YARN's capacity scheduler or Kueue's
-    StrictFIFO): once a job of a queue is blocked, no later job of that
-    queue starts in this cycle, and none backfills. ``explain=False`` skips
-    the wording of steps 4-4c, for a caller that reads no pending reasons
-    (the simulator): the placements, gangs and preemptions are the same,
-    but ``plan.pending`` holds only the reasons of steps 3 and 5, so a
-    blocked job may be missing from it.
+    admission (``admission.py``). ``queueing`` names the queueing strategies
+    of steps 1 and 3a, in order (``gpudock.queue.strategies``; e.g. adding
+    ``strict-fifo``: once a job of a queue is blocked, no later job of that
+    queue starts in this cycle, and none backfills); ``ValueError`` for an
+    unknown name. ``explain=False`` skips the wording of step 4, for a
+    caller that reads no pending reasons (the simulator): the placements,
+    gangs and preemptions are the same, but ``plan.pending`` holds only the
+    reasons of steps 3 and 5, so a blocked job may be missing from it.
+    ``session``: see ``schedule``.
 
     The garbage collector is paused for the cycle (``collector_paused``).
     """
     with collector_paused():
-        return _run_cycle(snapshot, profile, index, queues, strict, explain)
+        return _run_cycle(
+            snapshot, profile, index, queues, queueing, explain, session or SchedulerSession()
+        )
 
 
 class collector_paused:  # a context manager named as the function it replaced
@@ -145,315 +171,247 @@ class collector_paused:  # a context manager named as the function it replaced
             gc.enable()
 
 
+@dataclass(slots=True)
+class Cycle:
+    """What steps 2-5 share: the cycle's capacity, verdicts, Plan and loop state."""
+
+    snapshot: Snapshot
+    profile: Profile
+    state: CycleState
+    cache: VerdictCache
+    running: RunningIndex
+    admission: Admission | None
+    walks: tuple[Walk[JobRequest], ...]  # the queueing strategies' walks (step 1, 3a)
+    reserves: bool  # False when a strategy forbids EASY reservations
+    holders: RunningOn  # for the EASY reservation (step 3c)
+    victims: VictimMemo  # the session's, for step 5
+    plan: Plan = field(default_factory=Plan)
+    blocked: list[JobRequest] = field(default_factory=list)  # no node could take them
+    quota_blocked: list[JobRequest] = field(default_factory=list)  # refused; may reclaim
+    gangs_blocked: list[JobRequest] = field(default_factory=list)
+    reservation: Reservation | None = None  # the EASY reservation (step 3c)
+    reservation_tries: int = 0
+
+
 def _run_cycle(
     snapshot: Snapshot,
     profile: Profile,
     index: bool,
     queues: QueuePolicy | None,
-    strict: bool,
-    explain: bool = True,
+    queueing: Sequence[str],
+    reasons: bool,
+    session: SchedulerSession,
 ) -> Plan:
-    profile = priced_profile(profile, snapshot)  # binpack's share prices for this job mix
-    jobs = order_jobs(snapshot.pending, profile.order)  # 1
-    state = CycleState(snapshot.nodes)  # 2
+    """The numbered steps of the module doc, in order; ``reasons``: ``run_cycle``'s
+    ``explain``."""
+    profile = priced_profile(profile, snapshot, session.largest)  # binpack's share prices
+    cycle = start(snapshot, profile, index, queues, queueing, session)  # 2
+    for job in order(cycle):  # 1
+        if admit(cycle, job):  # 3a
+            place(cycle, job)  # 3b, 3c
+    eta = explain(cycle, reasons)  # 4
+    preempt(cycle, eta)  # 5
+    return cycle.plan
+
+
+def start(
+    snapshot: Snapshot,
+    profile: Profile,
+    index: bool,
+    queues: QueuePolicy | None,
+    queueing: Sequence[str],
+    session: SchedulerSession,
+) -> Cycle:
+    """Step 2: the cycle's capacity model and verdict cache, admission and queue walks."""
+    state = CycleState(snapshot.nodes, session.fits)
     cache: VerdictCache
     if index and indexable(profile):
-        cache = IndexedCache(state, profile)
+        cache = IndexedCache(state, profile, session.catalog)
     else:
         cache = EquivalenceCache(state, profile)
-    plan = Plan()
-    blocked: list[JobRequest] = []
-    quota_blocked: list[JobRequest] = []  # refused by admission; may still reclaim
-    running = RunningIndex.of(snapshot.running, snapshot.now)
-    nominated = running.preempted_for  # preemptors whose victims are still stopping
     admission = Admission(queues, snapshot) if queues is not None else None
-    holders = RunningOn(running)
-    reservation: Reservation | None = None
-    reservation_tries = 0
-    gangs_blocked: list[JobRequest] = []
-    heads: dict[str, int] = {}  # strict: the blocked head of each queue
-    deferred: list[JobRequest] = []  # would borrow: tried after the first pass
-    deferring: set[int] = set()
-    # without admission nothing is deferred: the jobs in order, without a generator
-    passes = _passes(admission.order(jobs), deferred) if admission else jobs
-    for job in passes:  # 3
-        if admission and job.id not in deferring and admission.borrows(job):
-            deferring.add(job.id)
-            deferred.append(job)
-            continue
-        if strict and job.queue in heads:
-            plan.pending[job.id] = [_behind(heads[job.queue])]
-            continue
-        if strict:
-            heads[job.queue] = job.id  # until it is placed, below
-        refusal = admission.refuse(job) if admission else None
-        if refusal is not None:
-            plan.pending[job.id] = [refusal]
-            quota_blocked.append(job)
-            continue
-        if job.nodes > 1:
-            gang = place_gang(job, state, cache, profile)  # 3g
-            if isinstance(gang, GangPlacement):
-                heads.pop(job.queue, None)
-                plan.gangs.append(gang)
-                if admission:
-                    for part in gang.parts:
-                        admission.charge(job, part)
-            elif isinstance(gang, PendingReason):
-                plan.pending[job.id] = [gang]
-            else:
-                gangs_blocked.append(job)
-            continue
-        outcome = place_job(job, state, cache, profile)
-        if (
-            outcome is None
-            and reservation
-            and job.max_runtime is not None  # ``short_enough``'s first test, inlined
-            and reservation.short_enough(job, snapshot.now)
-        ):
-            outcome = backfill(job, reservation, state, profile)
-        if outcome is None:  # first: most jobs of a contended cycle are blocked
-            blocked.append(job)
-            if job.id in nominated:
-                hold_for_preemptor(job, nominated[job.id], state)
-            elif (
-                reservation is None
-                and not strict
-                and job.gpus > 0
-                and job.topology is None
-                and reservation_tries < 3
-            ):
-                reservation_tries += 1  # EASY: the first blocked job that can be reserved
-                reservation = Reservation.make(job, state, holders)
-                if reservation is not None:
-                    reservation.hold(state)
-        elif isinstance(outcome, Placement):
-            heads.pop(job.queue, None)
-            plan.placements.append(outcome)
-            if admission:
-                admission.charge(job, outcome)
-        else:
-            plan.pending[job.id] = [outcome]
-    if explain:
-        explain_blocked(blocked, cache, plan)  # 4
-        explain_gangs(gangs_blocked, cache, plan)
-    eta: PendingReason | None = None
-    if reservation is not None:  # 4b
-        if explain:
-            eta = explain_reservation(reservation, blocked, state, plan, snapshot.now)
-        reservation.release(state)  # what is held for the reserved job is free to it
-        if eta is not None:
-            first = reservation.job
-            plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
-    preempting = preempt_for_blocked(
-        blocked, state, snapshot, plan, admission, quota_blocked, running
+    chosen = strategies(queueing)
+    borrows = admission.borrows if admission is not None else None
+    running = RunningIndex.of(snapshot.running, snapshot.now, session.running)
+    return Cycle(
+        snapshot,
+        profile,
+        state,
+        cache,
+        running,
+        admission,
+        walks=tuple(s.walk(borrows) for s in chosen),
+        reserves=all(s.reserves for s in chosen),
+        holders=RunningOn(running),
+        victims=session.victims,
     )
-    if reservation is not None and eta is not None and reservation.job.id in preempting:
-        # it preempts (or waits for its victims): it starts on their GPUs, not at the ETA
+
+
+def order(cycle: Cycle) -> Iterable[JobRequest]:
+    """Step 1: the pending jobs in the order they are tried.
+
+    By ``order_jobs``; with queues, fair share across them (lazily: each
+    placement counts towards its queue's share before the next job is
+    chosen); then as each queueing strategy walks them.
+    """
+    ordered = order_jobs(cycle.snapshot.pending, cycle.profile.order)
+    jobs: Iterable[JobRequest] = ordered
+    if cycle.admission is not None:
+        jobs = cycle.admission.order(ordered)
+    for walk in cycle.walks:
+        jobs = walk.jobs(jobs)
+    return jobs
+
+
+def admit(cycle: Cycle, job: JobRequest) -> bool:
+    """Step 3a: True when ``job`` may be placed now; else its reason is in the Plan.
+
+    A queueing strategy may hold it back; then its queue's quota must admit
+    it (a job refused by quota may still reclaim, in step 5).
+    """
+    for walk in cycle.walks:
+        held = walk.hold(job)
+        if held is not None:
+            cycle.plan.pending[job.id] = [held]
+            return False
+    if cycle.admission is None:
+        return True
+    refusal = cycle.admission.refuse(job)
+    if refusal is None:
+        return True
+    cycle.plan.pending[job.id] = [refusal]
+    cycle.quota_blocked.append(job)
+    return False
+
+
+def place(cycle: Cycle, job: JobRequest) -> None:
+    """Step 3b: place ``job`` (a gang on all its nodes, or by backfill); else step 3c.
+
+    A placement goes into the Plan and is charged to its queue; a job no
+    node can take now is blocked (explained in step 4); a policy that
+    misbehaves leaves an internal-error reason.
+    """
+    if job.nodes > 1:
+        gang = place_gang(job, cycle.state, cycle.cache, cycle.profile)
+        if isinstance(gang, GangPlacement):
+            placed(cycle, job, gang.parts)
+            cycle.plan.gangs.append(gang)
+        elif isinstance(gang, PendingReason):
+            cycle.plan.pending[job.id] = [gang]
+        else:
+            cycle.gangs_blocked.append(job)
+        return
+    outcome = place_job(job, cycle.state, cycle.cache, cycle.profile)
+    reservation = cycle.reservation
+    if (
+        outcome is None
+        and reservation
+        and job.max_runtime is not None  # ``short_enough``'s first test, inlined
+        and reservation.short_enough(job, cycle.snapshot.now)
+    ):
+        outcome = backfill(job, reservation, cycle.state, cycle.profile)
+    if outcome is None:  # first: most jobs of a contended cycle are blocked
+        cycle.blocked.append(job)
+        reserve(cycle, job)  # 3c
+    elif isinstance(outcome, Placement):
+        placed(cycle, job, (outcome,))
+        cycle.plan.placements.append(outcome)
+    else:
+        cycle.plan.pending[job.id] = [outcome]
+
+
+def placed(cycle: Cycle, job: JobRequest, parts: Sequence[Placement]) -> None:
+    """Step 3b, placed: the queueing strategies learn it, and its queue is charged."""
+    for walk in cycle.walks:
+        walk.placed(job)
+    if cycle.admission is not None:
+        for part in parts:
+            cycle.admission.charge(job, part)
+
+
+def reserve(cycle: Cycle, job: JobRequest) -> None:
+    """Step 3c: capacity held for a blocked job, so that later jobs cannot take it.
+
+    A job whose victims are still stopping keeps free GPUs on their node
+    (``hold_for_preemptor``). Otherwise the first blocked job that can be
+    reserved (of ``RESERVATION_TRIES`` tried) gets the EASY reservation:
+    the GPUs it will start on, held from later jobs unless they backfill.
+    """
+    waiting_for = cycle.running.preempted_for.get(job.id)
+    if waiting_for is not None:
+        hold_for_preemptor(job, waiting_for, cycle.state)
+    elif (
+        cycle.reservation is None
+        and cycle.reserves
+        and job.gpus > 0
+        and job.topology is None
+        and cycle.reservation_tries < RESERVATION_TRIES
+    ):
+        cycle.reservation_tries += 1
+        cycle.reservation = Reservation.make(job, cycle.state, cycle.holders)
+        if cycle.reservation is not None:
+            cycle.reservation.hold(cycle.state)
+
+
+def explain(cycle: Cycle, reasons: bool) -> PendingReason | None:
+    """Step 4: why each blocked job and gang waits, worded against the capacity left.
+
+    Later jobs held back only by the reservation get its reason first; then
+    the reservation is released (what it holds is free to the reserved
+    job), and the reserved job gets its reasons and its ETA, which is
+    returned (step 5 drops it when the job preempts instead). ``reasons``
+    False (``run_cycle``'s ``explain``) only releases the reservation.
+    """
+    plan, cache, reservation = cycle.plan, cycle.cache, cycle.reservation
+    if reasons:
+        explain_blocked(cycle.blocked, cache, plan)
+        explain_gangs(cycle.gangs_blocked, cache, plan)
+    if reservation is None:
+        return None
+    eta = None
+    if reasons:
+        now = cycle.snapshot.now
+        eta = explain_reservation(reservation, cycle.blocked, cycle.state, plan, now)
+    reservation.release(cycle.state)
+    if eta is not None:
+        first = reservation.job
+        plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
+    return eta
+
+
+def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
+    """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
+
+    Their ``priority`` or ``fairness`` reason goes first; the capacity
+    reasons stay after it. A reserved job that preempts (or waits for its
+    victims) starts on their GPUs, not at its ETA: the ETA reason is dropped.
+    """
+    blocked, quota_blocked, snapshot, plan = (
+        cycle.blocked,
+        cycle.quota_blocked,
+        cycle.snapshot,
+        cycle.plan,
+    )
+    if not (blocked or quota_blocked) or not snapshot.running:
+        return
+    preemptions, reasons = plan_preemptions(
+        blocked,
+        cycle.state,
+        snapshot.running,
+        snapshot.now,
+        cycle.admission,
+        quota_blocked,
+        cycle.running,
+        cycle.victims,
+    )
+    plan.preemptions.extend(preemptions)
+    for job_id, reason in reasons.items():
+        plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
+    reservation = cycle.reservation
+    if reservation is not None and eta is not None and reservation.job.id in reasons:
         plan.pending[reservation.job.id].remove(eta)
-    return plan
 
 
 def order_jobs(pending: Sequence[JobRequest], order: OrderPolicy) -> list[JobRequest]:
     """Step 1: the pending jobs sorted by ``order.key`` (a total order)."""
     return sorted(pending, key=order.key)
-
-
-def place_job(
-    job: JobRequest, state: CycleState, cache: VerdictCache, profile: Profile
-) -> Placement | PendingReason | None:
-    """Step 3: place ``job`` and reserve its GPUs in ``state``.
-
-    Returns the Placement (``state`` updated); None when no node can take
-    the job now (step 4 explains); or, when a policy misbehaves, a pending
-    reason describing the internal error. ``state`` is unchanged unless
-    placed.
-    """
-    name = cache.verdicts(job).best()  # a, b
-    if name is None:
-        return None
-    gpus = profile.picker.pick(job, state.nodes[name])  # c
-    if gpus is None:
-        return _internal_error(job, name, f"picker {profile.picker.name} found no GPUs")
-    try:
-        return state.reserve(job, name, gpus)  # d
-    except ReservationError as exc:
-        return _internal_error(job, name, str(exc))
-
-
-def place_gang(
-    job: JobRequest, state: CycleState, cache: VerdictCache, profile: Profile
-) -> GangPlacement | PendingReason | None:
-    """Step 3g: a multi-node gang takes ``job.gpus`` on each of ``job.nodes`` nodes, or nothing.
-
-    The nodes are the best ``job.nodes`` feasible ones (the filters and
-    scorers see one part of the gang, a ``job.gpus`` request). The picker
-    chooses on each before anything is reserved, so a refusal leaves
-    ``state`` unchanged; None when too few nodes can take a part now.
-    """
-    verdicts = cache.verdicts(job)
-    nodes = verdicts.ranked()[: job.nodes]
-    if len(nodes) < job.nodes:
-        return None
-    picks: list[tuple[str, list[int]]] = []
-    for name in nodes:
-        gpus = profile.picker.pick(job, state.nodes[name])
-        if gpus is None:
-            return _internal_error(job, name, f"picker {profile.picker.name} found no GPUs")
-        picks.append((name, gpus))
-    try:
-        parts = tuple(state.reserve(job, name, gpus) for name, gpus in picks)
-    except ReservationError as exc:  # a policy bug; earlier parts stay reserved this cycle
-        return _internal_error(job, ", ".join(nodes), str(exc))
-    return GangPlacement(job.id, parts)
-
-
-def explain_gangs(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
-    """Step 4c: why each blocked gang waits: how many nodes could take a part now.
-
-    ``needs 4 nodes with 8 free GPUs each, all at once; 2 can take a part
-    now (gpu-0, gpu-3)``; when no node can, the per-node reasons follow.
-    """
-    for job in blocked:
-        verdicts = cache.verdicts(job)
-        ready = verdicts.ranked()
-        what = f"{job.gpus} GPUs" if not job.shared else f"{job.gpus} GPU shares"
-        need = f"needs {job.nodes} nodes with {what} each, all at once"
-        missing = job.nodes - len(ready)
-        hint = f"runs when {missing} more {'node has' if missing == 1 else 'nodes have'} room"
-        if not ready:
-            reason = PendingReason("gang", f"{need}; no node can take a part now", hint)
-            plan.pending[job.id] = [reason, *verdicts.reasons()]
-            continue
-        listed = ", ".join(ready[:5]) + (", ..." if len(ready) > 5 else "")
-        count = f"only {len(ready)} can" if len(ready) > 1 else "only 1 can"
-        message = f"{need}; {count} take a part now ({listed})"
-        plan.pending[job.id] = [PendingReason("gang", message, hint)]
-
-
-def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
-    """Step 4: record why each blocked job waits, in ``plan.pending``.
-
-    Runs after every reservation of the cycle, so reasons describe the
-    cluster as the Plan leaves it. Capacity only shrinks within a cycle, so a
-    job blocked earlier is still blocked now. Jobs with equal requests share
-    one explanation, so this costs O(distinct requests x nodes).
-    """
-    for job in blocked:
-        plan.pending[job.id] = list(cache.verdicts(job).reasons())
-
-
-def preempt_for_blocked(
-    blocked: Sequence[JobRequest],
-    state: CycleState,
-    snapshot: Snapshot,
-    plan: Plan,
-    admission: Admission | None = None,
-    quota_blocked: Sequence[JobRequest] = (),
-    running: RunningIndex | None = None,
-) -> set[int]:
-    """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
-
-    Their ``priority`` reason goes first; the capacity reasons stay after it.
-    Returns the ids of the jobs that preempt or wait for their victims.
-    """
-    if not (blocked or quota_blocked) or not snapshot.running:
-        return set()
-    preemptions, reasons = plan_preemptions(
-        blocked, state, snapshot.running, snapshot.now, admission, quota_blocked, running
-    )
-    plan.preemptions.extend(preemptions)
-    for job_id, reason in reasons.items():
-        plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
-    return set(reasons)
-
-
-def backfill(
-    job: JobRequest, reservation: Reservation, state: CycleState, profile: Profile
-) -> Placement | None:
-    """Step 3f: a job that ends before the reservation starts may use its GPUs.
-
-    The job was blocked everywhere, so only the reservation's node can take it
-    once the held GPUs are released; it is checked there directly with the
-    profile's filters and picker (not the verdict cache, which assumes
-    capacity only shrinks). The net change is a shrink: the hold is restored
-    on whatever the job did not take.
-    """
-    node = state.nodes[reservation.node]
-    reservation.release(state)
-    try:
-        if all(f.filter(job, node).ok for f in profile.filters):
-            gpus = profile.picker.pick(job, node)
-            if gpus is not None:
-                return state.reserve(job, reservation.node, gpus)
-        return None
-    except ReservationError:
-        return None
-    finally:
-        reservation.hold(state)
-
-
-def explain_reservation(
-    reservation: Reservation,
-    blocked: Sequence[JobRequest],
-    state: CycleState,
-    plan: Plan,
-    now: float,
-) -> PendingReason:
-    """Step 4b: later jobs held back only by the reservation get its reason first.
-
-    Returns the reserved job's own ETA reason (run_cycle adds it to that job).
-    """
-    first = reservation.job.id
-    node = state.nodes[reservation.node]
-    held = [g for g in node.gpus if g.index in reservation.held]
-    for job in blocked:
-        if job.id == first or job.shared or not held:
-            continue
-        free = sum(1 for g in node.gpus if usable_now(job, g))
-        usable_held = sum(1 for g in held if matches_model(job, g) and g.healthy)
-        if free < job.gpus <= free + usable_held:
-            plan.pending[job.id] = [
-                reservation.blocked_reason(job, now),
-                *plan.pending.get(job.id, []),
-            ]
-    return reservation.reason(now)
-
-
-def hold_for_preemptor(job: JobRequest, victims: Sequence[RunningJob], state: CycleState) -> None:
-    """Step 3e: keep free GPUs on the victims' node for a waiting preemptor.
-
-    Without this, a lower-priority job (often a requeued victim) would take a
-    GPU freed by the first victim to stop, and the preemptor would preempt
-    again, forever. It holds at most what it needs beyond the victims' GPUs.
-    """
-    node_name = victims[0].node
-    node = state.nodes.get(node_name)
-    if node is None:
-        return
-    still_held = len({u for v in victims if v.node == node_name for u in v.gpu_uuids})
-    want = job.gpus - still_held
-    if want <= 0:
-        return
-    free = [g.index for g in node.gpus if usable_now(job, g)][:want]
-    state.hold(job, node_name, free)
-
-
-def _passes(first: Iterator[JobRequest], deferred: list[JobRequest]) -> Iterator[JobRequest]:
-    """Every job of ``first``, then those ``deferred`` meanwhile (step 3a's second pass)."""
-    yield from first
-    yield from deferred
-
-
-def _behind(head: int) -> PendingReason:
-    """Strict FIFO: a job waits for the blocked head of its queue."""
-    return PendingReason(
-        "priority",
-        f"strict FIFO: waits behind job {head}, the first blocked job of its queue",
-        f"starts after job {head} does",
-    )
-
-
-def _internal_error(job: JobRequest, node: str, detail: str) -> PendingReason:
-    """Filters accepted a node that the picker or the reservation then refused: a policy bug."""
-    return PendingReason("devices", f"internal error placing job {job.id} on node {node}: {detail}")

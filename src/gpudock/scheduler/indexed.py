@@ -54,7 +54,14 @@ from typing import TypeVar
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, left_after
-from gpudock.scheduler.catalog import Catalog, Group, ModelClassIndex, Part, shared_groups
+from gpudock.scheduler.catalog import (
+    Catalog,
+    CatalogMemo,
+    Group,
+    ModelClassIndex,
+    Part,
+    shared_groups,
+)
 from gpudock.scheduler.equivalence import (
     EquivalenceCache,
     KeyVerdicts,
@@ -103,10 +110,12 @@ class IndexedCache:
     is freed by reference counting alone (no garbage-collector work).
     """
 
-    def __init__(self, state: CycleState, profile: Profile) -> None:
+    def __init__(
+        self, state: CycleState, profile: Profile, memo: CatalogMemo | None = None
+    ) -> None:
         assert indexable(profile), "IndexedCache needs the built-in filters and one scorer"
         sign = -1 if type(profile.scorers[0][0]) is Spread else 1
-        self._catalog = Catalog(state, sign)
+        self._catalog = Catalog(state, sign, memo)
         self._by_key: dict[PlacementKey, IndexedVerdicts | CpuVerdicts | PricedVerdicts] = {}
         self._state = state
         self._profile = profile

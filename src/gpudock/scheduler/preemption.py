@@ -34,7 +34,7 @@ from gpudock.scheduler.release import Release, pick_victims
 from gpudock.scheduler.running import RunningIndex, victim_order
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
 from gpudock.scheduler.topology import largest_group
-from gpudock.scheduler.victims import VictimSearch, VictimSet, cost_of, preemptible_now
+from gpudock.scheduler.victims import VictimMemo, VictimSearch, VictimSet, cost_of, preemptible_now
 
 __all__ = [
     "Reclaimer",
@@ -147,6 +147,7 @@ def plan_preemptions(
     reclaim: Reclaimer | None = None,
     quota_blocked: Sequence[JobRequest] = (),
     index: RunningIndex | None = None,
+    memo: VictimMemo | None = None,
 ) -> tuple[list[Preemption], dict[int, PendingReason]]:
     """Step 5 of the cycle: preemptions for blocked jobs, highest order first.
 
@@ -165,13 +166,16 @@ def plan_preemptions(
     ``priority`` or ``fairness`` reason. Victims are found by
     ``victims.VictimSearch``: the answers of ``choose_victims``, without
     trying every node for every job. ``index`` is ``running`` at ``now``
-    indexed (``RunningIndex.of``), when the caller has it.
+    indexed (``RunningIndex.of``), when the caller has it; ``memo`` what the
+    search keeps between the caller's cycles (``SchedulerSession.victims``).
     """
     if index is None:
         index = RunningIndex.of(running, now)
     stopping = index.preempted_for
     views = state.views
-    search = VictimSearch(state, index, lambda job, name: could_fit_if_freed(job, views[name]))
+    search = VictimSearch(
+        state, index, lambda job, name: could_fit_if_freed(job, views[name]), memo
+    )
     boards = Boards(search)
     floor = search.floor  # per queue, the lowest priority that may be preempted now
     preemptions: list[Preemption] = []

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpudock.scheduler import share_prices
@@ -271,13 +271,13 @@ class MixTracker:
         return self.published
 
 
-def pricing_for(snapshot: Snapshot) -> SharePricing | None:
+def pricing_for(snapshot: Snapshot, memo: LargestMemo | None = None) -> SharePricing | None:
     """The ``SharePricing`` of the snapshot's job mix; None when it has no share.
 
-    Shares are fractions of the largest GPU memory on the snapshot's nodes. Memoized on
-    the rounded mix, so a mix seen before costs no LP.
+    Shares are fractions of the largest GPU memory on the snapshot's nodes (``memo``: see
+    ``largest_memory``). Memoized on the rounded mix, so a mix seen before costs no LP.
     """
-    reference = largest_memory(snapshot.nodes)
+    reference = largest_memory(snapshot.nodes, memo)
     if reference <= 0:
         return None
     shapes: Counter[tuple[int, int, float]] = Counter()  # (whole GPUs, share thousandths, cpus)
@@ -307,17 +307,23 @@ def pricing_for(snapshot: Snapshot) -> SharePricing | None:
     return _pricing(demand, common)
 
 
-_largest: list[tuple[tuple[NodeView, ...], int]] = []  # the last nodes asked about
+@dataclass(slots=True)
+class LargestMemo:
+    """The last ``largest_memory`` answer of a caller's cycles (``SchedulerSession``): the
+    node tuple asked about and its answer, replaced whole."""
+
+    last: tuple[tuple[NodeView, ...], int] | None = None
 
 
-def largest_memory(nodes: tuple[NodeView, ...]) -> int:
-    """The largest GPU memory on ``nodes`` (0 when none has GPUs); the last answer is kept
-    for the same tuple (a caller's cycles often share one), as one item replaced whole."""
-    last = _largest[0] if _largest else None
+def largest_memory(nodes: tuple[NodeView, ...], memo: LargestMemo | None = None) -> int:
+    """The largest GPU memory on ``nodes`` (0 when none has GPUs); with a ``memo``, the
+    last answer is kept for the same tuple (a caller's cycles often share one)."""
+    last = memo.last if memo is not None else None
     if last is not None and last[0] is nodes:
         return last[1]
     largest = max([g.memory_total for v in nodes for g in v.gpus], default=0)
-    _largest[:] = [(nodes, largest)]
+    if memo is not None:
+        memo.last = (nodes, largest)
     return largest
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from operator import attrgetter, is_
-from typing import ClassVar
 
 from gpudock.scheduler.snapshot import RunningJob
 
@@ -233,9 +233,18 @@ class Candidates:
             self.floor[queue] = min(self.floor.get(queue, lowest), lowest)
 
 
+@dataclass(slots=True)
+class RunningMemo:
+    """What ``RunningIndex`` keeps for the next cycle of the same caller
+    (``SchedulerSession``): the latest index built with this memo."""
+
+    latest: RunningIndex | None = None
+
+
 class RunningIndex:
     """``snapshot.running`` by node (``holders``, ``nodes``), and the candidates of each
-    queue across nodes (``streams``), built from the previous cycle's where they hold.
+    queue across nodes (``streams``), built from the previous cycle's (``memo.latest``)
+    where they hold.
 
     ``streams[queue][held]``: the candidates of ``queue`` that hold ``held``
     GPU uuids, in victim order then node name; ``floor[queue]`` the lowest
@@ -247,10 +256,9 @@ class RunningIndex:
     more than three quarters did: a patch filters the kept entries once and
     merges two sorted runs, cheaper than sorting them all again until nearly
     every node changed). ``preempted_for[job]``: the stopping jobs
-    preempted for it. Everything here is read-only to its users.
+    preempted for it. Everything here is read-only to its users. Without a
+    ``memo``, everything is built anew.
     """
-
-    _recent: ClassVar[RunningIndex | None] = None  # the latest cycle's, for the next one
 
     running: Sequence[RunningJob]
     now: float
@@ -258,10 +266,12 @@ class RunningIndex:
     nodes: dict[str, NodeRunning]
     preempted_for: dict[int, list[RunningJob]]
 
-    def __init__(self, running: Sequence[RunningJob], now: float) -> None:
+    def __init__(
+        self, running: Sequence[RunningJob], now: float, memo: RunningMemo | None = None
+    ) -> None:
         self.running = running
         self.now = now
-        previous = RunningIndex._recent
+        previous = memo.latest if memo is not None else None
         old = previous.nodes if previous is not None else {}
         if previous is not None and previous.running is running:
             holders = dict(previous.holders)
@@ -305,7 +315,8 @@ class RunningIndex:
                 self._base = (previous._base[0], previous._base[1] | touched)
             if self._base is not None and 4 * len(self._base[1]) > 3 * len(nodes):
                 self._base = None  # rebuilt on first use
-        RunningIndex._recent = self
+        if memo is not None:
+            memo.latest = self
 
     @property
     def streams(self) -> Streams:
@@ -342,12 +353,14 @@ class RunningIndex:
         return found
 
     @classmethod
-    def of(cls, running: Sequence[RunningJob], now: float) -> RunningIndex:
-        """The index of ``running`` at ``now``; the latest one again when it is the same."""
-        recent = cls._recent
+    def of(
+        cls, running: Sequence[RunningJob], now: float, memo: RunningMemo | None = None
+    ) -> RunningIndex:
+        """The index of ``running`` at ``now``; the memo's latest again when it is the same."""
+        recent = memo.latest if memo is not None else None
         if recent is not None and recent.running is running and recent.now == now:
             return recent
-        return cls(running, now)
+        return cls(running, now, memo)
 
 
 def _keyed(

@@ -40,9 +40,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import ClassVar
 
 from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
 from gpudock.scheduler.framework import PlacementKey, placement_key
@@ -53,6 +52,15 @@ from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
 Singles = dict[str, dict[int, list[RunningJob]]]  # queue -> held -> candidates
 Fits = dict[str, tuple[NodeView, bool]]  # node -> (its view, ``could_fit_if_freed``)
+
+
+@dataclass(slots=True)
+class VictimMemo:
+    """What a ``VictimSearch`` keeps for the next cycle of the same caller
+    (``SchedulerSession``): ``could_fit`` per placement key and node view, for the
+    placement keys the latest search used (each entry with its view, checked by identity)."""
+
+    fits: dict[PlacementKey, Fits] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +128,16 @@ class VictimSearch:
 
     Two answers are kept for the next cycle, as they depend on immutable
     snapshot objects only: ``could_fit`` per placement key and node view
-    (``_recent_fits``: those of the placement keys this search used, each
-    entry with its view, checked by identity), and ``freed_alone`` of the
-    victims on a node whose GPUs are the snapshot's (``NodeRunning.gains``).
+    (in ``memo``, when given), and ``freed_alone`` of the victims on a node
+    whose GPUs are the snapshot's (``NodeRunning.gains``, in the running index).
     """
-
-    _recent_fits: ClassVar[dict[PlacementKey, Fits]] = {}
 
     def __init__(
         self,
         state: CycleState,
         running: RunningIndex,
         could_fit: Callable[[JobRequest, str], bool],
+        memo: VictimMemo | None = None,
     ) -> None:
         self.state = state
         self.now = running.now
@@ -141,8 +147,9 @@ class VictimSearch:
         self._running = running.nodes
         self._could_fit = could_fit
         self._fits: dict[PlacementKey, Fits] = {}  # those this search used, for the next
-        self._kept = VictimSearch._recent_fits
-        VictimSearch._recent_fits = self._fits
+        memo = memo if memo is not None else VictimMemo()
+        self._kept = memo.fits
+        memo.fits = self._fits
         self._multis: dict[tuple[str, int, int | None], Multis] = {}
         self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone

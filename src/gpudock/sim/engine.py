@@ -41,6 +41,7 @@ from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.policies.binpack import prices_shares, unpriced
 from gpudock.scheduler.pricing import MixTracker, priced
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
@@ -161,6 +162,7 @@ class Simulator:
             self._history = UsageHistory(half_life=self._queues.config.fair_share.half_life)
         self._tick_at = math.inf
         self._mix = MixTracker()  # see ``scheduler/pricing.py``
+        self._session = SchedulerSession()  # this run's cycles reuse each other's work
         self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
         if not any(priced(job.request) for job in self._jobs):
             self._profile = unpriced(self._profile)  # no share to price: no check per cycle
@@ -399,8 +401,13 @@ class Simulator:
         if self._prices:
             snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by, as live
         plan = run_cycle(
-            snapshot, self._profile, queues=self._queues, strict=self.policy.strict, explain=False
-        )  # the simulator reads no pending reasons
+            snapshot,
+            self._profile,
+            queues=self._queues,
+            queueing=self.policy.queueing,
+            explain=False,  # the simulator reads no pending reasons
+            session=self._session,
+        )
         self._apply(plan, now, pending, running)
 
     def _apply(

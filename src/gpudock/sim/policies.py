@@ -7,7 +7,7 @@ only chooses its inputs:
 ``static``     each queue owns a fixed partition of nodes, as pinned devices
                do: nodes carry a ``gpudock.sim/partition`` label and jobs
                select their queue's partition (the ``node_affinity`` filter)
-``fifo``       strict FIFO with head-of-line blocking (``strict=True``)
+``fifo``       strict FIFO with head-of-line blocking (queueing ``strict-fifo``)
 ``priority``   priority order, EASY backfill, priority preemption
 ``fair-share`` declared queues: DRF order, quotas, borrowing and reclaim
 ``sjf-oracle`` shortest true duration first (oracle; non-preemptive)
@@ -50,6 +50,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpudock.config import SchedulerConfig
+from gpudock.queue.strategies import DEFAULT
 from gpudock.scheduler.framework import OrderKey, Profile
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest
@@ -67,12 +68,13 @@ class SimPolicy:
     ``order``: ``priority`` (the profile's order) or ``sjf`` (true duration:
     oracle). ``queues``: use the cluster's declared queues (quotas, fair
     share, reclaim). ``partition``: static partitions per queue.
+    ``queueing``: the cycle's queueing strategies (``gpudock.queue.strategies``).
     """
 
     name: str
     description: str
     oracle: bool = False
-    strict: bool = False
+    queueing: tuple[str, ...] = DEFAULT
     priority: str = "static"
     order: str = "priority"
     queues: bool = False
@@ -81,6 +83,11 @@ class SimPolicy:
     hysteresis: float = 1.0  # a running job counts as this many times shorter (preempt margin)
     siblings: bool = False  # ``estimate`` only: keep sweeps in order, rank by close siblings
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+    @property
+    def strict(self) -> bool:
+        """Strict FIFO: a queue's blocked head holds back its later jobs."""
+        return "strict-fifo" in self.queueing
 
     @property
     def dynamic(self) -> bool:
@@ -115,7 +122,9 @@ POLICIES: dict[str, SimPolicy] = {
             "each queue owns a fixed partition of nodes (pinned devices)",
             partition=True,
         ),
-        SimPolicy("fifo", "strict FIFO with head-of-line blocking", strict=True),
+        SimPolicy(
+            "fifo", "strict FIFO with head-of-line blocking", queueing=(*DEFAULT, "strict-fifo")
+        ),
         SimPolicy("priority", "priority order with EASY backfill and priority preemption"),
         SimPolicy(
             "fair-share",

@@ -17,6 +17,7 @@ from tests.unit.scheduler.builders import make_job, make_node, make_running, mak
 
 from gpudock.config import SchedulerConfig
 from gpudock.scheduler.cycle import collector_paused, schedule
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
 
 
@@ -47,12 +48,15 @@ def collector_off() -> Iterator[None]:
         yield
 
 
-def test_a_cycle_leaves_no_cyclic_garbage(collector_off: None) -> None:
+@pytest.mark.parametrize("kept", [False, True], ids=["pure", "session"])
+def test_a_cycle_leaves_no_cyclic_garbage(collector_off: None, kept: bool) -> None:
+    """With a session, the cycle also replaces what the session kept from the last one."""
     snapshot = busy_snapshot()
     config = SchedulerConfig()
-    schedule(snapshot, config)  # imports and caches settle first
+    session = SchedulerSession() if kept else None
+    schedule(snapshot, config, session=session)  # imports and caches settle first
     gc.collect()
-    plan = schedule(snapshot, config)
+    plan = schedule(snapshot, config, session=session)
     assert plan.placements, "the scenario should place"
     assert {p.victim_id for p in plan.preemptions} == {100, 103}, "and preempt two jobs"
     assert {3, 5, 6, 7} <= set(plan.pending), "the scenario should leave jobs with reasons"
@@ -78,14 +82,18 @@ def test_the_collector_is_restored_when_the_cycle_raises() -> None:
     assert gc.isenabled()
 
 
-def test_a_cycle_choosing_several_victims_leaves_no_cyclic_garbage(collector_off: None) -> None:
+@pytest.mark.parametrize("kept", [False, True], ids=["pure", "session"])
+def test_a_cycle_choosing_several_victims_leaves_no_cyclic_garbage(
+    collector_off: None, kept: bool
+) -> None:
     nodes = [make_node("n0").gpus(8)]
     running = [make_running(100 + i).on("n0", i).priority(0).started(i) for i in range(8)]
     snapshot = make_snapshot(nodes, [make_job(1).gpus(4).priority(9)], now=100.0, running=running)
     config = SchedulerConfig()
-    schedule(snapshot, config)  # imports and caches settle first
+    session = SchedulerSession() if kept else None
+    schedule(snapshot, config, session=session)  # imports and caches settle first
     gc.collect()
-    plan = schedule(snapshot, config)
+    plan = schedule(snapshot, config, session=session)
     assert len(plan.preemptions) == 4, "the scenario should stop several jobs on one node"
     assert gc.collect() == 0, "a cycle created reference cycles: its garbage waits for the GC"
 

@@ -1,10 +1,11 @@
-"""What a cycle keeps for the next one never changes a Plan.
+"""What a session keeps from one cycle for the next never changes a Plan.
 
-``CycleState.fit`` remembers the last cycle's summaries of snapshot GPU
-tuples, and ``Catalog`` the last cycle's per-product capacity indexes,
-brought up to date by the next cycle. A sequence of snapshots that reuse
-some node views (as the simulator does), change others, add, drop or take
-nodes down, must get the Plans a cycle with nothing kept gets.
+With a ``SchedulerSession``, ``CycleState.fit`` remembers the last cycle's
+summaries of snapshot GPU tuples, and ``Catalog`` the last cycle's
+per-product capacity indexes, brought up to date by the next cycle. A
+sequence of snapshots that reuse some node views (as the simulator does),
+change others, add, drop or take nodes down, must get the Plans that
+session-less cycles (which keep nothing) get.
 """
 
 from __future__ import annotations
@@ -15,46 +16,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
-from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.catalog import Catalog
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
 from gpudock.scheduler.index import PRICED
 from gpudock.scheduler.registry import build_profile
-from gpudock.scheduler.running import RunningIndex
-from gpudock.scheduler.snapshot import NodeView, Plan, Snapshot
-from gpudock.scheduler.victims import VictimSearch
+from gpudock.scheduler.session import SchedulerSession
+from gpudock.scheduler.snapshot import NodeView, Snapshot
 
 from .builders import GiB
 from .test_indexed import configs, snapshots
 
 
-def forget() -> None:
-    """Drop everything cycles keep for the next one."""
-    CycleState._recent_fits = {}
-    Catalog._recent = {}
-    RunningIndex._recent = None
-    VictimSearch._recent_fits = {}
-
-
-def forgetful(snapshot: Snapshot, profile: Profile) -> Plan:
-    """The Plan of a cycle that finds nothing kept from an earlier one."""
-    forget()
-    plan = run_cycle(snapshot, profile)
-    forget()
-    return plan
-
-
 def assert_same_plans_as_keeping_nothing(
     sequence: list[Snapshot], profile: Profile, repeat: bool
 ) -> None:
-    """Cycles run in turn on ``sequence`` get the Plans of cycles that keep nothing;
-    ``repeat``: each snapshot twice in a row, so that everything is found again."""
-    expected = [forgetful(snapshot, profile) for snapshot in sequence]
+    """Cycles run in turn on ``sequence`` with one session get the Plans of cycles that
+    keep nothing; ``repeat``: each snapshot twice in a row, so that everything is found
+    again."""
+    expected = [run_cycle(snapshot, profile) for snapshot in sequence]
     if repeat:
         sequence = [s for snapshot in sequence for s in (snapshot, snapshot)]
         expected = [p for plan in expected for p in (plan, plan)]
-    assert [run_cycle(snapshot, profile) for snapshot in sequence] == expected
+    session = SchedulerSession()
+    assert [run_cycle(snapshot, profile, session=session) for snapshot in sequence] == expected
 
 
 @st.composite
@@ -108,12 +92,13 @@ def test_repeated_cycles_on_one_snapshot_reuse_the_indexes_and_agree() -> None:
     jobs += [make_job(60 + j).gpu_memory("10GiB").gpus(2) for j in range(3)]
     snapshot = make_snapshot(nodes, jobs)
     profile = build_profile(SchedulerConfig())
-    expected = forgetful(snapshot, profile)
-    first = run_cycle(snapshot, profile)
-    kept = dict(Catalog._recent)
+    expected = run_cycle(snapshot, profile)
+    session = SchedulerSession()
+    first = run_cycle(snapshot, profile, session=session)
+    kept = dict(session.catalog.indexes)
     assert kept, "the products' indexes are kept for the next cycle"
     # one-GPU shares read the priced structure (the default prices them), two-GPU ones
     # the shared buckets for two GPUs
     assert all(index.shapes == {PRICED, 2} for index in kept.values())
-    assert run_cycle(snapshot, profile) == first == expected
-    assert all(Catalog._recent[key] is index for key, index in kept.items())
+    assert run_cycle(snapshot, profile, session=session) == first == expected
+    assert all(session.catalog.indexes[key] is index for key, index in kept.items())

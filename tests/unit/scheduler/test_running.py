@@ -21,7 +21,8 @@ from gpudock.config import SchedulerConfig
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.release import expected_end
-from gpudock.scheduler.running import NodeRunning, RunningIndex, _keyed, global_order
+from gpudock.scheduler.running import NodeRunning, RunningIndex, RunningMemo, _keyed, global_order
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import NodeView, RunningJob, Snapshot
 
 from .builders import make_job, make_node, make_running, make_snapshot
@@ -80,26 +81,31 @@ def test_a_summarised_node_whose_jobs_are_the_same_objects_keeps_its_summary() -
     running = [
         make_running(100 + i).on(f"n{i % 3}", i // 3).started(10.0 * i).build() for i in range(9)
     ]
-    first = RunningIndex(tuple(running), 1000.0)
+    memo = RunningMemo()
+    first = RunningIndex(tuple(running), 1000.0, memo)
     assert all(node.ready for node in first.nodes.values())  # summarised, as step 5 does
     changed = [replace(running[0], priority=5), *running[1:]]  # a new object on n0
-    second = RunningIndex(tuple(changed), 1060.0)
+    second = RunningIndex(tuple(changed), 1060.0, memo)
     assert second.nodes["n1"] is first.nodes["n1"]
     assert second.nodes["n2"] is first.nodes["n2"]
     assert second.nodes["n0"] is not first.nodes["n0"]
     assert second.nodes["n0"].ready[-1].priority == 5
+    assert RunningIndex(tuple(changed), 1060.0).nodes["n1"] is not first.nodes["n1"]  # no memo
+    session = SchedulerSession(running=memo)
     plan = run_cycle(
         make_snapshot(nodes, [make_job(1).gpus(1)], running=changed, now=1060.0),
         build_profile(SchedulerConfig()),
+        session=session,
     )
     assert plan.placements  # a free GPU on each node: the cycle reads the kept summaries
 
 
 def test_a_job_passing_its_min_runtime_makes_its_node_summarised_again() -> None:
     job = make_running(7).on("n0", 0).started(1000.0).min_runtime(100.0).build()
-    early = RunningIndex((job,), 1050.0)
+    memo = RunningMemo()
+    early = RunningIndex((job,), 1050.0, memo)
     assert early.nodes["n0"].ready == []
-    later = RunningIndex((job,), 1100.0)
+    later = RunningIndex((job,), 1100.0, memo)
     assert later.nodes["n0"] is not early.nodes["n0"]
     assert later.nodes["n0"].ready == [job]
 

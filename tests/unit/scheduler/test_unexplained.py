@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
+from gpudock.queue.strategies import DEFAULT
 from gpudock.scheduler.admission import QueuePolicy
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
@@ -34,8 +35,11 @@ def assert_same_decisions(
     queues: QueuePolicy | None = None,
     strict: bool = False,
 ) -> Plan:
-    full = run_cycle(snapshot, profile, index=index, queues=queues, strict=strict)
-    bare = run_cycle(snapshot, profile, index=index, queues=queues, strict=strict, explain=False)
+    queueing = (*DEFAULT, "strict-fifo") if strict else DEFAULT
+    full = run_cycle(snapshot, profile, index=index, queues=queues, queueing=queueing)
+    bare = run_cycle(
+        snapshot, profile, index=index, queues=queues, queueing=queueing, explain=False
+    )
     assert bare.placements == full.placements
     assert bare.gangs == full.gangs
     assert bare.preemptions == full.preemptions

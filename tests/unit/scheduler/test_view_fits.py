@@ -1,9 +1,10 @@
-"""``CycleState.fit`` reuses the last cycle's summary of an unchanged GPU tuple; Plans never differ.
+"""``CycleState.fit`` reuses the summary its memo kept of an unchanged GPU tuple; same Plans.
 
 Callers such as the simulator keep a node's ``NodeView`` while it is
-unchanged, so a cycle finds most GPU tuples of the previous snapshot again
-and skips summarising them. The Plan must not depend on it: a snapshot of
-reused views and one of fresh, equal views get the same Plan.
+unchanged, and one ``SchedulerSession`` (whose ``fits`` is a ``FitMemo``),
+so a cycle finds most GPU tuples of the previous snapshot again and skips
+summarising them. The Plan must not depend on it: a snapshot of reused
+views and one of fresh, equal views get the same Plan.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import replace
 from tests.unit.scheduler.builders import make_job, make_node, make_snapshot
 
 from gpudock.config import SchedulerConfig
-from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.capacity import CycleState, FitMemo
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.index import ANY_MODEL, node_fit
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import NodeView, Snapshot
 
 
@@ -33,44 +35,44 @@ def fresh_views(snapshot: Snapshot) -> Snapshot:
 
 
 def test_reused_and_fresh_views_get_the_same_plan() -> None:
-    snapshot, config = a_snapshot(), SchedulerConfig()
-    first = schedule(snapshot, config)
-    again = schedule(snapshot, config)  # every GPU tuple known from the last cycle
-    fresh = schedule(fresh_views(snapshot), config)  # none known
+    snapshot, config, session = a_snapshot(), SchedulerConfig(), SchedulerSession()
+    first = schedule(snapshot, config, session=session)
+    again = schedule(snapshot, config, session=session)  # every GPU tuple known
+    fresh = schedule(fresh_views(snapshot), config, session=session)  # none known
     assert first == again == fresh
     assert first.placements
 
 
 def test_only_the_latest_cycle_is_remembered_and_its_fits_are_node_fit() -> None:
-    old, new = a_snapshot(), fresh_views(a_snapshot())
-    state = CycleState(old.nodes)
+    old, new, memo = a_snapshot(), fresh_views(a_snapshot()), FitMemo()
+    state = CycleState(old.nodes, memo)
     for view in old.nodes:
         state.fit(view.name)
-    state = CycleState(new.nodes)
+    state = CycleState(new.nodes, memo)
     for view in new.nodes:
         assert state.fit(view.name) == node_fit(view.gpus, ANY_MODEL)
-    remembered = {id(gpus) for gpus, _ in CycleState._recent_fits.values()}
+    remembered = {id(gpus) for gpus, _ in memo.fits.values()}
     assert remembered == {id(v.gpus) for v in new.nodes}
 
 
 def test_a_changed_node_is_refitted_not_taken_from_the_last_cycle() -> None:
-    snapshot = a_snapshot()
-    state = CycleState(snapshot.nodes)
+    snapshot, memo = a_snapshot(), FitMemo()
+    state = CycleState(snapshot.nodes, memo)
     before = state.fit("n0")
     job = make_job(99).gpus(2).build()
     state.reserve(job, "n0", [0, 1])
-    after = CycleState(snapshot.nodes).fit("n0")  # a new cycle: the snapshot's GPUs again
+    after = CycleState(snapshot.nodes, memo).fit("n0")  # a new cycle: the snapshot's GPUs
     assert before == after == node_fit(snapshot.nodes[0].gpus, ANY_MODEL)
     assert state.fit("n0").idle == before.idle - 2
 
 
 def test_fit_all_is_fit_of_every_node_in_snapshot_order() -> None:
     """Whether a node is known from the last cycle, fitted already, copied, or changed."""
-    snapshot = a_snapshot()
-    CycleState(snapshot.nodes).fit_all()  # the last cycle: every GPU tuple known
+    snapshot, memo = a_snapshot(), FitMemo()
+    CycleState(snapshot.nodes, memo).fit_all()  # the last cycle: every GPU tuple known
     views = list(snapshot.nodes)
     views[1] = fresh_views(make_snapshot([make_node("n1").gpus(5)], [])).nodes[0]  # not known
-    state, reference = CycleState(views), CycleState(views)
+    state, reference = CycleState(views, memo), CycleState(views)
     job = make_job(99).gpus(2).build()
     for s in (state, reference):
         s.fit("n2")  # fitted already
@@ -109,8 +111,9 @@ def test_unique_uuids_is_recomputed_whenever_a_node_lists_other_uuids() -> None:
         [],
         [replace(views[0], gpus=())],  # a node without GPUs
     ]
+    memo = FitMemo()
     for nodes in sequences:
-        assert CycleState(nodes).unique_uuids == uuids_unique(list(nodes))
+        assert CycleState(nodes, memo).unique_uuids == uuids_unique(list(nodes))
 
 
 def test_a_gpu_state_copy_is_equal_and_changes_on_its_own() -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from gpudock.scheduler.capacity import capacity_left, usable_now
 from gpudock.scheduler.framework import NodeState, Profile
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
-from gpudock.scheduler.pricing import Pair, SharePricing, priced, pricing_for
+from gpudock.scheduler.pricing import LargestMemo, Pair, SharePricing, priced, pricing_for
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
 STRANDED_FIRST = 1e6
@@ -105,16 +105,18 @@ def unpriced(profile: Profile) -> Profile:
     return replace(profile, scorers=scorers)
 
 
-def priced_profile(profile: Profile, snapshot: Snapshot) -> Profile:
+def priced_profile(
+    profile: Profile, snapshot: Snapshot, memo: LargestMemo | None = None
+) -> Profile:
     """``profile`` for one cycle on ``snapshot``: each ``Binpack`` that prices shares gets the
     snapshot's ``SharePricing``, and so does a ``best_fit`` picker, to take the GPUs it
     scored. ``profile`` itself when no pending job is a one-GPU share, no
-    scorer prices shares, or the mix has no share."""
+    scorer prices shares, or the mix has no share. ``memo``: see ``pricing_for``."""
     if not prices_shares(profile):
         return profile
     if not any(priced(job) for job in snapshot.pending):
         return profile
-    pricing = pricing_for(snapshot)
+    pricing = pricing_for(snapshot, memo)
     if pricing is None:
         return profile
     scorers = tuple(

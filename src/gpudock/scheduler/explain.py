@@ -1,0 +1,74 @@
+"""Step 4 of the cycle: the words of "why is my job pending".
+
+Run after every reservation of the cycle, so the reasons describe the
+cluster as the Plan leaves it. Capacity only shrinks within a cycle, so a
+job blocked earlier is still blocked at the end; jobs with equal requests
+share one explanation (the verdict cache), so this costs O(distinct
+requests x nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.backfill import Reservation
+from gpudock.scheduler.capacity import CycleState, matches_model, usable_now
+from gpudock.scheduler.equivalence import VerdictCache
+from gpudock.scheduler.snapshot import JobRequest, Plan
+
+
+def explain_blocked(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
+    """Step 4: record why each blocked job waits, in ``plan.pending`` (module doc)."""
+    for job in blocked:
+        plan.pending[job.id] = list(cache.verdicts(job).reasons())
+
+
+def explain_gangs(blocked: Sequence[JobRequest], cache: VerdictCache, plan: Plan) -> None:
+    """Step 4c: why each blocked gang waits: how many nodes could take a part now.
+
+    ``needs 4 nodes with 8 free GPUs each, all at once; 2 can take a part
+    now (gpu-0, gpu-3)``; when no node can, the per-node reasons follow.
+    """
+    for job in blocked:
+        verdicts = cache.verdicts(job)
+        ready = verdicts.ranked()
+        what = f"{job.gpus} GPUs" if not job.shared else f"{job.gpus} GPU shares"
+        need = f"needs {job.nodes} nodes with {what} each, all at once"
+        missing = job.nodes - len(ready)
+        hint = f"runs when {missing} more {'node has' if missing == 1 else 'nodes have'} room"
+        if not ready:
+            reason = PendingReason("gang", f"{need}; no node can take a part now", hint)
+            plan.pending[job.id] = [reason, *verdicts.reasons()]
+            continue
+        listed = ", ".join(ready[:5]) + (", ..." if len(ready) > 5 else "")
+        count = f"only {len(ready)} can" if len(ready) > 1 else "only 1 can"
+        message = f"{need}; {count} take a part now ({listed})"
+        plan.pending[job.id] = [PendingReason("gang", message, hint)]
+
+
+def explain_reservation(
+    reservation: Reservation,
+    blocked: Sequence[JobRequest],
+    state: CycleState,
+    plan: Plan,
+    now: float,
+) -> PendingReason:
+    """Step 4b: later jobs held back only by the reservation get its reason first.
+
+    Returns the reserved job's own ETA reason (``cycle.explain`` adds it to that job).
+    """
+    first = reservation.job.id
+    node = state.nodes[reservation.node]
+    held = [g for g in node.gpus if g.index in reservation.held]
+    for job in blocked:
+        if job.id == first or job.shared or not held:
+            continue
+        free = sum(1 for g in node.gpus if usable_now(job, g))
+        usable_held = sum(1 for g in held if matches_model(job, g) and g.healthy)
+        if free < job.gpus <= free + usable_held:
+            plan.pending[job.id] = [
+                reservation.blocked_reason(job, now),
+                *plan.pending.get(job.id, []),
+            ]
+    return reservation.reason(now)

@@ -1,0 +1,50 @@
+"""``SchedulerSession``: what one caller's cycles keep from one cycle to the next.
+
+``schedule(snapshot, config)`` is a pure function: every call starts from
+nothing. A caller that runs cycle after cycle on snapshots that share
+unchanged objects (the controller's ``SnapshotCache``, the simulator, the
+benchmarks) passes one session to every call instead, and each cycle then
+starts from what the previous one worked out for those very objects::
+
+    session = SchedulerSession()
+    while True:
+        plan = schedule(next_snapshot(), config, session=session)
+
+The session holds only summaries and indexes of immutable snapshot objects,
+looked up by identity (each entry keeps its object, so an id is never
+mistaken), and each part is brought up to date or rebuilt when those
+objects change. No answer depends on it: a cycle with a session returns the
+Plan a fresh call returns (``tests/unit/scheduler/test_session.py``).
+
+A session belongs to one caller and one cycle at a time; it holds no lock.
+Two callers (two simulator runs, a benchmark beside a server) each own one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudock.scheduler.capacity import FitMemo
+from gpudock.scheduler.catalog import CatalogMemo
+from gpudock.scheduler.pricing import LargestMemo
+from gpudock.scheduler.running import RunningMemo
+from gpudock.scheduler.victims import VictimMemo
+
+
+@dataclass(slots=True)
+class SchedulerSession:
+    """One memo per part of the cycle that can reuse its last answer.
+
+    * ``fits``: ``CycleState``'s capacity summaries of snapshot GPU tuples,
+      and whether the GPU uuids were unique;
+    * ``catalog``: the capacity index's per-product indexes (``catalog.py``);
+    * ``running``: the latest ``RunningIndex`` of ``snapshot.running``;
+    * ``victims``: ``VictimSearch``'s "could the job fit if freed" answers;
+    * ``largest``: the largest GPU memory of the last node tuple (share prices).
+    """
+
+    fits: FitMemo = field(default_factory=FitMemo)
+    catalog: CatalogMemo = field(default_factory=CatalogMemo)
+    running: RunningMemo = field(default_factory=RunningMemo)
+    victims: VictimMemo = field(default_factory=VictimMemo)
+    largest: LargestMemo = field(default_factory=LargestMemo)
