@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from gpudock import __version__, _native
+from gpudock.cli import params
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import (
     Output,
@@ -33,6 +34,7 @@ from gpudock.cli.logs_cmd import logs
 from gpudock.cli.server_cmd import server
 from gpudock.cli.simulate_cmd import simulate_command
 
+params.install()  # plain int/str/Path conversion: no pydantic on the client's path
 app = typer.Typer(
     name="gpudock",
     help="GPU cluster manager for Docker containers.",

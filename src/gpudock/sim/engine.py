@@ -93,8 +93,9 @@ class Progress:
 
 ProgressFn = Callable[[Progress], None]
 PROGRESS_EVERY = 0.25
-"""Seconds of wall time between two calls of a progress callback (at most; checked
-every 256 events, so a replay pays nothing measurable for it)."""
+"""Seconds of wall time between two calls of a progress callback: once at the start,
+then at most this often (checked every 256 event times, so a replay pays nothing
+measurable for it), and once at the end (``done``)."""
 
 
 @dataclass(slots=True)
@@ -338,6 +339,8 @@ class Simulator:
         now = 0.0
         total = len(self._jobs) - self.record.skipped_jobs
         steps, shown = 0, started
+        if self._report is not None:
+            self._report(Progress(0.0, 0, total, 0.0))
         while self._heap:
             if self._report is not None:
                 steps += 1
