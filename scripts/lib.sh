@@ -14,7 +14,8 @@
 #   build_test_image         gpudock-test/busybox:latest, built locally (no registry)
 #   start_postgres           throwaway PostgreSQL on 127.0.0.1:55432, exports
 #                            GPUDOCK_TEST_PG_URL
-#   ensure_venv              .venv with `pip install -e '.[dev]'`
+#   ensure_venv              .venv with `pip install -e '.[dev]'` (GPUDOCK_SETUP_VERBOSE=1:
+#                            pip's progress on the terminal instead of a log file)
 #
 # Needs root for everything but ensure_venv. Works on a fresh Debian 12.
 
@@ -201,6 +202,11 @@ ensure_venv() {
         python3 -m venv "$venv" || return 1
     fi
     _gpudock_log "installing gpudock and its dev dependencies into $venv"
+    if [[ -n "${GPUDOCK_SETUP_VERBOSE:-}" ]]; then  # the demo: pip's own progress, live
+        (cd "$GPUDOCK_REPO_ROOT" && "$venv/bin/python" -m pip install -e '.[dev]') || return 1
+        touch "$stamp"
+        return 0
+    fi
     local log=/tmp/gpudock-pip-install.log
     if ! (cd "$GPUDOCK_REPO_ROOT" && "$venv/bin/python" -m pip install -q -e '.[dev]') \
         >"$log" 2>&1; then
