@@ -118,7 +118,7 @@ note "hotfix (class 'urgent', preempt: true) took the GPUs; sweep went back to P
 
 step "5. gpudock why: why is a job not running?"
 show gpudock why "$sweep"
-note "the reason names what holds the GPUs; 'gpudock show $sweep' keeps the history (RUNNING -> PENDING: preempted)"
+note "each reason says what would change it; all 4 GPUs are reserved for sweep, so nothing smaller jumps ahead ('gpudock show $sweep': its history)"
 
 step "6. everything finishes (sweep restarts once hotfix is done)"
 wait_for "$sweep" SUCCEEDED
