@@ -60,7 +60,8 @@ def main() -> int:
     text = "\n".join(rows()) + "\n"
     if args.check:
         same = args.out.is_file() and args.out.read_text() == text
-        print(f"{args.out}: {'up to date' if same else 'differs; run scripts/make_sample_trace.py'}")
+        verdict = "up to date" if same else "differs; run scripts/make_sample_trace.py"
+        print(f"{args.out}: {verdict}")
         return 0 if same else 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -205,9 +205,20 @@ def jobs(
     elif not items:
         print("no jobs")
     else:
-        from gpudock.cli import render
+        from gpudock.cli.table import print_table
 
-        out.print(render.jobs_table(items))
+        print_table(JOB_COLUMNS, [job_row(job) for job in items])
+
+
+JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")
+
+
+def job_row(job: dict[str, Any]) -> list[str]:
+    """One ``gpudock jobs`` row (``JOB_COLUMNS``)."""
+    from gpudock.cli.jobtext import age, gpus_text, job_note
+
+    return [str(job["id"]), job["name"] or "-", job["user"], job["queue"], str(job["priority"]),
+            job["state"], gpus_text(job), job["node"] or "-", age(job), job_note(job)]  # fmt: skip
 
 
 @app.command()
