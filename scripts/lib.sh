@@ -15,6 +15,7 @@
 #   start_postgres           throwaway PostgreSQL on 127.0.0.1:55432, exports
 #                            GPUDOCK_TEST_PG_URL
 #   ensure_venv              .venv with `pip install -e '.[dev]'`: the pure Python build
+#                            (GPUDOCK_SETUP_VERBOSE=1: pip's progress on the terminal)
 #   ensure_compiled_venv     .venv-compiled with `GPUDOCK_COMPILE=1 pip install '.[dev]'`
 #                            (not editable: mypyc's .so files stay out of src/); installs
 #                            gcc and python3-dev when missing
@@ -204,6 +205,11 @@ ensure_venv() {
         python3 -m venv "$venv" || return 1
     fi
     _gpudock_log "installing gpudock and its dev dependencies into $venv"
+    if [[ -n "${GPUDOCK_SETUP_VERBOSE:-}" ]]; then  # the demo: pip's own progress, live
+        (cd "$GPUDOCK_REPO_ROOT" && GPUDOCK_COMPILE=0 "$venv/bin/python" -m pip install -e '.[dev]') || return 1
+        touch "$stamp"
+        return 0
+    fi
     local log=/tmp/gpudock-pip-install.log
     if ! (cd "$GPUDOCK_REPO_ROOT" && GPUDOCK_COMPILE=0 "$venv/bin/python" -m pip install -q \
         -e '.[dev]') >"$log" 2>&1; then

@@ -1,66 +1,54 @@
-"""The ``gpudock`` command line (typer + rich)."""
+"""The ``gpudock`` command line (typer; rich only where a table is drawn).
+
+Every command is registered on ``app`` below. A command module imports at its
+top only light modules (see ``gpudock.cli.common``), so that ``gpudock --help``
+and the client commands never load the server; register a new one here with a
+line or two: ``from gpudock.cli.x_cmd import x`` and ``app.command()(x)`` (or
+``app.add_typer(x_app, name="x")``).
+"""
 
 from __future__ import annotations
 
-import sys
+import math
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-import yaml
-from pydantic import ValidationError
-from rich.console import Console
-from rich.markup import escape
 
 from gpudock import __version__, _native
-from gpudock.cli import render
+from gpudock.cli import params
 from gpudock.cli.client import Client, ClientError
+from gpudock.cli.common import (
+    Output,
+    call,
+    check_output,
+    err,
+    fail,
+    note,
+    out,
+    parse_pairs,
+    print_json,
+)
 from gpudock.cli.events_cmd import events_command
-from gpudock.config import format_validation_error
-from gpudock.core.job import JobSpec
+from gpudock.cli.logs_cmd import logs
+from gpudock.cli.server_cmd import server
+from gpudock.cli.simulate_cmd import simulate_command
 
+params.install()  # plain int/str/Path conversion: no pydantic on the client's path
 app = typer.Typer(
     name="gpudock",
     help="GPU cluster manager for Docker containers.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: rendering it with rich costs more than the rest
 )
-token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
+token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(token_app, name="token")
 app.command("events")(events_command)
-out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True)
 
-Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
-    raise typer.Exit(code)
-
-
-def call(method: str, path: str, **kwargs: Any) -> Any:
-    try:
-        return Client().request(method, path, **kwargs)
-    except ClientError as exc:
-        fail(exc.message, 2 if exc.status == 422 else 1)
-
-
-def check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        fail(f"--output must be 'table' or 'json', got {output!r}", 2)
-
-
-def parse_pairs(items: list[str] | None, what: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"{what} {item!r} must look like KEY=VALUE", 2)
-        pairs[key] = value
-    return pairs
+__all__ = ["app", "call", "err", "fail", "main", "out", "parse_pairs"]
 
 
 @app.command()
@@ -137,17 +125,29 @@ def submit(
             data[key] = [*as_list(data.get(key), key), *extra]
     if "image" not in data:
         fail("an image is required: gpudock submit [OPTIONS] IMAGE [-- CMD…], or -f job.yaml", 2)
-    try:
-        spec = JobSpec.model_validate(data)
-    except ValidationError as exc:
-        fail(f"invalid job spec: {format_validation_error(exc)}", 2)
-    unset = {"priority"} - spec.model_fields_set  # the server gives the queue's default
-    body = spec.model_dump(mode="json", exclude_none=True, exclude=unset)
-    job = call("POST", "/v1/jobs", json=body)
+    check_finite(data)
+    job = post_job(data)
     if output == "json":
-        out.print_json(data=job)
+        print_json(job)
     else:
-        out.print(job["id"])
+        print(job["id"])
+
+
+def check_finite(data: dict[str, Any]) -> None:
+    """JSON has no NaN or infinity: refuse them here, as the server would."""
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(f"invalid job spec: {key}: Input should be a finite number", 2)
+
+
+def post_job(data: dict[str, Any]) -> Any:
+    """``POST /v1/jobs``: the server validates the spec. A 422 exits 2; a field the
+    server rejects reads ``invalid job spec: FIELD: why``."""
+    try:
+        return Client().request("POST", "/v1/jobs", json=data)
+    except ClientError as exc:
+        invalid = exc.status == 422 and exc.code == "InvalidInput"
+        fail(("invalid job spec: " if invalid else "") + exc.message, 2 if exc.status == 422 else 1)
 
 
 def as_pairs(value: Any, what: str) -> dict[str, str]:
@@ -171,6 +171,8 @@ def as_list(value: Any, what: str) -> list[Any]:
 
 
 def load_spec_file(path: Path) -> dict[str, Any]:
+    import yaml
+
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -203,11 +205,24 @@ def jobs(
         params["user"] = user
     items = call("GET", "/v1/jobs", params=params)
     if output == "json":
-        out.print_json(data=items)
+        print_json(items)
     elif not items:
-        out.print("no jobs")
+        print("no jobs")
     else:
-        out.print(render.jobs_table(items))
+        from gpudock.cli.table import print_table
+
+        print_table(JOB_COLUMNS, [job_row(job) for job in items])
+
+
+JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")
+
+
+def job_row(job: dict[str, Any]) -> list[str]:
+    """One ``gpudock jobs`` row (``JOB_COLUMNS``)."""
+    from gpudock.cli.jobtext import age, gpus_text, job_note
+
+    return [str(job["id"]), job["name"] or "-", job["user"], job["queue"], str(job["priority"]),
+            job["state"], gpus_text(job), job["node"] or "-", age(job), job_note(job)]  # fmt: skip
 
 
 @app.command()
@@ -216,8 +231,10 @@ def show(job_id: int, output: Output = "table") -> None:
     check_output(output)
     job = call("GET", f"/v1/jobs/{job_id}")
     if output == "json":
-        out.print_json(data=job)
+        print_json(job)
     else:
+        from gpudock.cli import render
+
         render.show_job(out, job)
 
 
@@ -227,10 +244,10 @@ def why(job_id: int, output: Output = "table") -> None:
     check_output(output)
     job = call("GET", f"/v1/jobs/{job_id}")
     if output == "json":
-        out.print_json(
-            data={"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"]}
-        )
+        print_json({"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"]})
         return
+    from gpudock.cli import render
+
     render.explain(out, job)
 
 
@@ -249,38 +266,7 @@ def cancel(
         time.sleep(0.5)
         job = call("GET", f"/v1/jobs/{job_id}")
     note = job["reason"] or ("cancellation requested" if job["cancel_requested"] else "")
-    out.print(f"job {job_id} {job['state']}: {note}", highlight=False)
-
-
-@app.command()
-def logs(
-    job_id: int,
-    follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="stream until the job ends")
-    ] = False,
-) -> None:
-    """Print a job's logs (archived after the container is gone)."""
-    client = Client()
-    try:
-        if follow:
-            _wait_started(client, job_id)
-        for chunk in client.stream(f"/v1/jobs/{job_id}/logs", {"follow": follow}):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-    except ClientError as exc:
-        fail(exc.message)
-
-
-def _wait_started(client: Client, job_id: int) -> None:
-    announced = False
-    while True:
-        job = client.request("GET", f"/v1/jobs/{job_id}")
-        if job["state"] not in ("PENDING", "ALLOCATED"):
-            return
-        if not announced:
-            err.print(f"job {job_id} is {job['state']}; waiting for it to start…")
-            announced = True
-        time.sleep(1)
+    print(f"job {job_id} {job['state']}: {note}")
 
 
 @app.command()
@@ -289,10 +275,12 @@ def gpus(output: Output = "table") -> None:
     check_output(output)
     items = call("GET", "/v1/gpus")
     if output == "json":
-        out.print_json(data=items)
+        print_json(items)
     elif not items:
         out.print("no GPUs (start the server with --emulate-gpus 4xH100-80GB to try gpudock)")
     else:
+        from gpudock.cli import render
+
         out.print(render.gpus_table(items))
 
 
@@ -302,8 +290,10 @@ def nodes(output: Output = "table") -> None:
     check_output(output)
     items = call("GET", "/v1/nodes")
     if output == "json":
-        out.print_json(data=items)
+        print_json(items)
     else:
+        from gpudock.cli import render
+
         out.print(render.nodes_table(items))
 
 
@@ -313,8 +303,12 @@ def queues(output: Output = "table") -> None:
     check_output(output)
     report = call("GET", "/v1/queues")
     if output == "json":
-        out.print_json(data=report)
+        print_json(report)
     else:
+        from rich.markup import escape
+
+        from gpudock.cli import render
+
         out.print(render.queues_table(report))
         for warning in report.get("warnings", []):
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
@@ -327,23 +321,24 @@ def token_create(
 ) -> None:
     """Create an API token (admin only). Printed once; store it safely."""
     result = call("POST", "/v1/tokens", json={"user": user, "admin": admin})
-    out.print(result["token"], highlight=False)
+    print(result["token"])
+
+
+# Commands in modules of their own (each light at import; see the module docstring).
+app.command()(logs)
+app.command()(server)
+app.command("simulate")(simulate_command)
 
 
 def register_server_command() -> None:
-    from gpudock.cli.server_cmd import server
-    from gpudock.cli.simulate_cmd import simulate_command
-
-    app.command()(server)
-    app.command("simulate")(simulate_command)
+    """Kept for older callers: every command registers when this module loads."""
 
 
 def main() -> None:
-    register_server_command()
     try:
         app()
     except KeyboardInterrupt:
-        err.print("interrupted")
+        note("interrupted")
         raise SystemExit(130) from None
 
 

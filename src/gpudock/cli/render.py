@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gpudock.cli.jobtext import age, gpus_text, job_note
 from gpudock.core.units import format_duration, format_size
 
 STATE_STYLE = {
@@ -24,35 +25,6 @@ STATE_STYLE = {
 
 
 TOPOLOGY_GROUP = {"nvlink": "one NVLink domain", "numa": "one NUMA node"}
-
-
-def gpus_text(job: dict[str, Any]) -> str:
-    spec = job["spec"]
-    if not spec["gpus"]:
-        return "-"
-    text = str(spec["gpus"])
-    if spec.get("gpu_memory"):
-        text += f"x{format_size(spec['gpu_memory'])}"
-    if spec.get("gpu_model"):
-        text += f" {spec['gpu_model']}"
-    return text
-
-
-def job_note(job: dict[str, Any]) -> str:
-    if job["state"] == "PENDING" and job["pending_reasons"]:
-        return str(job["pending_reasons"][0]["message"])
-    if job.get("cancel_requested") and job["state"] in ("STARTING", "RUNNING"):
-        return "cancelling…"
-    return job.get("reason") or ""
-
-
-def age(job: dict[str, Any]) -> str:
-    now = time.time()
-    if job["state"] in ("RUNNING",) and job["started_at"]:
-        return "run " + format_duration(now - job["started_at"])
-    if job["finished_at"] and job["started_at"]:
-        return "ran " + format_duration(job["finished_at"] - job["started_at"])
-    return "wait " + format_duration((job["finished_at"] or now) - job["submitted_at"])
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:

@@ -7,21 +7,15 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-import uvicorn
-from rich.console import Console
-from rich.markup import escape
-from sqlalchemy.exc import ArgumentError, OperationalError
 
-from gpudock.config import load_config
-from gpudock.core.errors import GpudockError
-from gpudock.store.db import default_home
+from gpudock.cli.common import fail, lazy_console
+from gpudock.home import default_home
 
-err = Console(stderr=True)
+err = lazy_console(stderr=True)
 
 
 def _fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
-    raise typer.Exit(2)
+    fail(message, 2)
 
 
 def server(
@@ -39,6 +33,11 @@ def server(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the gpudock server (API, scheduler, reconciler) on this host."""
+    import uvicorn
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    from gpudock.config import load_config
+    from gpudock.core.errors import GpudockError
     from gpudock.server import build_server, write_client_config
 
     levels = ("debug", "info", "warning", "error")

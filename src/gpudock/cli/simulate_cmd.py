@@ -7,24 +7,29 @@ import math
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from gpudock.sim.cluster import parse_cluster, philly_vc_queues
-from gpudock.sim.engine import SimConfig, simulate
-from gpudock.sim.metrics import compare, recommend
-from gpudock.sim.policies import POLICIES, load_policy
-from gpudock.sim.traces import FORMATS, TraceError, detect_format, load_trace
+from gpudock.cli.common import LazyConsole, lazy_console
+from gpudock.cli.progress import ProgressLine
 
-err = Console(stderr=True, soft_wrap=True)
-out = Console(width=None if sys.stdout.isatty() else 160)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# The simulator (NumPy, SciPy, the scheduler) loads when the command runs, not
+# when ``gpudock`` starts: these names are for the help text, and a test holds
+# them equal to ``gpudock.sim.policies.POLICIES`` and ``gpudock.sim.traces.FORMATS``.
+POLICY_NAMES = ("static", "fifo", "priority", "fair-share", "sjf-oracle", "srtf-oracle", "default")
+FORMAT_NAMES = ("canonical", "philly", "alibaba", "itp")
+
+err = lazy_console(stderr=True)
+out = cast("Console", LazyConsole(width=None if sys.stdout.isatty() else 160))
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
+    from rich.markup import escape
+
     err.print(f"[red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
@@ -41,12 +46,12 @@ def simulate_command(
         list[str],
         typer.Option(
             "--policy",
-            help=f"policy name ({', '.join(POLICIES)}) or YAML file; repeat to compare",
+            help=f"policy name ({', '.join(POLICY_NAMES)}) or YAML file; repeat to compare",
         ),
     ],
     format: Annotated[
         str | None,
-        typer.Option("--format", help=f"{'|'.join(FORMATS)}; default: from the header"),
+        typer.Option("--format", help=f"{'|'.join(FORMAT_NAMES)}; default: from the header"),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="print JSON, one object per policy")
@@ -73,12 +78,24 @@ def simulate_command(
     preempt_grace: Annotated[
         float, typer.Option("--preempt-grace", help="seconds a preempted job holds its GPUs")
     ] = 10.0,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="no progress line on stderr")
+    ] = False,
 ) -> None:
     """Replay a GPU cluster trace through gpudock's scheduler and compare policies.
 
     The same scheduler code as the server runs on a virtual clock; oracle
-    policies (which read true durations) are reference bounds only.
+    policies (which read true durations) are reference bounds only. On a terminal,
+    stderr shows each replay's progress (``--quiet``: not).
     """
+    from rich.markup import escape
+
+    from gpudock.sim.cluster import parse_cluster, philly_vc_queues
+    from gpudock.sim.engine import SimConfig, simulate
+    from gpudock.sim.metrics import compare, recommend
+    from gpudock.sim.policies import load_policy
+    from gpudock.sim.traces import FORMATS, TraceError, detect_format, load_trace
+
     if not policy:
         raise _fail("give at least one --policy")
     try:
@@ -127,7 +144,8 @@ def simulate_command(
     for chosen in policies:
         if not as_json:
             err.print(f"simulating {chosen.name} on {len(jobs)} jobs ...")
-        runs.append(simulate(jobs, spec, chosen, config))
+        shown = None if quiet or not sys.stderr.isatty() else ProgressLine(sys.stderr, chosen.name)
+        runs.append(simulate(jobs, spec, chosen, config, shown.update if shown else None))
     summaries = compare(runs)
     if as_json:
         typer.echo(json.dumps(summaries, indent=2))
@@ -147,6 +165,8 @@ def simulate_command(
 
 
 def _table(summaries: list[dict[str, object]]) -> None:
+    from rich.table import Table
+
     table = Table(title="gpudock simulate")
     fields = [
         "jobs",

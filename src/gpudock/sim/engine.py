@@ -28,7 +28,7 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mypy_extensions import mypyc_attr
@@ -80,6 +80,25 @@ class SimConfig:
     seed: int = 0  # nonzero: jobs submitted at the same instant arrive in a seeded random order
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a replay is, for a display (``simulate(..., progress=fn)``); the engine
+    draws nothing itself."""
+
+    sim_time: float  # the virtual clock, seconds from the trace's first submission
+    finished: int  # jobs finished so far
+    total: int  # jobs in the replay (those that can never fit are skipped, not counted)
+    wall: float  # seconds of real time since the replay started
+    done: bool = False  # the last call, once the replay has ended
+
+
+ProgressFn = Callable[[Progress], None]
+PROGRESS_EVERY = 0.25
+"""Seconds of wall time between two calls of a progress callback: once at the start,
+then at most this often (checked every 256 event times, so a replay pays nothing
+measurable for it), and once at the end (``done``)."""
+
+
 @dataclass(slots=True)
 class _Job:
     """One trace job's mutable state during a run."""
@@ -128,8 +147,11 @@ class Simulator:
         cluster: ClusterSpec,
         policy: SimPolicy,
         config: SimConfig | None = None,
+        progress: ProgressFn | None = None,
     ) -> None:
         self.policy = policy
+        self._report = progress  # called every ``PROGRESS_EVERY`` s of wall time, and at the end
+        self._finished = 0
         self.config = config or SimConfig()
         self.cluster = cluster
         views = cluster.node_views()
@@ -316,7 +338,16 @@ class Simulator:
         interval = self.config.cycle_interval
         horizon = self.config.horizon
         now = 0.0
+        total = len(self._jobs) - self.record.skipped_jobs
+        steps, shown = 0, started
+        if self._report is not None:
+            self._report(Progress(0.0, 0, total, 0.0))
         while self._heap:
+            if self._report is not None:
+                steps += 1
+                if not steps & 255 and time.perf_counter() - shown >= PROGRESS_EVERY:
+                    shown = time.perf_counter()
+                    self._report(Progress(now, self._finished, total, shown - started))
             now = self._heap[0][0]
             if interval > 0:
                 now = math.ceil(now / interval) * interval
@@ -361,6 +392,8 @@ class Simulator:
                     self._schedule_tick(now, running)
         self.record.horizon = now
         self.record.sim_seconds = time.perf_counter() - started
+        if self._report is not None:
+            self._report(Progress(now, self._finished, total, self.record.sim_seconds, True))
         self.record.jobs = [self._job_record(j) for j in self._jobs if j.state != "skipped"]
         return self.record
 
@@ -452,6 +485,7 @@ class Simulator:
         self._push(now + job.remaining, FINISH, job.request.id, job.version)
 
     def _finish(self, job: _Job, at: float) -> None:
+        self._finished += 1
         self._progress(job, at)
         job.remaining = 0.0
         job.state, job.end = "done", at
@@ -766,9 +800,10 @@ def simulate(
     cluster: ClusterSpec,
     policy: SimPolicy,
     config: SimConfig | None = None,
+    progress: ProgressFn | None = None,
 ) -> RunRecord:
-    """One run: ``Simulator(jobs, cluster, policy, config).run()``."""
-    return Simulator(jobs, cluster, policy, config).run()
+    """One run: ``Simulator(jobs, cluster, policy, config, progress).run()``."""
+    return Simulator(jobs, cluster, policy, config, progress).run()
 
 
 def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:

@@ -17,7 +17,6 @@ paging by id never skips one. Never make network calls while a session is open.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +28,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from gpudock.home import default_home as default_home  # re-exported for callers
 
 log = logging.getLogger("gpudock.store")
 
@@ -130,12 +131,6 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
 def _sqlite_on_begin(conn: Any) -> None:
     immediate = conn.get_execution_options().get("gpudock_immediate", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-
-def default_home() -> Path:
-    """``$GPUDOCK_HOME``, else ``~/.local/share/gpudock``."""
-    env = os.environ.get("GPUDOCK_HOME")
-    return Path(env) if env else Path.home() / ".local" / "share" / "gpudock"
 
 
 def default_url(home: Path) -> str:

@@ -1,0 +1,77 @@
+"""Plain parameter conversion (``gpudock.cli.params``): what typer did, without pydantic."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpudock.cli import main as cli
+
+
+@pytest.fixture
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    bodies: list[dict[str, Any]] = []
+    monkeypatch.setattr(cli, "post_job", lambda data: bodies.append(data) or {"id": 1})
+    return bodies
+
+
+def test_ints_floats_paths_and_lists_convert(posted: list[dict[str, Any]], tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("image: img\n")
+    result = CliRunner().invoke(
+        cli.app,
+        ["submit", "-f", str(spec), "--gpus", "2", "--cpus", "1.5", "-e", "A=1", "-e", "B=2"],
+    )
+
+    assert result.exit_code == 0, result.output
+    assert posted == [{"image": "img", "gpus": 2, "cpus": 1.5, "env": {"A": "1", "B": "2"}}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["submit", "--gpus", "two", "img"], "'--gpus': 'two' is not a valid integer."),
+        (["submit", "--cpus", "x", "img"], "'--cpus': 'x' is not a valid number."),
+        (["logs", "abc"], "'job_id': 'abc' is not a valid integer."),
+    ],
+)
+def test_a_bad_value_is_a_usage_error(
+    posted: list[dict[str, Any]], args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(cli.app, args)
+
+    assert result.exit_code == 2
+    assert "Invalid value for " + message in result.output
+    assert posted == []
+
+
+def test_constrained_options_keep_typers_checks() -> None:
+    """``server --port`` has a range: typer's own conversion still checks it."""
+    result = CliRunner().invoke(cli.app, ["server", "--port", "0"])
+
+    assert result.exit_code == 2
+    assert "Invalid value for '--port'" in result.output
+
+
+def test_running_a_client_command_loads_no_pydantic() -> None:
+    code = (
+        "import sys; sys.argv = ['gpudock', 'jobs', '--limit', '5', '--state', 'PENDING']\n"
+        "from gpudock.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'rich')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"GPUDOCK_URL": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.stdout.strip() == "[]", done.stderr
+    assert "cannot reach the gpudock server" in done.stderr
