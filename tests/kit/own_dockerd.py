@@ -30,7 +30,6 @@ from typing import Any
 
 import docker
 import docker.errors
-
 from tests.kit.docker import CLIENT_TIMEOUT, TEST_IMAGE, docker_client, unavailable
 
 
@@ -96,7 +95,9 @@ class OwnDockerd:
                 return
             except (docker.errors.DockerException, OSError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"private dockerd did not start:\n{self.log()[-1500:]}") from None
+                    raise RuntimeError(
+                        f"private dockerd did not start:\n{self.log()[-1500:]}"
+                    ) from None
                 time.sleep(0.05)
 
     def kill9(self) -> list[int]:
@@ -116,10 +117,12 @@ class OwnDockerd:
     def teardown(self) -> None:
         """Remove every container, stop the daemon, delete the namespace, cgroups and roots."""
         if self.sock.exists() and (self.proc is None or self.proc.poll() is None):
-            with contextlib.suppress(docker.errors.DockerException, OSError):
-                with contextlib.closing(self.client()) as client:
-                    for summary in client.api.containers(all=True):
-                        client.api.remove_container(summary["Id"], v=True, force=True)
+            with (
+                contextlib.suppress(docker.errors.DockerException, OSError),
+                contextlib.closing(self.client()) as client,
+            ):
+                for summary in client.api.containers(all=True):
+                    client.api.remove_container(summary["Id"], v=True, force=True)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -38,7 +38,7 @@ def test_an_unknown_error_is_the_jobs_so_it_cannot_requeue_forever() -> None:
 
 def test_a_job_pattern_wins_over_an_engine_pattern_in_one_message() -> None:
     message = (
-        'failed to create shim task: OCI runtime create failed: unable to start container '
+        "failed to create shim task: OCI runtime create failed: unable to start container "
         'process: exec: "x": executable file not found in $PATH: context canceled'
     )
     assert classify(message, 400) is Fault.JOB
