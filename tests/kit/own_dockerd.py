@@ -203,6 +203,22 @@ class OwnDockerd:
             raise RuntimeError("the private dockerd is still running")
 
 
+def children(ppid: int) -> list[tuple[int, list[str]]]:
+    """(pid, argv) of each live child of ``ppid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == ppid:
+            out.append((int(entry.name), [a.decode(errors="replace") for a in argv if a]))
+    return out
+
+
 def _children(ppid: int, comm: str) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():
