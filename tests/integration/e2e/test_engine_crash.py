@@ -90,7 +90,9 @@ def test_dockerd_killed_during_launches_fails_no_job_and_starts_none_twice(
         engine.kill9()
         time.sleep(down)
         engine.start()
-        schedule.append(f"wave {wave}: kill -9 {after:.2f}s after submit ({states}), down {down:.2f}s")
+        schedule.append(
+            f"wave {wave}: kill -9 {after:.2f}s after submit ({states}), down {down:.2f}s"
+        )
     print(f"seed {seed}:\n  " + "\n  ".join(schedule))
 
     done = wait_for(
