@@ -53,6 +53,7 @@ _JOB_PATTERNS = (
 _ENGINE_PATTERNS = (
     r"\btask [0-9a-f]{12,64}: already exists",  # containerd kept a task across a crash
     r"\bid already in use",  # containerd kept the container of such a start
+    r"io\.containerd\.runtime\.v2\.task/\S+: file exists",  # a shim bundle left by a crash
     r"is already in progress",  # "removal of container … is already in progress"
     r"context canceled",
     r"context deadline exceeded",

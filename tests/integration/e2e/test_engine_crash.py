@@ -9,8 +9,12 @@ always succeed. Afterwards:
 
 - no job FAILED or was LOST (each has ``retries: 0``, so any engine fault
   that spent a retry would show as FAILED);
-- no job's command ran twice (each appends a line to its own file on a bind
-  mount) and no job reached RUNNING twice (its event log);
+- no job reached RUNNING twice (its event log), and no job's command ran
+  twice (each appends a line to its own file on a bind mount) unless the kill
+  cut that job's own ``docker start`` call: then Docker's API cannot say
+  whether the start happened (a restarted engine shows a container whose
+  command ran and exited during the outage as ``created`` again), and
+  gpudock starts it: the at-least-once window of docs/operations.md;
 - no gpudock container is left on the engine, and no containerd shim without
   a container runs a job's process. Shims that the engine forgot mid-start
   (their only child is ``runc init``, the command never ran) are out of reach
@@ -73,7 +77,7 @@ def launch_wave(api: Any, marks: Path, first: int, count: int) -> list[int]:
     ]
 
 
-def test_dockerd_killed_during_launches_fails_no_job_and_starts_none_twice(
+def test_dockerd_killed_during_launches_fails_no_job_and_starts_none_twice_by_itself(
     engine: OwnDockerd, server: ServerProcess
 ) -> None:
     seed = int(os.environ.get("GPUDOCK_CRASH_SEED", "28"))
@@ -103,9 +107,15 @@ def test_dockerd_killed_during_launches_fails_no_job_and_starts_none_twice(
     )  # fmt: skip
 
     failed = {j["id"]: (j["state"], j["reason"]) for j in done if j["state"] != "SUCCEEDED"}
-    assert not failed, f"jobs that did not succeed (seed {seed}, {schedule}): {failed}"
-    runs = {n: len((marks / str(n)).read_text().splitlines()) for n in range(JOBS)}
-    assert all(count == 1 for count in runs.values()), f"runs per job (seed {seed}): {runs}"
+    assert not failed, f"jobs that did not succeed (seed {seed}): {failed}"
+    runs = {job_id: len((marks / str(n)).read_text().splitlines()) for n, job_id in enumerate(jobs)}
+    assert all(count >= 1 for count in runs.values()), f"runs per job (seed {seed}): {runs}"
+    twice = {job_id for job_id, count in runs.items() if count > 1}
+    cut = {
+        job_id for job_id in jobs if f"job {job_id}: Docker unreachable; launch" in server.log_all()
+    }
+    assert twice <= cut, f"jobs run twice though no launch of theirs was cut: {twice - cut}"
+    print(f"ran twice, their start call cut by the kill (docs: at-least-once window): {twice}")
     for job in done:
         events = api.get(f"/v1/jobs/{job['id']}").json()["events"]
         assert sum(e["to"] == "RUNNING" for e in events) == 1, events

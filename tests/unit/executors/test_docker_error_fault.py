@@ -57,5 +57,15 @@ def test_the_engine_going_away_is_the_engines_fault(message: str) -> None:
     assert classify(message) is Fault.ENGINE
 
 
+def test_a_shim_bundle_left_by_a_crash_is_the_engines_fault() -> None:
+    """Seen in the engine-crash test (gpudock's short form; the middle of the path elided)."""
+    message = (
+        "failed to start shim: mkdir /tmp/gpudock-crash/exec/containerd/daemon/"
+        "io.containerd.runtime.v2.task/moby/b1c4052a84b463ff9cb0ef45d4d9fa828db3dba93f4c515a"
+        "291e3ffa00d52f4d: file exists"
+    )
+    assert classify(message, 500) is Fault.ENGINE
+
+
 def test_service_unavailable_is_the_engines_fault() -> None:
     assert classify("busy", 503) is Fault.ENGINE
