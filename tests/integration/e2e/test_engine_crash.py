@@ -124,7 +124,8 @@ def test_dockerd_killed_during_launches_fails_no_job_and_starts_none_twice_by_it
     print(f"ran twice, their start call cut by the kill (docs: at-least-once window): {twice}")
     for job in done:
         events = api.get(f"/v1/jobs/{job['id']}").json()["events"]
-        assert sum(e["to"] == "RUNNING" for e in events) == 1, events
+        # 0 when the container ran and exited before gpudock saw it run (STARTING → SUCCEEDED)
+        assert sum(e["to"] == "RUNNING" for e in events) <= 1, events
     requeues = [
         e["reason"]
         for j in done
