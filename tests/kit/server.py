@@ -118,6 +118,10 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
 
+    def log_all(self) -> str:
+        """The whole server log (``log()`` is its tail)."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
     @property
     def admin_token(self) -> str:
         return (self.home / "admin-token").read_text().strip()

@@ -19,6 +19,22 @@ class ExecutorUnavailable(Exception):
     """The container engine cannot be reached right now (transient)."""
 
 
+class EngineFault(ExecutorUnavailable):
+    """The engine answered, but failed a launch for its own reasons, not the job's.
+
+    Example: containerd still holds the task of a start that a crashed dockerd
+    never finished (``task …: already exists``). Retrying the same container
+    cannot help; a new attempt can. The half-made container has been removed
+    when the executor could (``removed`` says whether); the launcher requeues
+    the job without spending one of its retries. Classified by
+    ``gpudock.executors.errors.classify``.
+    """
+
+    def __init__(self, message: str, *, removed: bool = False) -> None:
+        super().__init__(message)
+        self.removed = removed
+
+
 class LaunchError(Exception):
     """The container cannot be started for a reason retrying will not fix.
 

@@ -61,12 +61,14 @@ from gpudock.executors._docker_spec import (
 from gpudock.executors.base import (
     ContainerState,
     ContainerStatus,
+    EngineFault,
     EventStream,
     ExecutorUnavailable,
     ExecutorWithEvents,
     LaunchError,
     LaunchRequest,
 )
+from gpudock.executors.errors import Fault, classify
 
 log = logging.getLogger("gpudock.executors.docker")
 
@@ -282,8 +284,13 @@ class DockerExecutor(ExecutorWithEvents):
                     time.sleep(pause)  # a racing launch holds the name but is not visible yet
                     pause = min(pause * 2, 0.5)
         except docker.errors.APIError as exc:
+            reason = _explanation(exc)
+            if classify(reason, exc.status_code) is Fault.ENGINE:
+                raise EngineFault(
+                    f"the engine failed container {request.name}: {short_engine_error(reason)}"
+                ) from exc
             raise LaunchError(
-                f"Docker refused container {request.name}: {short_engine_error(_explanation(exc))}"
+                f"Docker refused container {request.name}: {short_engine_error(reason)}"
             ) from exc
         raise ExecutorUnavailable(
             f"container {request.name}: its name stayed taken by a container that could not "
@@ -381,7 +388,13 @@ class DockerExecutor(ExecutorWithEvents):
             return None
         except docker.errors.APIError as exc:
             reason = _explanation(exc)
-            self._discard(client, container_id)
+            removed = self._discard(client, container_id)
+            if classify(reason, exc.status_code) is Fault.ENGINE:
+                raise EngineFault(
+                    f"the engine failed to start container {request.name}: "
+                    f"{short_engine_error(reason)}",
+                    removed=removed,
+                ) from exc
             if NO_GPU_DRIVER_TEXT in reason:
                 return self._without_gpu_driver(client, request, reason)
             raise LaunchError(
@@ -429,9 +442,18 @@ class DockerExecutor(ExecutorWithEvents):
             "containers only through NVIDIA_VISIBLE_DEVICES (gpu_mode auto -> env)"
         )
 
-    def _discard(self, client: Any, container_id: str) -> None:
-        """Remove a half-made container; a failure here must not hide the real error."""
+    def _discard(self, client: Any, container_id: str) -> bool:
+        """Remove a half-made container; a failure here must not hide the real error.
+
+        Returns whether it is gone. The removal goes through the engine's API
+        (``rm -f``); a containerd shim the engine has forgotten is out of its
+        reach (see docs/operations.md, "Failures and restarts").
+        """
         try:
             client.api.remove_container(container_id, v=True, force=True)
+        except docker.errors.NotFound:
+            return True
         except (docker.errors.DockerException, OSError) as exc:
             log.warning("could not remove half-made container %s: %s", container_id[:12], exc)
+            return False
+        return True

@@ -4,6 +4,19 @@ Idempotent and crash-safe: STARTING is committed before Docker is touched,
 the container name is fixed per attempt, and ``Executor.launch`` adopts a
 container that already exists. A server killed at any point and restarted
 therefore finishes the launch instead of starting a second container.
+
+Whose fault a failed launch is decides what happens (``executors.errors``):
+
+- the job's (``LaunchError``: a bad image, command or mount): the job FAILS;
+- the engine's, while it answers (``EngineFault``: e.g. containerd kept the
+  task of a start that a killed dockerd never finished): the container is
+  removed through the engine's API and the job is requeued to PENDING as a new
+  attempt, **without spending a retry**, with the reason in its event log.
+  After ``ENGINE_REQUEUE_LIMIT`` such requeues the job fails instead, so a
+  broken engine cannot requeue a job forever;
+- the engine unreachable (``ExecutorUnavailable``): nothing changes; the job
+  stays STARTING and the reconciler resumes the launch when the engine
+  answers (adopting the container if it runs, requeueing as above if not).
 """
 
 from __future__ import annotations
@@ -11,12 +24,17 @@ from __future__ import annotations
 import logging
 
 from gpudock.core.job import Job, JobState, container_name, parse_mount
-from gpudock.executors.base import ExecutorUnavailable, LaunchError, LaunchRequest
+from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
 from gpudock.runtime import node_health
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import jobs as job_store
 
 log = logging.getLogger("gpudock.launcher")
+
+ENGINE_REQUEUE_LIMIT = 5
+"""Requeues for the engine's faults one job may get before it fails instead."""
+ENGINE_REQUEUE_REASON = "engine fault while starting"
+"""How the event log's reason for such a requeue begins (they are counted by it)."""
 
 
 def launch(ctx: RuntimeContext, job_id: int) -> None:
@@ -41,6 +59,9 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             job.state, job.container_name = JobState.STARTING, name
     try:
         status = ctx.executor.launch(build_request(ctx, job))
+    except EngineFault as exc:
+        requeue_after_engine_fault(ctx, job, exc)
+        return
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
         log.warning("job %s: Docker unreachable; launch resumes when it returns", job_id)
@@ -72,6 +93,41 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
     if running:
         ctx.metrics.job_started(job.spec.queue, job.submitted_at, started_at)
     log.info("job %s running in %s on GPUs %s", job_id, job.container_name, ",".join(job.gpu_uuids))
+
+
+def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) -> None:
+    """Remove the attempt's container, then requeue the job without spending a retry.
+
+    If the container cannot be removed now (the engine went away again), the
+    job stays STARTING: the next reconcile pass launches it again, which
+    adopts the container if it runs or fails the same way and comes back here.
+    Past ``ENGINE_REQUEUE_LIMIT`` requeues the job FAILS with the engine's reason.
+    """
+    if not exc.removed and job.container_name is not None:
+        try:
+            ctx.executor.remove(job.container_name)
+        except ExecutorUnavailable as again:
+            node_health.mark_engine_down(ctx, again)
+            log.warning("job %s: %s; container not removed yet, retried later", job.id, exc)
+            return
+    with ctx.db.write() as session:
+        earlier = sum(
+            1
+            for event in job_store.job_events(session, job.id)
+            if (event["reason"] or "").startswith(ENGINE_REQUEUE_REASON)
+        )
+        if earlier >= ENGINE_REQUEUE_LIMIT:
+            target = JobState.FAILED
+            reason = f"could not start container: {exc} ({earlier} requeues after engine faults)"
+        else:
+            target = JobState.PENDING
+            reason = f"{ENGINE_REQUEUE_REASON} ({exc}); requeued, no retry used"
+        moved = job_store.transition(
+            session, job.id, JobState.STARTING, target, ctx.clock(), reason=reason
+        )
+    if moved:
+        ctx.wake_scheduler.set()  # its GPUs are free again
+        log.warning("job %s: %s", job.id, reason)
 
 
 def build_request(ctx: RuntimeContext, job: Job) -> LaunchRequest:

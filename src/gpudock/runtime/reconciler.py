@@ -164,21 +164,35 @@ def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> Future[No
         return None  # its finisher is at work: it archives the logs and removes it
 
     def clean() -> None:
-        if not container.finished:
-            current = ctx.executor.inspect(container.id)
-            if current is None or current.state is ContainerState.REMOVING:
-                return  # removed meanwhile, or being removed (by its job's finisher)
-            if not current.finished:
-                log.warning(
-                    "stopping container %s: it belongs to no active job (job %s)",
-                    container.name,
-                    container.job_id,
-                )
-                ctx.executor.stop(container.id, ctx.config.executor.stop_grace)
-        if container.job_id is not None and container.attempt is not None:
-            path = finisher.log_file(ctx, container.job_id, container.attempt)
-            if not path.exists():
-                finisher.archive_logs(ctx, container.job_id, container.attempt, container.id)
-        ctx.executor.remove(container.id)
+        try:
+            _remove_orphan(ctx, container)
+        except ExecutorUnavailable as exc:  # engine gone again, or it refused: next pass
+            log.warning("orphan container %s not removed yet: %s", container.name, exc)
 
     return ctx.run_once("orphan", key, clean)
+
+
+def _remove_orphan(ctx: RuntimeContext, container: ContainerStatus) -> None:
+    """Stop (if running), archive and remove one orphan through the engine's API.
+
+    Any state is handled: ``created`` (never started, or a start the engine
+    never finished: force-removed without a stop), ``running``, ``exited`` and
+    ``dead``; a removal already in progress counts as done. A containerd shim
+    that the engine itself forgot is out of reach here (docs/operations.md).
+    """
+    if not container.finished:
+        current = ctx.executor.inspect(container.id)
+        if current is None or current.state is ContainerState.REMOVING:
+            return  # removed meanwhile, or being removed (by its job's finisher)
+        if current.state is not ContainerState.CREATED and not current.finished:
+            log.warning(
+                "stopping container %s: it belongs to no active job (job %s)",
+                container.name,
+                container.job_id,
+            )
+            ctx.executor.stop(container.id, ctx.config.executor.stop_grace)
+    if container.job_id is not None and container.attempt is not None:
+        path = finisher.log_file(ctx, container.job_id, container.attempt)
+        if not path.exists():
+            finisher.archive_logs(ctx, container.job_id, container.attempt, container.id)
+    ctx.executor.remove(container.id)

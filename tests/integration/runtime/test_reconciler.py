@@ -20,7 +20,7 @@ from tests.kit.docker import TEST_IMAGE, cleanup_containers
 from tests.kit.server import wait_for
 
 from gpudock.config import ServerConfig
-from gpudock.executors.base import ContainerState, ContainerStatus
+from gpudock.executors.base import ContainerState, ContainerStatus, ExecutorUnavailable
 from gpudock.runtime import reconciler
 from gpudock.runtime.context import RuntimeContext
 from gpudock.server import build_server
@@ -114,3 +114,38 @@ def test_a_container_being_removed_is_left_to_its_remover(
         done.result(timeout=60)
     assert WARNING not in caplog.text
     assert calls == []
+
+
+def test_a_never_started_container_is_removed_without_a_stop_or_a_warning(
+    ctx: RuntimeContext, docker_api: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a requeue after an engine fault, or a crash between create and start, leaves."""
+    created = docker_api.api.create_container(
+        TEST_IMAGE,
+        ["sleep", "300"],
+        name=f"gpudock-{ctx.instance_id}-4545-a0",
+        labels={"gpudock.job": "4545", "gpudock.attempt": "0", "gpudock.instance": ctx.instance_id},
+    )
+    listed = ctx.executor.inspect(created["Id"])
+    assert listed is not None and listed.state is ContainerState.CREATED
+    with caplog.at_level(logging.WARNING, logger="gpudock.reconciler"):
+        clean_up(ctx, listed, docker_api)
+    assert WARNING not in caplog.text
+
+
+def test_an_orphan_the_engine_refuses_to_remove_is_left_for_the_next_pass(
+    ctx: RuntimeContext, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed = ContainerStatus("c0ffee", "gpudock-x-4646-a0", 4646, 0, ContainerState.DEAD)
+
+    def refuse(_id: str) -> None:
+        raise ExecutorUnavailable("Docker engine error while removing a container: driver busy")
+
+    monkeypatch.setattr(ctx.executor, "remove", refuse)
+    monkeypatch.setattr(ctx.executor, "logs", lambda *_a, **_k: iter(()))
+    with caplog.at_level(logging.WARNING, logger="gpudock.reconciler"):
+        done = reconciler._handle_orphan(ctx, listed)
+        assert done is not None
+        done.result(timeout=60)
+    assert "orphan container gpudock-x-4646-a0 not removed yet: " in caplog.text
+    assert "failed unexpectedly" not in caplog.text
