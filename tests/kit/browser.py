@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from tests.kit.docker import unavailable
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page, Route
+    from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Error, Page, Route
 
 CHROMIUM = os.environ.get("GPUDOCK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -92,8 +92,8 @@ class OfflinePage:
         self.context.set_default_timeout(TIMEOUT_MS)
         self.context.route("**/*", self._route)
         self.page: Page = self.context.new_page()
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
+        self.page.on("console", self._console)
+        self.page.on("pageerror", self._uncaught)
 
     def _route(self, route: Route) -> None:
         url = route.request.url
@@ -103,6 +103,13 @@ class OfflinePage:
         else:
             self.blocked.append(url)
             route.abort("blockedbyclient")
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def _uncaught(self, error: Error) -> None:
+        self.errors.append(f"uncaught: {error}")
 
     def screenshot(self, path: Path) -> Path:
         """Save a full-page PNG at ``path`` (folders created) and return it."""
