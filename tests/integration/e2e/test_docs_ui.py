@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from playwright.sync_api import Error as PlaywrightError
 from tests.kit.browser import OfflinePage
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.server import ServerProcess, submit
@@ -41,7 +42,12 @@ def test_docs_work_offline_and_try_it_out_uses_the_token(
     docs = offline_page(server.url)
     page = docs.page
     page.goto(server.url + "/docs")
-    assert page.locator(".swagger-ui .info .title").inner_text().startswith("gpudock")
+    title = page.locator(".swagger-ui .info .title")
+    try:
+        title.wait_for()
+    except PlaywrightError as exc:
+        raise AssertionError(f"/docs did not render (outside URLs: {docs.blocked})") from exc
+    assert title.inner_text().startswith("gpudock")
 
     # Try it out without a token: the server's own 401.
     page.locator(f"{JOBS_LIST} .opblock-summary").click()
