@@ -6,7 +6,7 @@
 # stderr) when it cannot do it:
 #
 #   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static
-#                            prometheus (promtool)
+#                            prometheus chromium (promtool; browser tests)
 #                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
 #                            dockerd without systemd; by default with the stand-in
@@ -39,7 +39,7 @@ _gpudock_pkg_installed() {
 
 ensure_packages() {  # [PKG...]; default: everything the test suite needs
     local pkg missing=() wanted=("$@")
-    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static prometheus)
+    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static prometheus chromium)
     for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done

@@ -6,8 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from gpudock import __version__
+from gpudock.api.docs import DocsPolicy
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
 from gpudock.api.routers import events, health, inventory, jobs, metrics, queues, tokens
@@ -28,7 +30,8 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
             if controller is not None:
                 controller.stop()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the server itself (api/docs.py).
+    app = FastAPIOffline(
         title="gpudock",
         version=__version__,
         description="GPU cluster manager for Docker containers.",
@@ -36,6 +39,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     )
     app.state.ctx = ctx
     app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
+    app.add_middleware(DocsPolicy)
     install_error_handlers(app)
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.auth import AuthService
@@ -35,10 +36,22 @@ def get_auth(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> AuthService:
     return AuthService(ctx)
 
 
+# Declares the OpenAPI ``bearer`` scheme (so /docs' "Authorize" takes a token); it
+# never answers itself: ``AuthService.authenticate`` reads the raw header and words
+# every 401.
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="A gpudock API token: `Authorization: Bearer <token>`.",
+)
+
+
 def get_principal(
     auth: Annotated[AuthService, Depends(get_auth)],
-    authorization: Annotated[str | None, Header()] = None,
+    _: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
+    """The caller of a ``/v1`` operation; ``Unauthorized`` without a valid bearer token."""
     return auth.authenticate(authorization)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.kit.browser import OfflinePage, artifacts_dir, launch_chromium
 from tests.kit.docker import cleanup_containers, docker_client, require_gpu_hook, require_test_image
 from tests.kit.server import ServerProcess
 
@@ -72,3 +73,33 @@ def server(
     server = make_server(db_url=db_url).start()
     yield server
     teardown(server, docker)  # before db_url drops the database
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """One headless Debian Chromium (a Playwright ``Browser``) for the whole session."""
+    with launch_chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def offline_page(
+    chromium: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[str], OfflinePage]]:
+    """Open pages that may reach only the given server origin (see ``OfflinePage``).
+
+    Each page's last state is saved as ``<test>-<n>.png`` under ``$GPUDOCK_ARTIFACTS``
+    (else the test's ``tmp_path``) when the test ends, passed or failed.
+    """
+    pages: list[OfflinePage] = []
+
+    def factory(origin: str) -> OfflinePage:
+        pages.append(OfflinePage(chromium, origin))
+        return pages[-1]
+
+    yield factory
+    folder = artifacts_dir(tmp_path)
+    for n, page in enumerate(pages):
+        with contextlib.suppress(Exception):  # a crashed page must not hide the test's error
+            page.screenshot(folder / f"{request.node.name}-{n}.png")
+        page.close()
