@@ -57,7 +57,7 @@ def engine() -> Iterator[OwnDockerd]:
 def server(engine: OwnDockerd, tmp_path: Path) -> Iterator[ServerProcess]:
     marks = tmp_path / "marks"
     marks.mkdir()
-    executor = {"stop_grace": "2s", "docker_url": engine.url, "allowed_mounts": [str(marks)]}
+    executor = {"stop_grace": "2s", "docker_url": engine.url, "allowed_mounts": [f"{marks}:rw"]}
     process = ServerProcess(tmp_path / "home", config={**FAST_CONFIG, "executor": executor})
     process.marks = marks  # type: ignore[attr-defined]
     process.start(wait=False)
