@@ -17,6 +17,7 @@ from gpudock import __version__, _native
 from gpudock.cli import render
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.events_cmd import events_command
+from gpudock.cli.token_cmd import token_app
 from gpudock.config import format_validation_error
 from gpudock.core.job import JobSpec
 
@@ -27,7 +28,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.command("events")(events_command)
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -318,16 +318,6 @@ def queues(output: Output = "table") -> None:
         out.print(render.queues_table(report))
         for warning in report.get("warnings", []):
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-
-
-@token_app.command("create")
-def token_create(
-    user: Annotated[str, typer.Option(help="user the token acts as")],
-    admin: Annotated[bool, typer.Option(help="make an admin token")] = False,
-) -> None:
-    """Create an API token (admin only). Printed once; store it safely."""
-    result = call("POST", "/v1/tokens", json={"user": user, "admin": admin})
-    out.print(result["token"], highlight=False)
 
 
 def register_server_command() -> None:
