@@ -36,9 +36,9 @@ that is ``capacity_warnings`` in ``quota.py``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.core.users import check_user
@@ -56,6 +56,17 @@ def _check_name(kind: str, value: str) -> str:
             f"starting with a letter or digit; got {value!r}"
         )
     return value
+
+
+def _check_member(value: str) -> str:
+    """A queue member: a user name, or ``group:NAME``."""
+    if value.startswith(GROUP_PREFIX):
+        _check_name("group", value.removeprefix(GROUP_PREFIX))
+        return value
+    try:
+        return check_user(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or 'group:NAME'") from None
 
 
 class QuotaConfig(BaseModel):
@@ -123,7 +134,7 @@ class QueueConfig(BaseModel):
         le=1_000_000,
         description="the highest raw priority a user may set; unset: default_priority",
     )
-    members: list[str] | None = Field(
+    members: list[Annotated[str, AfterValidator(_check_member)]] | None = Field(
         default=None, description="users and 'group:NAME' who may submit; unset: everyone"
     )
     max_pending_per_user: int | None = Field(
@@ -142,21 +153,10 @@ class QueueConfig(BaseModel):
 
     @field_validator("members")
     @classmethod
-    def _members(cls, value: list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        for index, member in enumerate(value):
-            if not isinstance(member, str):
-                raise ValueError(f"members[{index}] must be a user name or 'group:NAME'")
-            if member.startswith(GROUP_PREFIX):
-                _check_name("group", member.removeprefix(GROUP_PREFIX))
-            else:
-                try:
-                    check_user(member)
-                except ValueError as exc:
-                    raise ValueError(f"members[{index}]: {exc}, or 'group:NAME'") from None
-            if member in value[:index]:
-                raise ValueError(f"members[{index}]: {member!r} is listed twice")
+    def _members_once(cls, value: list[str] | None) -> list[str] | None:
+        for index, member in enumerate(value or []):
+            if member in (value or [])[:index]:
+                raise ValueError(f"{member!r} is listed twice")
         return value
 
     @model_validator(mode="after")
