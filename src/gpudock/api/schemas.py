@@ -168,7 +168,7 @@ class TokenCreate(BaseModel):
     user: str
     admin: bool = False
     name: str | None = Field(default=None, description="a label, e.g. laptop")
-    expires: str | float | None = Field(
+    expires: str | int | float | None = Field(
         default=None,
         description="lifetime: a positive duration such as 30d or 12h, or seconds; "
         "null: never expires",
