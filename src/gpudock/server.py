@@ -72,7 +72,11 @@ def build_server(
         instance = inv_store.instance_id(session)
         inv_store.register_node(session, inventory, now, config.node.traits())
         for other in inv_store.disown_other_nodes(session, node_name, now):
-            log.warning("node %s is registered but not this host: marked unavailable", other)
+            log.warning(
+                "node %s is registered but not this host: marked unavailable",
+                other,
+                extra={"node": other},
+            )
         new_token = None
         if not token_store.has_admin(session, now):  # none active: a fresh one to recover
             new_token = token_store.create_token(session, "admin", True, now)
