@@ -4,12 +4,15 @@ JSON object, and a request's id reaches the log records it causes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import wait_for, wait_state
+from tests.kit.server import gpudock_bin, wait_for, wait_state
 
 pytestmark = pytest.mark.docker
 
@@ -65,3 +68,23 @@ def test_json_logs_carry_time_level_logger_message_job_and_request_id(make_serve
     assert any(r.get("request_id") == generated for r in records), "the request's own line"
     assert any(r["logger"].startswith("uvicorn") for r in records), "uvicorn logs through it"
     assert not any(server.admin_token in json.dumps(r) for r in records), "never the secret"
+
+
+def test_a_bad_log_format_and_a_json_start_error_are_one_line(tmp_path: Path) -> None:
+    def start(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [gpudock_bin(), "server", "--port", "1", *args],
+            env={**os.environ, "GPUDOCK_HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    bad = start("--log-format", "xml")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "error: --log-format must be one of text, json; got 'xml'"
+    failed = start("--log-format", "json", "--db", "bogus")
+    assert failed.returncode == 2
+    (record,) = [json.loads(line) for line in failed.stderr.splitlines()]
+    assert record["level"] == "CRITICAL"
+    assert record["message"].startswith("--db 'bogus' is not a database URL")
