@@ -39,7 +39,7 @@ class Server:
     ctx: RuntimeContext
     controller: Controller
     app: FastAPI
-    new_admin_token: str | None  # set only on the very first start
+    new_admin_token: str | None  # set when no admin token was active (the first start)
 
 
 def build_server(
@@ -72,9 +72,13 @@ def build_server(
         instance = inv_store.instance_id(session)
         inv_store.register_node(session, inventory, now, config.node.traits())
         for other in inv_store.disown_other_nodes(session, node_name, now):
-            log.warning("node %s is registered but not this host: marked unavailable", other)
+            log.warning(
+                "node %s is registered but not this host: marked unavailable",
+                other,
+                extra={"node": other},
+            )
         new_token = None
-        if not token_store.has_admin(session):
+        if not token_store.has_admin(session, now):  # none active: a fresh one to recover
             new_token = token_store.create_token(session, "admin", True, now)
     if new_token is not None:
         _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")

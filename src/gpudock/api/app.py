@@ -12,6 +12,7 @@ from gpudock import __version__
 from gpudock.api.docs import DocsPolicy
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
+from gpudock.api.request_id import RequestId
 from gpudock.api.routers import events, health, inventory, jobs, metrics, queues, tokens
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
@@ -40,6 +41,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.state.ctx = ctx
     app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
     app.add_middleware(DocsPolicy)
+    app.add_middleware(RequestId)  # added last: outermost, so every response carries its id
     install_error_handlers(app)
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)

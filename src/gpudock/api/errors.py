@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpudock.api.limits import BodyTooLarge
 from gpudock.core.errors import GpudockError, InvalidInput, Unavailable
+from gpudock.logfmt import request_id
 from gpudock.store.db import database_unavailable
 
 log = logging.getLogger("gpudock.api")
@@ -140,4 +141,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "InternalError", "internal server error; see the server log")
+        rid = request_id.get()  # the outermost handler: RequestId's header never gets here
+        return error_response(
+            500,
+            "InternalError",
+            "internal server error; see the server log" + (f" (request id {rid})" if rid else ""),
+            headers={"X-Request-ID": rid} if rid else None,
+        )

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from gpudock.core.inventory import Gpu, Node
 from gpudock.core.job import Job, JobSpec
+from gpudock.store.tokens import TokenInfo
 
 
 class PendingReasonOut(BaseModel):
@@ -166,11 +167,47 @@ class TokenCreate(BaseModel):
 
     user: str
     admin: bool = False
+    name: str | None = Field(default=None, description="a label, e.g. laptop")
+    expires: str | int | float | None = Field(
+        default=None,
+        description="lifetime: a positive duration such as 30d or 12h, or seconds; "
+        "null: never expires",
+    )
 
 
-class TokenOut(BaseModel):
+class TokenInfoOut(BaseModel):
+    """A token without its secret."""
+
+    id: int
+    name: str | None
     user: str
     admin: bool
+    state: str = Field(description="active, expired or revoked")
+    created_at: float
+    created_by: str | None = Field(description="who created it; null: the server, or unknown")
+    expires_at: float | None = Field(description="null: never expires")
+    last_used_at: float | None = Field(description="updated at most once a minute")
+    revoked_at: float | None
+
+    @classmethod
+    def of(cls, info: TokenInfo, now: float) -> TokenInfoOut:
+        return cls(
+            id=info.id,
+            name=info.name,
+            user=info.user,
+            admin=info.is_admin,
+            state=info.state(now),
+            created_at=info.created_at,
+            created_by=info.created_by,
+            expires_at=info.expires_at,
+            last_used_at=info.last_used_at,
+            revoked_at=info.revoked_at,
+        )
+
+
+class TokenOut(TokenInfoOut):
+    """A new token: the secret is in ``token``, shown this once."""
+
     token: str
 
 

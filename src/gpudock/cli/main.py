@@ -34,6 +34,7 @@ from gpudock.cli.events_cmd import events_command
 from gpudock.cli.logs_cmd import logs
 from gpudock.cli.server_cmd import server
 from gpudock.cli.simulate_cmd import simulate_command
+from gpudock.cli.token_cmd import token_app
 
 params.install()  # plain int/str/Path conversion: no pydantic on the client's path
 app = typer.Typer(
@@ -44,7 +45,6 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,  # plain help: rendering it with rich costs more than the rest
 )
-token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(token_app, name="token")
 app.command("events")(events_command)
 
@@ -312,16 +312,6 @@ def queues(output: Output = "table") -> None:
         out.print(render.queues_table(report))
         for warning in report.get("warnings", []):
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-
-
-@token_app.command("create")
-def token_create(
-    user: Annotated[str, typer.Option(help="user the token acts as")],
-    admin: Annotated[bool, typer.Option(help="make an admin token")] = False,
-) -> None:
-    """Create an API token (admin only). Printed once; store it safely."""
-    result = call("POST", "/v1/tokens", json={"user": user, "admin": admin})
-    print(result["token"])
 
 
 # Commands in modules of their own (each light at import; see the module docstring).

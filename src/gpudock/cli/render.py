@@ -202,9 +202,15 @@ def _gpus(vector: dict[str, Any] | None) -> str:
 
 
 def queues_table(report: dict[str, Any]) -> Table:
-    """``gpudock queues``: one row per queue, GPU-equivalents (shares count fractions)."""
+    """``gpudock queues``: one row per queue, GPU-equivalents (shares count fractions).
+
+    Admins' reports carry ``members``: a MEMBERS and a MAX PENDING column, and
+    the groups as the caption. Users' get a YOU column: their pending jobs
+    against the per-user limit, or ``not a member``.
+    """
     table = Table(box=None, header_style="bold")
-    columns = (
+    admin = any("members" in q for q in report["queues"])
+    columns = [
         "QUEUE",
         "COHORT",
         "WEIGHT",
@@ -216,10 +222,16 @@ def queues_table(report: dict[str, Any]) -> Table:
         "BORROWED",
         "FAIR SHARE",
         "SHARE",
-    )
+    ]
+    columns += ["MEMBERS", "MAX PENDING"] if admin else ["YOU"]
     for col in columns:
-        table.add_column(col, no_wrap=True)
+        table.add_column(col, no_wrap=col != "MEMBERS", overflow="fold")
     for q in report["queues"]:
+        access = (
+            [_members(q.get("members")), _limit(q.get("max_pending_per_user"))]
+            if admin
+            else [_standing(q.get("you"))]
+        )
         table.add_row(
             q["name"],
             q["cohort"] or "-",
@@ -232,5 +244,29 @@ def queues_table(report: dict[str, Any]) -> Table:
             _gpus(q["borrowed"]),
             _gpus(q["fair_share"]),
             f"{q['effective_share']:.2f}",
+            *access,
+        )
+    groups = report.get("groups") or {}
+    if groups:
+        table.caption = escape(
+            "groups: " + "; ".join(f"{g}={','.join(users) or '-'}" for g, users in groups.items())
         )
     return table
+
+
+def _members(members: list[str] | None) -> str:
+    return "everyone" if members is None else escape(",".join(members) or "nobody")
+
+
+def _limit(value: int | None) -> str:
+    return "∞" if value is None else str(value)
+
+
+def _standing(you: dict[str, Any] | None) -> str:
+    """The caller's standing in one queue: ``2/5 pending``, ``not a member``."""
+    if not you:
+        return "-"
+    if not you.get("may_submit", True):
+        return "not a member"
+    limit = you.get("max_pending")
+    return f"{you.get('pending', 0)}/{_limit(limit)} pending"

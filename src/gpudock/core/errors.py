@@ -50,6 +50,15 @@ class Conflict(GpudockError):
     status_code = 409
 
 
+class TooManyRequests(GpudockError):
+    """A per-user limit (such as a queue's ``max_pending_per_user``) is reached.
+
+    Not an outage: the same request succeeds once the user's own jobs move on.
+    """
+
+    status_code = 429
+
+
 class IllegalTransition(Conflict):
     """A job state change that the state machine does not allow."""
 

@@ -21,10 +21,14 @@ Example (sizes accept ``320GiB``, durations ``7d``)::
           lend: true               # its unused guarantee may be borrowed
           default_priority: 0      # a job's priority when it names none
           max_user_priority: 10    # users may raise their own jobs up to here
+          members: [alice, "group:vision"]   # who may submit; unset: everyone
+          max_pending_per_user: 20 # a user's PENDING jobs here; over it a submit gets 429
+      groups:
+        vision: [alice, bob]
 
 An unset guarantee is 0 and an unset limit is unlimited. Queue ``default``
 exists even when not declared (``QueueSet`` adds it). Structural mistakes
-(duplicate names, unknown cohorts, guarantee above limit) fail validation
+(duplicate names, unknown cohorts or groups, guarantee above limit) fail validation
 here; comparing guarantees with the cluster's capacity needs the cluster, so
 that is ``capacity_warnings`` in ``quota.py``.
 """
@@ -32,14 +36,16 @@ that is ``capacity_warnings`` in ``quota.py``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpudock.core.units import parse_duration, parse_size
+from gpudock.core.users import check_user
 from gpudock.queue.resources import RESOURCES, Resource, amount, exact
 
 DEFAULT_QUEUE = "default"
+GROUP_PREFIX = "group:"
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 
 
@@ -50,6 +56,17 @@ def _check_name(kind: str, value: str) -> str:
             f"starting with a letter or digit; got {value!r}"
         )
     return value
+
+
+def _check_member(value: str) -> str:
+    """A queue member: a user name, or ``group:NAME``."""
+    if value.startswith(GROUP_PREFIX):
+        _check_name("group", value.removeprefix(GROUP_PREFIX))
+        return value
+    try:
+        return check_user(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or 'group:NAME'") from None
 
 
 class QuotaConfig(BaseModel):
@@ -93,6 +110,12 @@ class QueueConfig(BaseModel):
     most ``max_user_priority``, or, when that is unset, at most
     ``default_priority`` (only lower, like Slurm's ``nice``). A raw priority
     never lets a job preempt; only a preempting priority class does.
+
+    ``members`` lists who may submit here: user names and ``group:NAME``
+    entries (groups are declared in ``QueuesConfig.groups``); unset, the
+    queue is open to every user. Admins may submit to every queue. User
+    names are checked against the user pattern only (gpudock has no user
+    table). ``max_pending_per_user`` caps each user's PENDING jobs here.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -111,6 +134,12 @@ class QueueConfig(BaseModel):
         le=1_000_000,
         description="the highest raw priority a user may set; unset: default_priority",
     )
+    members: list[Annotated[str, AfterValidator(_check_member)]] | None = Field(
+        default=None, description="users and 'group:NAME' who may submit; unset: everyone"
+    )
+    max_pending_per_user: int | None = Field(
+        default=None, ge=1, description="each user's PENDING jobs in this queue; unset: no limit"
+    )
 
     @field_validator("name")
     @classmethod
@@ -121,6 +150,14 @@ class QueueConfig(BaseModel):
     @classmethod
     def _cohort(cls, value: str | None) -> str | None:
         return None if value is None else _check_name("cohort", value)
+
+    @field_validator("members")
+    @classmethod
+    def _members_once(cls, value: list[str] | None) -> list[str] | None:
+        for index, member in enumerate(value or []):
+            if member in (value or [])[:index]:
+                raise ValueError(f"{member!r} is listed twice")
+        return value
 
     @model_validator(mode="after")
     def _guarantee_within_limit(self) -> QueueConfig:
@@ -191,13 +228,32 @@ class FairShareConfig(BaseModel):
 
 
 class QueuesConfig(BaseModel):
-    """Cohorts, queues and fair-share settings; names are unique, cohorts declared."""
+    """Cohorts, groups, queues and fair-share settings.
+
+    Queue names are unique; every cohort and every ``group:NAME`` a queue
+    names is declared here.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cohorts: list[str] = Field(default_factory=list)
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="group name -> user names, for queue members"
+    )
     queues: list[QueueConfig] = Field(default_factory=list)
     fair_share: FairShareConfig = Field(default_factory=FairShareConfig)
+
+    @field_validator("groups")
+    @classmethod
+    def _group_members(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, users in value.items():
+            _check_name("group", name)
+            for index, user in enumerate(users):
+                try:
+                    check_user(user)
+                except ValueError as exc:
+                    raise ValueError(f"groups.{name}[{index}]: {exc}") from None
+        return value
 
     @field_validator("cohorts")
     @classmethod
@@ -226,7 +282,19 @@ class QueuesConfig(BaseModel):
                     f"queue {queue.name!r} refers to unknown cohort {queue.cohort!r} "
                     f"(declared cohorts: {declared})"
                 )
+            self._check_groups(index, queue)
         return self
+
+    def _check_groups(self, index: int, queue: QueueConfig) -> None:
+        """Every ``group:NAME`` in the queue's members is declared; the error names its path."""
+        for position, member in enumerate(queue.members or []):
+            group = member.removeprefix(GROUP_PREFIX)
+            if member.startswith(GROUP_PREFIX) and group not in self.groups:
+                declared = ", ".join(sorted(self.groups)) or "none; declare it under groups"
+                raise ValueError(
+                    f"queues[{index}].members[{position}]: queue {queue.name!r} names unknown "
+                    f"group {group!r} (declared groups: {declared})"
+                )
 
     def queue(self, name: str) -> QueueConfig:
         """The declared queue ``name``, or an undeclared queue's defaults."""

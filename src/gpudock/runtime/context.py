@@ -13,6 +13,7 @@ from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
 from gpudock.scheduler.snapshot import Snapshot
@@ -82,9 +83,12 @@ class RuntimeContext:
 
         def wrapper() -> None:
             try:
-                fn()
+                with bind_job(job_id):  # its log records carry the job
+                    fn()
             except Exception:
-                log.exception("%s of job %s failed unexpectedly", kind, job_id)
+                log.exception(
+                    "%s of job %s failed unexpectedly", kind, job_id, extra={"job": job_id}
+                )
             finally:
                 with self._lock:
                     self._inflight.discard(key)

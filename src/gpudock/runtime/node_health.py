@@ -23,4 +23,9 @@ def mark_engine_down(ctx: RuntimeContext, exc: ExecutorUnavailable) -> None:
             ctx.clock(),
         )
     if changed:
-        log.warning("node %s unavailable: Docker daemon unreachable: %s", ctx.node_name, exc)
+        log.warning(
+            "node %s unavailable: Docker daemon unreachable: %s",
+            ctx.node_name,
+            exc,
+            extra={"node": ctx.node_name},
+        )

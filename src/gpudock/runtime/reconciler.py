@@ -82,7 +82,11 @@ def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
             session, ctx.node_name, NodeStatus.AVAILABLE, None, ctx.clock()
         )
     if changed:
-        log.info("node %s available: Docker daemon answers", ctx.node_name)
+        log.info(
+            "node %s available: Docker daemon answers",
+            ctx.node_name,
+            extra={"node": ctx.node_name},
+        )
         ctx.wake_scheduler.set()
     return containers
 

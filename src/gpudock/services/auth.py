@@ -1,15 +1,63 @@
-"""Authentication: bearer tokens mapped to a ``Principal`` (user + admin flag)."""
+"""Authentication and the token lifecycle: bearer tokens mapped to a ``Principal``.
+
+Rules:
+
+* a request's token must be active: an unknown token is ``Unauthorized``
+  (401) ``invalid token``; a revoked or expired one is 401 saying which and
+  when (``token revoked at ...``, ``token expired at ...``, UTC ISO 8601);
+* each use records ``last_used_at``, written at most once a minute per token;
+* only admins create tokens (for any user, admin or not): a user's stolen
+  token must not be able to mint fresh ones that outlive its revocation;
+* users list and revoke their own tokens; admins anyone's. Another user's
+  token is ``NotFound`` to a user, as jobs are. Revoking a revoked token is
+  ``Conflict`` (409), and so is revoking the last active admin token;
+* ``expires`` is a positive duration (``30d``) up to ``MAX_EXPIRES``;
+  without it a token never expires.
+
+The time is ``ctx.clock()``, so tests move it instead of waiting.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from datetime import UTC, datetime
 
-from gpudock.core.errors import Forbidden, InvalidInput, Unauthorized
+from gpudock.core.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
+from gpudock.core.units import parse_duration
+from gpudock.core.users import USER_HELP, USER_PATTERN
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import tokens as token_store
-from gpudock.store.tokens import Principal
+from gpudock.store.tokens import Principal, TokenInfo
 
-_USER_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{0,63}$")
+MAX_EXPIRES = 10 * 365 * 86400.0  # ten years
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+ -]{0,63}$")
+
+
+def iso(at: float) -> str:
+    """``at`` (unix seconds) as ISO 8601 in UTC, e.g. ``2026-12-03T09:21:09+00:00``."""
+    return datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="seconds")
+
+
+def parse_expires(value: str | float | None) -> float | None:
+    """Seconds until expiry from ``30d``/``12h``/seconds; None: never. ``InvalidInput`` else."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise InvalidInput(f"expires: {exc}", field="expires") from None
+    if seconds <= 0:
+        raise InvalidInput(
+            f"expires must be a positive duration such as 30d, got {value!r}; "
+            "leave it out for a token that never expires",
+            field="expires",
+        )
+    if seconds > MAX_EXPIRES:
+        raise InvalidInput(
+            f"expires must be at most 3650d (ten years), got {value!r}", field="expires"
+        )
+    return seconds
 
 
 class AuthService:
@@ -23,19 +71,78 @@ class AuthService:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Authorization header must be 'Bearer <token>'")
+        now = self.ctx.clock()
         with self.ctx.db.read() as session:
-            principal = token_store.lookup(session, token.strip())
-        if principal is None:
-            raise Unauthorized("invalid or revoked token")
-        return principal
+            info = token_store.find(session, token.strip())
+        if info is None:
+            raise Unauthorized("invalid token")
+        state = info.state(now)
+        if state == "revoked":
+            assert info.revoked_at is not None
+            raise Unauthorized(f"token revoked at {iso(info.revoked_at)}")
+        if state == "expired":
+            assert info.expires_at is not None
+            raise Unauthorized(f"token expired at {iso(info.expires_at)}")
+        if token_store.due_for_touch(info, now):
+            with self.ctx.db.write() as session:
+                token_store.touch(session, info.id, now)
+        return info.principal
 
-    def create_token(self, principal: Principal, user: str, admin: bool = False) -> str:
-        """A new token for ``user``; only admins may create tokens."""
+    def create_token(
+        self,
+        principal: Principal,
+        user: str,
+        admin: bool = False,
+        name: str | None = None,
+        expires: str | float | None = None,
+    ) -> tuple[TokenInfo, str]:
+        """A new token for ``user`` and its secret (shown once); admins only."""
         if not principal.is_admin:
             raise Forbidden("only an admin can create tokens")
-        if not _USER_RE.fullmatch(user):
+        if not USER_PATTERN.fullmatch(user):
+            raise InvalidInput(f"user {user!r} must be {USER_HELP}", field="user")
+        if name is not None and not _NAME_RE.fullmatch(name):
             raise InvalidInput(
-                f"user {user!r} must be 1-64 letters, digits, '_', '.', '@', '-'", field="user"
+                f"name {name!r} must be 1-64 letters, digits, spaces or '_.@:+-', "
+                "starting with a letter or digit",
+                field="name",
             )
+        lifetime = parse_expires(expires)
+        now = self.ctx.clock()
         with self.ctx.db.write() as session:
-            return token_store.create_token(session, user, admin, self.ctx.clock())
+            return token_store.issue_token(
+                session,
+                user,
+                admin,
+                now,
+                name=name,
+                expires_at=None if lifetime is None else now + lifetime,
+                created_by=principal.user,
+            )
+
+    def list_tokens(self, principal: Principal, user: str | None = None) -> list[TokenInfo]:
+        """Tokens of ``user`` (all users' for admins without ``user``); users: their own."""
+        if not principal.is_admin:
+            if user is not None and user != principal.user:
+                raise Forbidden(f"users may list only their own tokens, not {user!r}'s")
+            user = principal.user
+        with self.ctx.db.read() as session:
+            return token_store.list_tokens(session, user)
+
+    def revoke(self, principal: Principal, token_id: int) -> TokenInfo:
+        """Revoke a token now and return it; see the module rules for the errors."""
+        now = self.ctx.clock()
+        with self.ctx.db.write() as session:
+            info = token_store.get_token(session, token_id)
+            if info is None or not (principal.is_admin or info.user == principal.user):
+                raise NotFound(f"token {token_id} not found")
+            if info.revoked_at is not None:
+                raise Conflict(f"token {token_id} was already revoked at {iso(info.revoked_at)}")
+            if info.is_admin and token_store.active_admin_tokens(session, now) == [token_id]:
+                raise Conflict(
+                    f"token {token_id} is the last active admin token; "
+                    "create another admin token before revoking it"
+                )
+            if not token_store.revoke(session, token_id, now):  # writers are serialized
+                raise Conflict(f"token {token_id} was already revoked")
+        return replace(info, revoked_at=now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +16,12 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.services.priority import resolve_priority
+from gpudock.services.queue_access import check_member, check_pending_limit
 from gpudock.store import jobs as job_store
 from gpudock.store.snapshot import load_nodes
 from gpudock.store.tokens import Principal
+
+log = logging.getLogger("gpudock.jobs")
 
 
 class JobService:
@@ -30,8 +34,12 @@ class JobService:
         Raises ``InvalidInput`` for a mount outside the admin allowlist (or
         ``:rw`` under a read-only entry) and for env keys the GPU policy refuses,
         ``Infeasible`` for a job no node could ever hold, and ``Forbidden`` for
-        a priority or priority class the caller may not use (``priority.py``).
+        a priority or priority class the caller may not use (``priority.py``) or
+        a queue the caller is not a member of, and ``TooManyRequests`` over
+        the queue's ``max_pending_per_user`` (``queue_access.py``).
         """
+        queues = self.ctx.config.scheduler.queues
+        check_member(principal, spec.queue, queues)
         self._check_mounts(spec)
         self._check_env(spec)
         if spec.gpu_memory is not None and spec.gpus == 0:  # else silently a CPU-only job
@@ -43,9 +51,17 @@ class JobService:
         spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
         self._check_feasible(spec)
         with self.ctx.db.write() as session:
+            check_pending_limit(session, principal, spec.queue, queues)
             job = job_store.insert_job(
                 session, spec, principal.user, self.ctx.clock(), can_preempt=can_preempt
             )
+        log.info(
+            "job %d submitted by %s to queue %s",
+            job.id,
+            principal.user,
+            spec.queue,
+            extra={"job": job.id},
+        )
         self.ctx.wake_scheduler.set()
         return job
 

@@ -9,20 +9,26 @@ from gpudock.queue.report import QueuesReport
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.admission import Admission, QueuePolicy, queue_usage, usable_capacity
 from gpudock.scheduler.snapshot import Snapshot
+from gpudock.services.queue_access import add_standing
 from gpudock.store.snapshot import load_snapshot
+from gpudock.store.tokens import Principal
+from gpudock.store.user_jobs import pending_by_queue
 
 
 class QueueService:
     def __init__(self, ctx: RuntimeContext) -> None:
         self.ctx = ctx
 
-    def report(self) -> dict[str, Any]:
+    def report(self, principal: Principal) -> dict[str, Any]:
         """Every declared queue (and any other queue with jobs): usage, guarantee,
-        limit, borrowed, lendable, fair-share entitlement and dominant share."""
+        limit, borrowed, lendable, fair-share entitlement and dominant share;
+        the caller's standing in each, and membership for admins (``add_standing``)."""
         with self.ctx.db.read() as session:
             snapshot = load_snapshot(session, self.ctx.clock())
+            pending = pending_by_queue(session, principal.user)
         config = self.ctx.config.scheduler.queues
-        return queue_report(snapshot, config, self.ctx.queue_history).to_dict()
+        report = queue_report(snapshot, config, self.ctx.queue_history).to_dict()
+        return add_standing(report, config, principal, pending)
 
 
 def queue_report(

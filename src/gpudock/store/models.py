@@ -191,6 +191,10 @@ class TokenRow(Base):
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[float] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float)
+    name: Mapped[str | None] = mapped_column(String(64))
+    expires_at: Mapped[float | None] = mapped_column(Float)  # None: never
+    last_used_at: Mapped[float | None] = mapped_column(Float)  # updated at most once a minute
+    created_by: Mapped[str | None] = mapped_column(String(128))
 
 
 Index("jobs_state_priority", JobRow.state, JobRow.priority, JobRow.submitted_at)

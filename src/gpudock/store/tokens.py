@@ -1,17 +1,27 @@
-"""API tokens. Tokens are random; only their SHA-256 is stored."""
+"""API tokens. Tokens are random; only their SHA-256 is stored.
+
+A token is active until it is revoked (``revoked_at``) or its ``expires_at``
+passes; ``find`` returns revoked and expired tokens too, so the caller can
+say which it was. ``last_used_at`` is written at most once per
+``TOUCH_EVERY`` seconds per token (``touch``), not once per request.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from gpudock.store.models import TokenRow
 
 TOKEN_PREFIX = "gpd_"
+TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
+
+TokenState = Literal["active", "expired", "revoked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,30 +30,152 @@ class Principal:
     is_admin: bool
 
 
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A stored token, never its secret."""
+
+    id: int
+    name: str | None
+    user: str
+    is_admin: bool
+    created_at: float
+    created_by: str | None
+    expires_at: float | None
+    last_used_at: float | None
+    revoked_at: float | None
+
+    def state(self, now: float) -> TokenState:
+        """``revoked`` wins over ``expired``; a token expires at ``expires_at`` exactly."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return "active"
+
+    @property
+    def principal(self) -> Principal:
+        return Principal(user=self.user, is_admin=self.is_admin)
+
+    @classmethod
+    def of(cls, row: TokenRow) -> TokenInfo:
+        return cls(
+            id=row.id,
+            name=row.name,
+            user=row.user,
+            is_admin=row.is_admin,
+            created_at=row.created_at,
+            created_by=row.created_by,
+            expires_at=row.expires_at,
+            last_used_at=row.last_used_at,
+            revoked_at=row.revoked_at,
+        )
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(session: Session, user: str, is_admin: bool, now: float) -> str:
-    """Create and return a new token; the plain text is never stored."""
+def issue_token(
+    session: Session,
+    user: str,
+    is_admin: bool,
+    now: float,
+    *,
+    name: str | None = None,
+    expires_at: float | None = None,
+    created_by: str | None = None,
+) -> tuple[TokenInfo, str]:
+    """Store a new token; return it and its secret (the plain text is never stored)."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(
-        TokenRow(token_hash=hash_token(token), user=user, is_admin=is_admin, created_at=now)
+    row = TokenRow(
+        token_hash=hash_token(token),
+        user=user,
+        is_admin=is_admin,
+        created_at=now,
+        name=name,
+        expires_at=expires_at,
+        created_by=created_by,
     )
+    session.add(row)
     session.flush()
-    return token
+    return TokenInfo.of(row), token
 
 
-def lookup(session: Session, token: str) -> Principal | None:
-    row = session.scalar(
-        select(TokenRow).where(
-            TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None)
-        )
+def create_token(session: Session, user: str, is_admin: bool, now: float) -> str:
+    """A new token that never expires; returns the secret."""
+    return issue_token(session, user, is_admin, now)[1]
+
+
+def find(session: Session, token: str) -> TokenInfo | None:
+    """The token with this secret, whatever its state; None if never issued."""
+    row = session.scalar(select(TokenRow).where(TokenRow.token_hash == hash_token(token)))
+    return None if row is None else TokenInfo.of(row)
+
+
+def lookup(session: Session, token: str, now: float) -> Principal | None:
+    """The principal of an active token; None if unknown, revoked or expired."""
+    info = find(session, token)
+    return None if info is None or info.state(now) != "active" else info.principal
+
+
+def get_token(session: Session, token_id: int) -> TokenInfo | None:
+    row = session.get(TokenRow, token_id)
+    return None if row is None else TokenInfo.of(row)
+
+
+def list_tokens(session: Session, user: str | None = None) -> list[TokenInfo]:
+    """Tokens (of ``user``, or all), oldest first, revoked and expired included."""
+    query = select(TokenRow).order_by(TokenRow.id)
+    if user is not None:
+        query = query.where(TokenRow.user == user)
+    return [TokenInfo.of(row) for row in session.scalars(query)]
+
+
+def revoke(session: Session, token_id: int, now: float) -> bool:
+    """Mark the token revoked at ``now``; False if it was revoked already (or is gone)."""
+    result = session.execute(
+        update(TokenRow)
+        .where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None))
+        .values(revoked_at=now)
     )
-    return None if row is None else Principal(user=row.user, is_admin=row.is_admin)
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-def has_admin(session: Session) -> bool:
+def touch(session: Session, token_id: int, now: float) -> bool:
+    """Set ``last_used_at = now`` unless it was set less than ``TOUCH_EVERY`` ago.
+
+    Conditional, so concurrent requests write it at most once per period.
+    """
+    result = session.execute(
+        update(TokenRow)
+        .where(
+            TokenRow.id == token_id,
+            or_(TokenRow.last_used_at.is_(None), TokenRow.last_used_at <= now - TOUCH_EVERY),
+        )
+        .values(last_used_at=now)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def due_for_touch(info: TokenInfo, now: float) -> bool:
+    """Whether a use at ``now`` should be written (``touch``)."""
+    return info.last_used_at is None or now - info.last_used_at >= TOUCH_EVERY
+
+
+def active_admin_tokens(session: Session, now: float) -> list[int]:
+    """Ids of admin tokens neither revoked nor expired at ``now``."""
+    query = select(TokenRow.id).where(
+        TokenRow.is_admin.is_(True),
+        TokenRow.revoked_at.is_(None),
+        or_(TokenRow.expires_at.is_(None), TokenRow.expires_at > now),
+    )
+    return list(session.scalars(query))
+
+
+def has_admin(session: Session, now: float | None = None) -> bool:
+    """Whether an admin token exists; with ``now``, an active one (not revoked, not expired)."""
+    if now is not None:
+        return bool(active_admin_tokens(session, now))
     return (
         session.scalar(select(TokenRow.id).where(TokenRow.is_admin.is_(True)).limit(1)) is not None
     )

@@ -147,9 +147,7 @@ def test_a_job_stored_under_looser_rules_stays_readable(server: ServerProcess) -
 
 def test_every_request_needs_a_valid_token(server: ServerProcess) -> None:
     assert error(httpx.get(server.url + "/v1/jobs"), 401)["message"].startswith("missing")
-    assert error(server.api(token="gpd_nope").get("/v1/jobs"), 401)["message"] == (
-        "invalid or revoked token"
-    )
+    assert error(server.api(token="gpd_nope").get("/v1/jobs"), 401)["message"] == ("invalid token")
     assert httpx.get(server.url + "/healthz").status_code == 200  # probes need no token
 
 

@@ -12,8 +12,12 @@ router = APIRouter(prefix="/v1", tags=["queues"])
 
 
 @router.get("/queues")
-def queues(_: CurrentUser, service: Queues) -> dict[str, Any]:
+def queues(user: CurrentUser, service: Queues) -> dict[str, Any]:
     """Capacity, unguaranteed capacity, and per queue: usage (GPU-equivalents, GPU
     memory bytes, CPUs), running and pending jobs, guarantee, limit, borrowed,
-    lendable, fair-share entitlement and (effective) dominant share; plus warnings."""
-    return service.report()
+    lendable, fair-share entitlement and (effective) dominant share; plus warnings.
+
+    Per queue also ``max_pending_per_user`` and the caller's standing ``you``
+    (member, may_submit, pending, max_pending); admins also see ``members``
+    (null: open to all) and the top-level ``groups``."""
+    return service.report(user)
