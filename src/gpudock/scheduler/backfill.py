@@ -44,7 +44,7 @@ from gpudock.scheduler.release import (
     releases_needed,
     usable_bound,
 )
-from gpudock.scheduler.snapshot import JobRequest, RunningJob
+from gpudock.scheduler.snapshot import JobRequest, ReservedGpus, RunningJob
 from gpudock.scheduler.wording import UNKNOWN_START, clock, expected_start, gpus_of
 
 
@@ -109,6 +109,11 @@ class Reservation:
         if self.held:
             state.release(self.job, self.node, self.held)
             self.held = ()
+
+    def published(self) -> ReservedGpus:
+        """What ``Plan.reservations`` shows of it: job, node, GPUs and start."""
+        start = None if math.isinf(self.start) else self.start
+        return ReservedGpus(self.job.id, self.job.user, self.node, self.gpus, start)
 
     def short_enough(self, job: JobRequest, now: float) -> bool:
         """True if ``job`` surely ends (``max_runtime``) before the reservation starts."""

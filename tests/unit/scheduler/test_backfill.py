@@ -12,6 +12,8 @@ from tests.unit.scheduler.builders import (
     run,
 )
 
+from gpudock.scheduler.snapshot import ReservedGpus
+
 NOW = 1000.0
 
 
@@ -139,3 +141,17 @@ def test_the_eta_gives_the_date_when_it_is_not_today() -> None:
     assert plan.pending[17][-1].counterfactual == (
         "expected to start ≈ Jan 04 00:00, in 2d23h, when job 10 reaches max_runtime"
     )
+
+
+def test_the_plan_lists_the_reservation_for_the_gpus_api() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(17).gpus(4).priority(10).cannot_preempt().user("alice")
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert plan.reservations == [ReservedGpus(17, "alice", "n0", (0, 1, 2, 3), 3600.0)]
+
+
+def test_a_reserved_job_that_preempts_publishes_no_reservation() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(1).gpus(4).priority(10)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert plan.preemptions and plan.reservations == []
