@@ -90,6 +90,12 @@ class JobDetailOut(JobOut):
     events: list[JobEventOut]
 
 
+class ReservedForOut(BaseModel):
+    job: int | None = Field(description="the reserving job; null when it is another user's")
+    user: str | None = Field(description="its owner; null when it is another user's")
+    eta: float | None = Field(description="expected start, epoch seconds; null = unknown")
+
+
 class GpuOut(BaseModel):
     uuid: str
     node: str
@@ -105,6 +111,9 @@ class GpuOut(BaseModel):
     numa: int | None = Field(description="host NUMA node; null = unknown")
     nvlink: int | None = Field(
         description="NVLink domain on its node (equal ids are NVLink-connected); null = none"
+    )
+    reserved_for: ReservedForOut | None = Field(
+        default=None, description="kept for a pending job by the last scheduling cycle"
     )
 
     @classmethod

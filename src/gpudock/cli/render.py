@@ -117,7 +117,7 @@ def gpus_table(gpus: list[dict[str, Any]]) -> Table:
     table = Table(box=None, header_style="bold")
     columns = (
         "NODE", "IDX", "UUID", "MODEL", "MEMORY", "USED", "MIG", "NUMA", "NVLINK", "HEALTH",
-        "HELD BY",
+        "HELD BY", "RESERVED FOR",
     )  # fmt: skip
     for col in columns:
         table.add_column(col, no_wrap=True)
@@ -143,8 +143,19 @@ def gpus_table(gpus: list[dict[str, Any]]) -> Table:
             _id_text(g.get("nvlink")),
             g["health"],
             held,
+            reserved_text(g.get("reserved_for")),
         )
     return table
+
+
+def reserved_text(reserved: dict[str, Any] | None) -> str:
+    """``job 17 (≈ 14:05)``, ``another job (start unknown)``, or ``-`` (local time)."""
+    if not reserved:
+        return "-"
+    who = f"job {reserved['job']}" if reserved.get("job") is not None else "another job"
+    eta = reserved.get("eta")
+    when = "start unknown" if eta is None else "≈ " + time.strftime("%H:%M", time.localtime(eta))
+    return f"{who} ({when})"
 
 
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:

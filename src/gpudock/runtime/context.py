@@ -16,7 +16,7 @@ from gpudock.executors.base import Executor
 from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
-from gpudock.scheduler.snapshot import Snapshot
+from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
 from gpudock.store.db import Database
 
 log = logging.getLogger("gpudock.runtime")
@@ -59,6 +59,7 @@ class RuntimeContext:
     gpus_emulated: bool = False
     queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
+    reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
     clock: Clock = field(default=time.time)
     metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)

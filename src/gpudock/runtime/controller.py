@@ -94,10 +94,12 @@ class Controller:
             snapshot = self._snapshots.load(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending:
+            ctx.reservations = ()
             return ApplyResult()
         if self._prices:
             snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
+        ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
         result = apply_plan(ctx.db, plan, ctx.clock())
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
         for placement in result.committed:

@@ -44,7 +44,8 @@ from gpudock.scheduler.release import (
     releases_needed,
     usable_bound,
 )
-from gpudock.scheduler.snapshot import JobRequest, RunningJob
+from gpudock.scheduler.snapshot import JobRequest, ReservedGpus, RunningJob
+from gpudock.scheduler.wording import UNKNOWN_START, clock, expected_start, gpus_of
 
 
 @dataclass(slots=True)
@@ -109,28 +110,38 @@ class Reservation:
             state.release(self.job, self.node, self.held)
             self.held = ()
 
+    def published(self) -> ReservedGpus:
+        """What ``Plan.reservations`` shows of it: job, node, GPUs and start."""
+        start = None if math.isinf(self.start) else self.start
+        return ReservedGpus(self.job.id, self.job.user, self.node, self.gpus, start)
+
     def short_enough(self, job: JobRequest, now: float) -> bool:
         """True if ``job`` surely ends (``max_runtime``) before the reservation starts."""
         return job.max_runtime is not None and now + job.max_runtime <= self.start
 
     def reason(self, now: float) -> PendingReason:
-        """Why the reserved job waits, with its ETA when known."""
+        """Why the reserved job waits, with its ETA when known (``wording.expected_start``)."""
         waits = ", ".join(str(i) for i in self.waiting_for)
         label = "job" if len(self.waiting_for) == 1 else "jobs"
+        eta = expected_start(self.start, now)
         if math.isinf(self.start):
-            eta = "start time unknown: the running jobs it waits for have no max_runtime"
-        else:
-            eta = f"expected to start in {format_duration(max(0.0, self.start - now))}"
-            if waits:
-                eta += f", when {label} {waits} reach{'es' if label == 'job' else ''} max_runtime"
+            eta += " (the running jobs it waits for have no max_runtime)"
+        elif waits:
+            eta += f", when {label} {waits} reach{'es' if label == 'job' else ''} max_runtime"
         return PendingReason(
-            "devices",
-            f"next in line: GPUs {list(self.gpus)} on node {self.node} are reserved for it",
-            eta,
+            "devices", f"next in line: {gpus_of(self.gpus, self.node)} reserved for it", eta
         )
 
     def blocked_reason(self, job: JobRequest, now: float) -> PendingReason:
-        """For a later job that would fit but for this reservation."""
+        """For a later job that would fit but for this reservation.
+
+        ``GPUs 2-3 of n0 are reserved for job 17 (expected to start ≈ 14:05)``:
+        the GPUs held now (idle, but kept for the reserved job), its id, and
+        its ETA in the server's local time, or ``when running jobs end``.
+        """
+        start = "expected to start " + (
+            UNKNOWN_START if math.isinf(self.start) else f"≈ {clock(self.start, now)}"
+        )
         if math.isinf(self.start):
             hint = "the reserved job's start is unknown, so no backfill onto its GPUs"
         else:
@@ -138,11 +149,8 @@ class Reservation:
                 f"with max_runtime at most {format_duration(max(0.0, self.start - now))} "
                 "it could backfill now"
             )
-        return PendingReason(
-            "priority",
-            f"GPUs on node {self.node} are reserved for job {self.job.id}, ahead of it in line",
-            hint,
-        )
+        gpus = gpus_of(self.held or self.gpus, self.node)
+        return PendingReason("priority", f"{gpus} reserved for job {self.job.id} ({start})", hint)
 
 
 def _earliest(job: JobRequest, state: CycleState, running: RunningOn, name: str) -> float | None:

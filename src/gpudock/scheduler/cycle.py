@@ -359,8 +359,9 @@ def explain(cycle: Cycle, reasons: bool) -> PendingReason | None:
     Later jobs held back only by the reservation get its reason first; then
     the reservation is released (what it holds is free to the reserved
     job), and the reserved job gets its reasons and its ETA, which is
-    returned (step 5 drops it when the job preempts instead). ``reasons``
-    False (``run_cycle``'s ``explain``) only releases the reservation.
+    returned (step 5 drops it when the job preempts instead). The
+    reservation goes into ``plan.reservations`` (for ``GET /v1/gpus``).
+    ``reasons`` False (``run_cycle``'s ``explain``) skips the wording.
     """
     plan, cache, reservation = cycle.plan, cycle.cache, cycle.reservation
     if reasons:
@@ -373,6 +374,7 @@ def explain(cycle: Cycle, reasons: bool) -> PendingReason | None:
         now = cycle.snapshot.now
         eta = explain_reservation(reservation, cycle.blocked, cycle.state, plan, now)
     reservation.release(cycle.state)
+    plan.reservations.append(reservation.published())
     if eta is not None:
         first = reservation.job
         plan.pending[first.id] = [*cache.verdicts(first).reasons(), eta]
@@ -408,8 +410,10 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
     reservation = cycle.reservation
-    if reservation is not None and eta is not None and reservation.job.id in reasons:
-        plan.pending[reservation.job.id].remove(eta)
+    if reservation is not None and reservation.job.id in reasons:  # it preempts instead
+        plan.reservations.clear()
+        if eta is not None:
+            plan.pending[reservation.job.id].remove(eta)
 
 
 def order_jobs(pending: Sequence[JobRequest], order: OrderPolicy) -> list[JobRequest]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.backfill import Reservation
-from gpudock.scheduler.capacity import CycleState, matches_model, usable_now
+from gpudock.scheduler.capacity import CycleState, GpuState, matches_model, usable_now
 from gpudock.scheduler.equivalence import VerdictCache
 from gpudock.scheduler.snapshot import JobRequest, Plan
 
@@ -56,19 +56,36 @@ def explain_reservation(
 ) -> PendingReason:
     """Step 4b: later jobs held back only by the reservation get its reason first.
 
+    Whole-GPU and shared jobs alike: a GPU held for the reserved job shows
+    no free memory, so without this a shared job would read "0B free" of
+    GPUs that are idle.
+
     Returns the reserved job's own ETA reason (``cycle.explain`` adds it to that job).
     """
     first = reservation.job.id
     node = state.nodes[reservation.node]
     held = [g for g in node.gpus if g.index in reservation.held]
+    mine = reservation.job.gpu_memory if reservation.job.shared else None
     for job in blocked:
-        if job.id == first or job.shared or not held:
+        if job.id == first or not held:
             continue
         free = sum(1 for g in node.gpus if usable_now(job, g))
-        usable_held = sum(1 for g in held if matches_model(job, g) and g.healthy)
+        usable_held = sum(1 for g in held if _usable_unheld(job, g, mine))
         if free < job.gpus <= free + usable_held:
             plan.pending[job.id] = [
                 reservation.blocked_reason(job, now),
                 *plan.pending.get(job.id, []),
             ]
     return reservation.reason(now)
+
+
+def _usable_unheld(job: JobRequest, gpu: GpuState, share: int | None) -> bool:
+    """Could ``job`` use ``gpu`` now were the reservation's hold on it (``share`` bytes for a
+    shared reserved job, else the whole GPU) given back?"""
+    if not gpu.healthy or not matches_model(job, gpu):
+        return False
+    if share is None:  # held exclusively: it was idle
+        return not job.shared or gpu.memory_total >= (job.gpu_memory or 0)
+    if not job.shared:
+        return gpu.shared_jobs == 1 and gpu.used_memory == share
+    return gpu.memory_total - gpu.used_memory + share >= (job.gpu_memory or 0)

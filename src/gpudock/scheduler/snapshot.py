@@ -157,9 +157,26 @@ class Preemption:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class ReservedGpus:
+    """GPUs ``gpus`` (indices) of ``node`` kept for pending job ``job_id`` (EASY backfill).
+
+    ``start``: when it is expected to start there (epoch seconds), None when
+    unknown (the running jobs it waits for have no ``max_runtime``).
+    """
+
+    job_id: int
+    user: str
+    node: str
+    gpus: tuple[int, ...]
+    start: float | None
+
+
 @dataclass(slots=True)
 class Plan:
     placements: list[Placement] = field(default_factory=list)
     pending: dict[int, list[PendingReason]] = field(default_factory=dict)
     preemptions: list[Preemption] = field(default_factory=list)
     gangs: list[GangPlacement] = field(default_factory=list)
+    reservations: list[ReservedGpus] = field(default_factory=list)  # informative: the applier
+    # ignores them; the controller publishes them for ``GET /v1/gpus``

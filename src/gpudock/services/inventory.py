@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpudock.core.inventory import Gpu, Node
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
+from gpudock.store.tokens import Principal
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedFor:
+    """Who a GPU is reserved for, as ``principal`` may see it.
+
+    ``job`` and ``user`` are None unless the reserving job is the
+    principal's own or the principal is an admin (other users' jobs are
+    "another job", as they are 404 elsewhere in the API). ``eta``: the
+    expected start (epoch seconds), None when unknown.
+    """
+
+    job: int | None
+    user: str | None
+    eta: float | None
 
 
 class InventoryService:
@@ -18,3 +36,17 @@ class InventoryService:
     def gpus(self) -> list[Gpu]:
         with self.ctx.db.read() as session:
             return inv_store.list_gpus(session)
+
+    def reservations(self, principal: Principal) -> dict[tuple[str, int], ReservedFor]:
+        """``(node, GPU index) -> ReservedFor`` from the latest scheduling cycle's Plan.
+
+        Published by the controller in memory (no store): empty after a
+        restart until the next cycle, and when nothing is pending.
+        """
+        found: dict[tuple[str, int], ReservedFor] = {}
+        for r in self.ctx.reservations:
+            mine = principal.is_admin or r.user == principal.user
+            shown = ReservedFor(r.job_id if mine else None, r.user if mine else None, r.start)
+            for index in r.gpus:
+                found[(r.node, index)] = shown
+        return found

@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from gpudock.sim.results import JobRecord, RunRecord
+from gpudock.sim.ties import tie_sentence, tied_with
 
 Point = tuple[float, float]
 
@@ -233,8 +234,13 @@ def best_deployable(summaries: Sequence[Mapping[str, object]]) -> Mapping[str, o
     return min(candidates, key=_jct_rank)
 
 
-def recommend(summaries: Sequence[Mapping[str, object]]) -> str:
-    """A few plain-text sentences recommending one deployable policy.
+def recommend(summaries: Sequence[Mapping[str, object]], noise: float = 0.0) -> str:
+    """A few plain-text sentences recommending one deployable policy, or a tie.
+
+    When other deployable policies tie with ``best_deployable`` on average
+    JCT (within ``noise``, the run-to-run spread the caller measured; 0 for
+    single runs: exactly equal), it reports the tie and recommends none
+    (``ties.py``).
 
     Picks ``best_deployable``, backs it with its numbers (average JCT, the
     ratio to the best oracle, p50/p99, preemptions, utilization, unfinished
@@ -247,6 +253,9 @@ def recommend(summaries: Sequence[Mapping[str, object]]) -> str:
         return "No deployable (non-oracle) policy finished any job, so none is recommended."
     name = str(best.get("policy"))
     deployable = [s for s in summaries if s.get("oracle") is not True]
+    tied = tied_with(best, [s for s in deployable if s is not best], noise)
+    if tied:
+        return tie_sentence(best, tied, noise)
     avg = _number(best, "avg_jct_s") or 0.0
     if len(deployable) == 1:
         lead = f"It is the only deployable policy simulated (average JCT {_secs(avg)}"

@@ -29,6 +29,7 @@ from gpudock.sim.metrics import (
     utilization_over_time,
 )
 from gpudock.sim.results import RunRecord
+from gpudock.sim.ties import tied_with
 
 __all__ = ["MAX_QUEUES_PLOTTED", "PLOTS", "recommend", "write_report"]
 
@@ -376,6 +377,9 @@ def _render_page(
     share_note: str,
 ) -> str:
     best = best_deployable(summaries)
+    rivals = [s for s in summaries if s.get("oracle") is not True and s is not best]
+    if best is not None and tied_with(best, rivals):  # a tie: no column is marked best
+        best = None
     best_name = None if best is None else str(best.get("policy"))
     figures = "".join(
         _figure(src, alt, caption + (share_note if src == "queue_share.png" else ""))

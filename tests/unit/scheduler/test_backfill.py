@@ -12,6 +12,8 @@ from tests.unit.scheduler.builders import (
     run,
 )
 
+from gpudock.scheduler.snapshot import ReservedGpus
+
 NOW = 1000.0
 
 
@@ -30,8 +32,10 @@ def test_the_blocked_job_gets_an_eta_and_a_short_job_backfills_in_its_shadow() -
     placed = placement_of(plan, 2)
     assert placed is not None and gpu_indices(placed) == [3]
     eta = plan.pending[1][-1]
-    assert eta.message == "next in line: GPUs [0, 1, 3] on node n0 are reserved for it"
-    assert eta.counterfactual == "expected to start in 43m20s, when job 10 reaches max_runtime"
+    assert eta.message == "next in line: GPUs 0-1, 3 of n0 are reserved for it"
+    assert eta.counterfactual == (
+        "expected to start ≈ 01:00, in 43m20s, when job 10 reaches max_runtime"
+    )
 
 
 def test_a_job_without_max_runtime_may_not_take_reserved_gpus() -> None:
@@ -42,7 +46,7 @@ def test_a_job_without_max_runtime_may_not_take_reserved_gpus() -> None:
     assert placement_of(plan, 2) is None
     reason = plan.pending[2][0]
     assert reason.layer == "priority"
-    assert reason.message == "GPUs on node n0 are reserved for job 1, ahead of it in line"
+    assert reason.message == "GPUs 2-3 of n0 are reserved for job 1 (expected to start ≈ 01:00)"
     assert reason.counterfactual == "with max_runtime at most 43m20s it could backfill now"
 
 
@@ -83,5 +87,71 @@ def test_unknown_start_when_running_jobs_have_no_max_runtime() -> None:
     big = make_job(1).gpus(4).priority(10).cannot_preempt()
     plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
     assert plan.pending[1][-1].counterfactual == (
-        "start time unknown: the running jobs it waits for have no max_runtime"
+        "expected to start when running jobs end (the running jobs it waits for have no"
+        " max_runtime)"
     )
+
+
+# the words of a reservation (issue 29: "0B free" on GPUs that were idle but reserved)
+
+
+def test_a_blocked_job_is_told_which_gpus_are_reserved_for_whom_and_until_when() -> None:
+    """GPUs 0-1 run job 10 until 3600 (01:00 UTC); 2-5 are idle but held for job 17."""
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(17).gpus(6).priority(10).cannot_preempt()
+    small = make_job(18).gpus(2).submitted(1)
+    plan = run(make_snapshot([make_node("n0").gpus(6)], [big, small], now=NOW, running=running))
+    reason = plan.pending[18][0]
+    assert (reason.layer, reason.message) == (
+        "priority",
+        "GPUs 2-5 of n0 are reserved for job 17 (expected to start ≈ 01:00)",
+    )
+    assert plan.pending[17][-1].message == "next in line: GPUs 0-5 of n0 are reserved for it"
+
+
+def test_a_blocked_job_is_told_the_start_is_unknown_when_no_running_job_has_max_runtime() -> None:
+    running = [make_running(10).on("n0", 0, 1)]
+    big = make_job(17).gpus(4).priority(10).cannot_preempt()
+    small = make_job(18).submitted(1)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big, small], now=NOW, running=running))
+    reason = plan.pending[18][0]
+    assert reason.message == (
+        "GPUs 2-3 of n0 are reserved for job 17 (expected to start when running jobs end)"
+    )
+    assert reason.counterfactual == (
+        "the reserved job's start is unknown, so no backfill onto its GPUs"
+    )
+
+
+def test_a_shared_job_is_told_the_idle_gpus_are_reserved_not_that_they_have_0b_free() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(17).gpus(4).priority(10).cannot_preempt()
+    shared = make_job(18).gpus(1).gpu_memory("4GiB").submitted(1)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big, shared], now=NOW, running=running))
+    assert placement_of(plan, 18) is None
+    assert plan.pending[18][0].message == (
+        "GPUs 2-3 of n0 are reserved for job 17 (expected to start ≈ 01:00)"
+    )
+
+
+def test_the_eta_gives_the_date_when_it_is_not_today() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3 * 86400)]
+    big = make_job(17).gpus(4).priority(10).cannot_preempt()
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert plan.pending[17][-1].counterfactual == (
+        "expected to start ≈ Jan 04 00:00, in 2d23h, when job 10 reaches max_runtime"
+    )
+
+
+def test_the_plan_lists_the_reservation_for_the_gpus_api() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(17).gpus(4).priority(10).cannot_preempt().user("alice")
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert plan.reservations == [ReservedGpus(17, "alice", "n0", (0, 1, 2, 3), 3600.0)]
+
+
+def test_a_reserved_job_that_preempts_publishes_no_reservation() -> None:
+    running = [make_running(10).on("n0", 0, 1).started(0).max_runtime(3600)]
+    big = make_job(1).gpus(4).priority(10)
+    plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
+    assert plan.preemptions and plan.reservations == []

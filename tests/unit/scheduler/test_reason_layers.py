@@ -225,7 +225,7 @@ EXACT = [  # job 1's reasons, all of them
             [make_job(2).gpus(4).priority(10).cannot_preempt(), make_job(1)],
             running=(make_running(10).on("n0", 0, 1).max_runtime(3600),),
         ),
-        "[priority] GPUs on node n0 are reserved for job 2, ahead of it in line"
+        "[priority] GPUs 2-3 of n0 are reserved for job 2 (expected to start ≈ 01:00)"
         " => with max_runtime at most 43m20s it could backfill now",
         "[devices] needs 1 GPU; node n0 has 0 free => runs when 1 more GPU free up on n0",
     ),
@@ -323,8 +323,8 @@ def test_the_reserved_job_is_told_its_eta() -> None:
     """Equal priorities, so job 1 cannot preempt: it is next in line until job 10 ends."""
     running = (make_running(10).on("n0", 0, 1).started(0).max_runtime(3600),)
     assert reasons(cycle(n0(), [make_job(1).gpus(4)], running=running))[-1] == (
-        "[devices] next in line: GPUs [0, 1, 2, 3] on node n0 are reserved for it"
-        " => expected to start in 43m20s, when job 10 reaches max_runtime"
+        "[devices] next in line: GPUs 0-3 of n0 are reserved for it"
+        " => expected to start ≈ 01:00, in 43m20s, when job 10 reaches max_runtime"
     )
 
 
@@ -410,7 +410,7 @@ def test_a_reservation_of_equal_priority_is_not_called_higher_priority() -> None
     running = (make_running(10).on("n0", 0, 1).max_runtime(3600),)
     jobs = [make_job(2).gpus(4), make_job(1).submitted(1)]  # equal priority, job 2 first
     first = reasons(cycle(n0(), jobs, running=running))[0]
-    assert first.startswith("[priority] GPUs on node n0 are reserved for ")
+    assert first.startswith("[priority] GPUs 2-3 of n0 are reserved for ")
     assert "job 2" in first and "higher-priority" not in first
 
 

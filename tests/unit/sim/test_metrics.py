@@ -364,3 +364,29 @@ def test_the_recommendation_says_when_nothing_beats_it() -> None:
 def test_ties_on_average_jct_go_to_the_lower_p99() -> None:
     summaries = [policy_summary("x", 100, p99=500), policy_summary("y", 100, p99=300)]
     assert best_deployable(summaries) is summaries[1]
+
+
+# ---- ties ----------------------------------------------------------------------------
+
+
+def test_an_exact_tie_is_reported_and_nothing_is_recommended() -> None:
+    """One run per policy measures no spread: equal average JCTs tie, even if p99 differs."""
+    summaries = [
+        policy_summary("default", 1500, p99=4000),
+        policy_summary("fifo", 1500, p99=9000),
+        policy_summary("srtf", 900, oracle=True),
+    ]
+    text = recommend(summaries)
+    assert text == (
+        "Tie: default and fifo have the same average JCT (1,500.0 s), so none is recommended."
+    )
+    assert "Recommended" not in text
+
+
+def test_a_difference_the_noise_covers_is_a_tie_and_one_beyond_it_is_not() -> None:
+    summaries = [policy_summary("default", 1500), policy_summary("fifo", 1510)]
+    assert recommend(summaries).startswith("Recommended: default.")  # 10 s apart, no noise
+    assert recommend(summaries, noise=12.0).startswith(
+        "Tie: default and fifo have average JCTs within the run-to-run spread"
+    )
+    assert recommend(summaries, noise=9.9).startswith("Recommended: default.")

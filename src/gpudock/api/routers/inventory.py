@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from gpudock.api.deps import CurrentUser, Inventory
-from gpudock.api.schemas import GpuOut, NodeOut
+from gpudock.api.schemas import GpuOut, NodeOut, ReservedForOut
 
 router = APIRouter(prefix="/v1", tags=["inventory"])
 
@@ -16,5 +16,11 @@ def nodes(_: CurrentUser, inventory: Inventory) -> list[NodeOut]:
 
 
 @router.get("/gpus", response_model=list[GpuOut])
-def gpus(_: CurrentUser, inventory: Inventory) -> list[GpuOut]:
-    return [GpuOut.of(g) for g in inventory.gpus()]
+def gpus(principal: CurrentUser, inventory: Inventory) -> list[GpuOut]:
+    reserved = inventory.reservations(principal)
+    out = [GpuOut.of(g) for g in inventory.gpus()]
+    for gpu in out:
+        held = reserved.get((gpu.node, gpu.index))
+        if held is not None:
+            gpu.reserved_for = ReservedForOut(job=held.job, user=held.user, eta=held.eta)
+    return out
