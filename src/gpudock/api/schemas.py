@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from gpudock.core.inventory import Gpu, Node
+from gpudock.core.spec_schema import USER_PATTERN
 from gpudock.core.job import Job, JobSpec
 
 
@@ -164,7 +165,10 @@ class NodeOut(BaseModel):
 class TokenCreate(BaseModel):
     model_config = {"extra": "forbid"}
 
-    user: str
+    user: str = Field(
+        description="1-64 letters, digits, '_', '.', '@', '-'",
+        json_schema_extra={"pattern": USER_PATTERN},
+    )
     admin: bool = False
 
 

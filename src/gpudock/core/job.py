@@ -32,7 +32,12 @@ from pydantic import (
 
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.errors import IllegalTransition
-from gpudock.core.image_ref import IMAGE_REFERENCE_PATTERN, check_image_reference
+from gpudock.core import spec_schema as schema
+from gpudock.core.image_ref import (
+    IMAGE_REFERENCE_PATTERN,
+    MAX_REFERENCE_LENGTH,
+    check_image_reference,
+)
 from gpudock.core.units import parse_duration, parse_size
 
 
@@ -96,9 +101,9 @@ def check_transition(current: JobState, target: JobState, reason: str | None = N
         raise IllegalTransition(f"a job entering {target} needs a reason")
 
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_KEY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$")
+_NAME_RE = re.compile(schema.NAME_PATTERN)
+_ENV_KEY_RE = re.compile(schema.ENV_KEY_PATTERN)
+_LABEL_KEY_RE = re.compile(schema.LABEL_KEY_PATTERN)
 _MOUNT_MODES = ("ro", "rw")
 MAX_ARGS = 4096  # command arguments
 MAX_ENV = 1024  # env entries
@@ -129,13 +134,28 @@ class JobSpec(BaseModel):
 
     image: str = Field(
         description="container image, e.g. pytorch/pytorch:latest (Docker's reference grammar)",
-        json_schema_extra={"pattern": IMAGE_REFERENCE_PATTERN, "minLength": 1},
+        json_schema_extra={
+            "pattern": IMAGE_REFERENCE_PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_REFERENCE_LENGTH,
+        },
     )
-    name: str | None = Field(default=None, description="a short name for humans")
+    name: str | None = Field(
+        default=None,
+        description="a short name for humans",
+        json_schema_extra={"pattern": schema.NAME_PATTERN},
+    )
     command: list[str] | None = Field(
-        default=None, max_length=MAX_ARGS, description="argv; default: the image's"
+        default=None,
+        max_length=MAX_ARGS,
+        description="argv; default: the image's",
+        json_schema_extra={"items": {"type": "string", "maxLength": MAX_TEXT}},
     )
-    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_ENV,
+        json_schema_extra=schema.text_map(schema.ENV_KEY_ALLOWED_PATTERN, MAX_TEXT),
+    )
     gpus: int = Field(default=0, ge=0, le=1024, description="number of GPUs (0 for CPU-only)")
     gpu_memory: int | None = Field(
         default=None, description="per-GPU memory share in bytes (accepts '20GiB'); shared job"
@@ -147,8 +167,12 @@ class JobSpec(BaseModel):
     memory: int | None = Field(default=None, description="memory limit in bytes (accepts '8GiB')")
     shm_size: int | None = Field(default=None, description="/dev/shm size (accepts '1GiB')")
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-    queue: str = Field(default="default")
-    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
+    queue: str = Field(default="default", json_schema_extra={"pattern": schema.NAME_PATTERN})
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_LABELS,
+        json_schema_extra=schema.text_map(schema.LABEL_KEY_ALLOWED_PATTERN, MAX_TEXT),
+    )
     max_runtime: float | None = Field(
         default=None, description="seconds (accepts '2h'); the job is stopped when it runs over"
     )
@@ -173,10 +197,12 @@ class JobSpec(BaseModel):
     node_selector: dict[str, str] = Field(
         default_factory=dict,
         description="node labels the job's node must carry: {key: value} (or ['key=value'])",
+        json_schema_extra=schema.node_selector_schema(),
     )
     tolerations: list[str] = Field(
         default_factory=list,
         description="node taints the job accepts: 'key=value[:NoSchedule]', 'key' or '*'",
+        json_schema_extra={"items": {"type": "string", "pattern": schema.TOLERATION_PATTERN}},
     )
     topology: Topology | None = Field(
         default=None,
@@ -205,6 +231,14 @@ class JobSpec(BaseModel):
         env, and PostgreSQL cannot store them."""
         if _holds_nul(value):
             raise ValueError(f"{info.field_name} must not contain NUL (\\x00) characters")
+        return value
+
+    @field_validator("gpus", "priority", "retries", "nodes", mode="before")
+    @classmethod
+    def _no_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """``true`` is not the number 1 (as the schema's ``integer`` says)."""
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be an integer, not {str(value).lower()}")
         return value
 
     @field_validator("image")

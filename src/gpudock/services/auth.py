@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 
 from gpudock.core.errors import Forbidden, InvalidInput, Unauthorized
+from gpudock.core.spec_schema import USER_PATTERN
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import tokens as token_store
 from gpudock.store.tokens import Principal
 
-_USER_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{0,63}$")
+_USER_RE = re.compile(USER_PATTERN)
 
 
 class AuthService:
