@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from gpudock.core.inventory import Gpu, Node
-from gpudock.core.spec_schema import USER_PATTERN
 from gpudock.core.job import Job, JobSpec
+from gpudock.core.spec_schema import USER_PATTERN
 
 
 class PendingReasonOut(BaseModel):

@@ -30,9 +30,9 @@ from pydantic import (
     model_validator,
 )
 
+from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.errors import IllegalTransition
-from gpudock.core import spec_schema as schema
 from gpudock.core.image_ref import (
     IMAGE_REFERENCE_PATTERN,
     MAX_REFERENCE_LENGTH,

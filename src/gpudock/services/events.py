@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from collections.abc import Sequence
 
 from gpudock.core.errors import InvalidInput, NotFound
