@@ -169,7 +169,7 @@ class TokenCreate(BaseModel):
         description="1-64 letters, digits, '_', '.', '@', '-'",
         json_schema_extra={"pattern": USER_PATTERN},
     )
-    admin: bool = False
+    admin: bool = Field(default=False, strict=True)
 
 
 class TokenOut(BaseModel):

@@ -158,14 +158,24 @@ class JobSpec(BaseModel):
     )
     gpus: int = Field(default=0, ge=0, le=1024, description="number of GPUs (0 for CPU-only)")
     gpu_memory: int | None = Field(
-        default=None, description="per-GPU memory share in bytes (accepts '20GiB'); shared job"
+        default=None,
+        description="per-GPU memory share in bytes (accepts '20GiB'); shared job",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     gpu_model: str | None = Field(default=None, description="GPU model constraint, e.g. H100")
     cpus: float | None = Field(
         default=None, gt=0, le=4096, allow_inf_nan=False, description="CPU limit in cores"
     )
-    memory: int | None = Field(default=None, description="memory limit in bytes (accepts '8GiB')")
-    shm_size: int | None = Field(default=None, description="/dev/shm size (accepts '1GiB')")
+    memory: int | None = Field(
+        default=None,
+        description="memory limit in bytes (accepts '8GiB')",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
+    )
+    shm_size: int | None = Field(
+        default=None,
+        description="/dev/shm size (accepts '1GiB')",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
+    )
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     queue: str = Field(default="default", json_schema_extra={"pattern": schema.NAME_PATTERN})
     labels: dict[str, str] = Field(
@@ -174,7 +184,9 @@ class JobSpec(BaseModel):
         json_schema_extra=schema.text_map(schema.LABEL_KEY_ALLOWED_PATTERN, MAX_TEXT),
     )
     max_runtime: float | None = Field(
-        default=None, description="seconds (accepts '2h'); the job is stopped when it runs over"
+        default=None,
+        description="seconds (accepts '2h'); the job is stopped when it runs over",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     retries: int = Field(default=0, ge=0, le=100, description="re-runs after a failure or loss")
     mounts: list[str] = Field(
@@ -187,9 +199,11 @@ class JobSpec(BaseModel):
     priority_class: str | None = Field(
         default=None, description="a priority class from the server config (sets priority)"
     )
-    preemptible: bool = Field(default=True, description="false: never preempted")
+    preemptible: bool = Field(default=True, strict=True, description="false: never preempted")
     min_runtime: float | None = Field(
-        default=None, description="seconds (accepts '30m') it runs before it may be preempted"
+        default=None,
+        description="seconds (accepts '30m') it runs before it may be preempted",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     nodes: int = Field(
         default=1, ge=1, le=1024, description="nodes for a gang job; `gpus` is then per node"
@@ -233,12 +247,12 @@ class JobSpec(BaseModel):
             raise ValueError(f"{info.field_name} must not contain NUL (\\x00) characters")
         return value
 
-    @field_validator("gpus", "priority", "retries", "nodes", mode="before")
+    @field_validator("gpus", "priority", "retries", "nodes", "cpus", mode="before")
     @classmethod
-    def _no_bool(cls, value: Any, info: ValidationInfo) -> Any:
-        """``true`` is not the number 1 (as the schema's ``integer`` says)."""
-        if isinstance(value, bool):
-            raise ValueError(f"{info.field_name} must be an integer, not {str(value).lower()}")
+    def _json_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """A JSON number, as the schema says: ``true`` is not 1, ``"2"`` is not 2."""
+        if isinstance(value, bool | str):
+            raise ValueError(f"{info.field_name} must be a number, not {value!r}")
         return value
 
     @field_validator("image")

@@ -31,8 +31,16 @@ AFFINITY_KEY = r"[a-zA-Z0-9](?:[a-zA-Z0-9_./-]{0,61}[a-zA-Z0-9])?"
 AFFINITY_VALUE = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?)?"
 TOLERATION_PATTERN = rf"^\s*(?:\*|{AFFINITY_KEY}(?:={AFFINITY_VALUE})?)(?::NoSchedule)?\s*$"
 """``key=value[:NoSchedule]``, ``key[:NoSchedule]`` or ``*`` (surrounding blanks ignored)."""
-USER_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{0,63}$"
+END = r"(?!\n)$"
+"""End of text: Python's ``$`` also matches before a final newline, which the validators
+(``fullmatch``) refuse; ``(?!\n)`` makes Python read it as ECMA-262 does."""
+USER_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{{0,63}}{END}"
 """User names given to ``POST /v1/tokens``."""
+
+NUMBER_OR_TEXT: dict[str, Any] = {
+    "anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}]
+}
+"""Sizes and durations: a number, or text with a unit (``'8GiB'``, ``'2h'``)."""
 
 
 def text_map(key_pattern: str, max_text: int) -> dict[str, Any]:

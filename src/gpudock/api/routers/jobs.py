@@ -12,10 +12,11 @@ from gpudock.api.deps import CurrentUser, Jobs
 from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
+from gpudock.core.spec_schema import END
 
 _STATE_NAME = "|".join("".join(f"[{c}{c.lower()}]" for c in s.value) for s in JobState)
 _STATE_ITEM = f" *(?:(?:{_STATE_NAME}) *)?"
-STATE_FILTER_PATTERN = f"^{_STATE_ITEM}(?:,{_STATE_ITEM})*$"
+STATE_FILTER_PATTERN = f"^{_STATE_ITEM}(?:,{_STATE_ITEM})*{END}"
 """What ``parse_states`` accepts, for the schema (ASCII classes: no case-folding surprises)."""
 StateFilter = Annotated[str, WithJsonSchema({"type": "string", "pattern": STATE_FILTER_PATTERN})]
 
