@@ -16,24 +16,24 @@ from __future__ import annotations
 
 from typing import Any
 
-NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$"
+END = r"(?!\n)$"
+"""End of text: Python's ``$`` also matches before a final newline, which the validators
+(``fullmatch``) refuse; ``(?!\n)`` makes Python read it as ECMA-262 does."""
+NAME_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.-]{{0,62}}{END}"
 """Job and queue names."""
-ENV_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ENV_KEY_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]*{END}"
 ENV_KEY_ALLOWED_PATTERN = (
     r"^(?!GPUDOCK_)(?!NVIDIA_VISIBLE_DEVICES$)(?!CUDA_VISIBLE_DEVICES$)"
-    r"(?!NVIDIA_(?!DRIVER_CAPABILITIES$|REQUIRE_CUDA$))[A-Za-z_][A-Za-z0-9_]*$"
+    rf"(?!NVIDIA_(?!DRIVER_CAPABILITIES$|REQUIRE_CUDA$))[A-Za-z_][A-Za-z0-9_]*{END}"
 )
 """A variable name that neither gpudock (``GPUDOCK_*``, ``NVIDIA_VISIBLE_DEVICES``) nor the
 GPU env policy (other ``NVIDIA_*`` keys, ``CUDA_VISIBLE_DEVICES``) reserves."""
-LABEL_KEY_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$"
-LABEL_KEY_ALLOWED_PATTERN = r"^(?!gpudock\.)[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$"
+LABEL_KEY_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_./-]{{0,62}}{END}"
+LABEL_KEY_ALLOWED_PATTERN = rf"^(?!gpudock\.)[a-zA-Z0-9][a-zA-Z0-9_./-]{{0,62}}{END}"
 AFFINITY_KEY = r"[a-zA-Z0-9](?:[a-zA-Z0-9_./-]{0,61}[a-zA-Z0-9])?"
 AFFINITY_VALUE = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?)?"
 TOLERATION_PATTERN = rf"^\s*(?:\*|{AFFINITY_KEY}(?:={AFFINITY_VALUE})?)(?::NoSchedule)?\s*$"
 """``key=value[:NoSchedule]``, ``key[:NoSchedule]`` or ``*`` (surrounding blanks ignored)."""
-END = r"(?!\n)$"
-"""End of text: Python's ``$`` also matches before a final newline, which the validators
-(``fullmatch``) refuse; ``(?!\n)`` makes Python read it as ECMA-262 does."""
 USER_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{{0,63}}{END}"
 """User names given to ``POST /v1/tokens``."""
 
@@ -57,8 +57,8 @@ def node_selector_schema() -> dict[str, Any]:
         "anyOf": [
             {
                 "type": "object",
-                "propertyNames": {"pattern": f"^{AFFINITY_KEY}$"},
-                "additionalProperties": {"type": "string", "pattern": f"^{AFFINITY_VALUE}$"},
+                "propertyNames": {"pattern": f"^{AFFINITY_KEY}{END}"},
+                "additionalProperties": {"type": "string", "pattern": f"^{AFFINITY_VALUE}{END}"},
             },
             {
                 "type": "array",
