@@ -76,10 +76,20 @@ def storm(server: Server, submits: int, concurrency: int) -> dict[str, Any]:
 
 
 def audit(server: Server, acked: list[int], settle: float) -> dict[str, Any]:
-    """Compare what clients were told with what the store holds."""
-    time.sleep(settle)  # at least one scheduling cycle, so pending jobs carry reasons
+    """Compare what clients were told with what the store holds.
+
+    Pending jobs get their reasons from the next scheduling cycle, so the
+    listing is read again (up to ``settle`` seconds) until none lacks one;
+    ``settle_s`` says how long that took.
+    """
+    began = time.monotonic()
     with server.client() as api:
-        jobs = all_jobs(api)
+        while True:
+            jobs = all_jobs(api)
+            bare = [j for j in jobs if j["state"] == "PENDING" and not j["pending_reasons"]]
+            if not bare or time.monotonic() - began > settle:
+                break
+            time.sleep(0.5)
     stored = Counter(j["id"] for j in jobs)
     told = Counter(acked)
     return {
@@ -89,9 +99,8 @@ def audit(server: Server, acked: list[int], settle: float) -> dict[str, Any]:
         + sum(1 for i in stored if i not in told)
         + sum(c - 1 for c in stored.values() if c > 1),
         "double_booked": double_booked(server.db_url),
-        "pending_without_reason": sum(
-            1 for j in jobs if j["state"] == "PENDING" and not j["pending_reasons"]
-        ),
+        "pending_without_reason": len(bare),
+        "settle_s": round(time.monotonic() - began, 1),
         "states": dict(Counter(j["state"] for j in jobs)),
     }
 
@@ -124,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--db", default="sqlite,postgres", help="comma-separated")
-    parser.add_argument("--settle", type=float, default=3.0, help="seconds before the audit")
+    parser.add_argument(
+        "--settle", type=float, default=60.0, help="at most this long for pending reasons"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     client = docker.from_env()
