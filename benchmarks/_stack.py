@@ -9,6 +9,7 @@ local dockerd with emulated GPUs, on SQLite or on a database created on
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import socket
@@ -202,9 +203,7 @@ def double_booked(db_url: str) -> int:
     by_gpu: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
     for job_id, (start, end) in spans.items():
         uuids = gpus.get(job_id) or []
-        if isinstance(uuids, str):
-            import json
-
+        if isinstance(uuids, str):  # a JSON column read back as text
             uuids = json.loads(uuids)
         for uuid in uuids:
             by_gpu[uuid].append((start, end, job_id))
