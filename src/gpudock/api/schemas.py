@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from gpudock.core.inventory import Gpu, Node
 from gpudock.core.job import Job, JobSpec
+from gpudock.core.spec_schema import USER_PATTERN
 from gpudock.store.tokens import TokenInfo
 
 
@@ -174,8 +175,11 @@ class NodeOut(BaseModel):
 class TokenCreate(BaseModel):
     model_config = {"extra": "forbid"}
 
-    user: str
-    admin: bool = False
+    user: str = Field(
+        description="1-64 letters, digits, '_', '.', '@', '-'",
+        json_schema_extra={"pattern": USER_PATTERN},
+    )
+    admin: bool = Field(default=False, strict=True)
     name: str | None = Field(default=None, description="a label, e.g. laptop")
     expires: str | int | float | None = Field(
         default=None,

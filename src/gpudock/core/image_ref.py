@@ -37,6 +37,9 @@ IMAGE_REFERENCE_PATTERN = (
     rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$"
 )
 MAX_NAME_LENGTH = 255
+MAX_REFERENCE_LENGTH = 255
+"""gpudock bounds the whole reference (tag and digest included) by Docker's name limit,
+so that the OpenAPI schema can say it (``maxLength``)."""
 
 _REFERENCE = re.compile(IMAGE_REFERENCE_PATTERN)
 _TAG_RE = re.compile(_TAG)
@@ -53,6 +56,11 @@ def check_image_reference(value: str) -> str:
         raise ValueError("image must not be empty")
     if any(c.isspace() for c in value):
         raise ValueError(f"image {value!r} must not contain whitespace")
+    if len(value) > MAX_REFERENCE_LENGTH:
+        raise ValueError(
+            f"image reference is {len(value)} characters; at most {MAX_REFERENCE_LENGTH} "
+            "are allowed"
+        )
     if _REFERENCE.fullmatch(value):
         name = value.split("@", 1)[0]
         if ":" in name.rsplit("/", 1)[-1]:

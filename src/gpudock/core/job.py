@@ -30,9 +30,14 @@ from pydantic import (
     model_validator,
 )
 
+from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.errors import IllegalTransition
-from gpudock.core.image_ref import IMAGE_REFERENCE_PATTERN, check_image_reference
+from gpudock.core.image_ref import (
+    IMAGE_REFERENCE_PATTERN,
+    MAX_REFERENCE_LENGTH,
+    check_image_reference,
+)
 from gpudock.core.units import parse_duration, parse_size
 
 
@@ -96,9 +101,9 @@ def check_transition(current: JobState, target: JobState, reason: str | None = N
         raise IllegalTransition(f"a job entering {target} needs a reason")
 
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_KEY_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$")
+_NAME_RE = re.compile(schema.NAME_PATTERN)
+_ENV_KEY_RE = re.compile(schema.ENV_KEY_PATTERN)
+_LABEL_KEY_RE = re.compile(schema.LABEL_KEY_PATTERN)
 _MOUNT_MODES = ("ro", "rw")
 MAX_ARGS = 4096  # command arguments
 MAX_ENV = 1024  # env entries
@@ -129,28 +134,59 @@ class JobSpec(BaseModel):
 
     image: str = Field(
         description="container image, e.g. pytorch/pytorch:latest (Docker's reference grammar)",
-        json_schema_extra={"pattern": IMAGE_REFERENCE_PATTERN, "minLength": 1},
+        json_schema_extra={
+            "pattern": IMAGE_REFERENCE_PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_REFERENCE_LENGTH,
+        },
     )
-    name: str | None = Field(default=None, description="a short name for humans")
+    name: str | None = Field(
+        default=None,
+        description="a short name for humans",
+        json_schema_extra={"pattern": schema.NAME_PATTERN},
+    )
     command: list[str] | None = Field(
-        default=None, max_length=MAX_ARGS, description="argv; default: the image's"
+        default=None,
+        max_length=MAX_ARGS,
+        description="argv; default: the image's",
+        json_schema_extra={"items": {"type": "string", "maxLength": MAX_TEXT}},
     )
-    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_ENV,
+        json_schema_extra=schema.text_map(schema.ENV_KEY_ALLOWED_PATTERN, MAX_TEXT),
+    )
     gpus: int = Field(default=0, ge=0, le=1024, description="number of GPUs (0 for CPU-only)")
     gpu_memory: int | None = Field(
-        default=None, description="per-GPU memory share in bytes (accepts '20GiB'); shared job"
+        default=None,
+        description="per-GPU memory share in bytes (accepts '20GiB'); shared job",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     gpu_model: str | None = Field(default=None, description="GPU model constraint, e.g. H100")
     cpus: float | None = Field(
         default=None, gt=0, le=4096, allow_inf_nan=False, description="CPU limit in cores"
     )
-    memory: int | None = Field(default=None, description="memory limit in bytes (accepts '8GiB')")
-    shm_size: int | None = Field(default=None, description="/dev/shm size (accepts '1GiB')")
+    memory: int | None = Field(
+        default=None,
+        description="memory limit in bytes (accepts '8GiB')",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
+    )
+    shm_size: int | None = Field(
+        default=None,
+        description="/dev/shm size (accepts '1GiB')",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
+    )
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-    queue: str = Field(default="default")
-    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
+    queue: str = Field(default="default", json_schema_extra={"pattern": schema.NAME_PATTERN})
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_LABELS,
+        json_schema_extra=schema.text_map(schema.LABEL_KEY_ALLOWED_PATTERN, MAX_TEXT),
+    )
     max_runtime: float | None = Field(
-        default=None, description="seconds (accepts '2h'); the job is stopped when it runs over"
+        default=None,
+        description="seconds (accepts '2h'); the job is stopped when it runs over",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     retries: int = Field(default=0, ge=0, le=100, description="re-runs after a failure or loss")
     mounts: list[str] = Field(
@@ -163,9 +199,11 @@ class JobSpec(BaseModel):
     priority_class: str | None = Field(
         default=None, description="a priority class from the server config (sets priority)"
     )
-    preemptible: bool = Field(default=True, description="false: never preempted")
+    preemptible: bool = Field(default=True, strict=True, description="false: never preempted")
     min_runtime: float | None = Field(
-        default=None, description="seconds (accepts '30m') it runs before it may be preempted"
+        default=None,
+        description="seconds (accepts '30m') it runs before it may be preempted",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     nodes: int = Field(
         default=1, ge=1, le=1024, description="nodes for a gang job; `gpus` is then per node"
@@ -173,10 +211,12 @@ class JobSpec(BaseModel):
     node_selector: dict[str, str] = Field(
         default_factory=dict,
         description="node labels the job's node must carry: {key: value} (or ['key=value'])",
+        json_schema_extra=schema.node_selector_schema(),
     )
     tolerations: list[str] = Field(
         default_factory=list,
         description="node taints the job accepts: 'key=value[:NoSchedule]', 'key' or '*'",
+        json_schema_extra={"items": {"type": "string", "pattern": schema.TOLERATION_PATTERN}},
     )
     topology: Topology | None = Field(
         default=None,
@@ -205,6 +245,14 @@ class JobSpec(BaseModel):
         env, and PostgreSQL cannot store them."""
         if _holds_nul(value):
             raise ValueError(f"{info.field_name} must not contain NUL (\\x00) characters")
+        return value
+
+    @field_validator("gpus", "priority", "retries", "nodes", "cpus", mode="before")
+    @classmethod
+    def _json_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """A JSON number, as the schema says: ``true`` is not 1, ``"2"`` is not 2."""
+        if isinstance(value, bool | str):
+            raise ValueError(f"{info.field_name} must be a number, not {value!r}")
         return value
 
     @field_validator("image")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-USER_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{0,63}$")
+from gpudock.core import spec_schema
+
+USER_PATTERN = re.compile(spec_schema.USER_PATTERN)  # the OpenAPI schema says the same
 USER_HELP = "1-64 letters, digits, '_', '.', '@', '-', starting with a letter or digit"
 
 

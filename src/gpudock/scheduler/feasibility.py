@@ -7,7 +7,7 @@ back, so only what no amount of waiting can fix is reported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpudock.core.inventory import gpu_model_matches
 from gpudock.core.units import format_size
@@ -80,3 +80,27 @@ def _never_fits_shared(job: JobRequest, per_node: list[list[GpuView]]) -> str | 
             f"but the largest node has {most} such GPUs"
         )
     return None
+
+
+def never_fits_cpus(
+    job: JobRequest, nodes: Sequence[NodeView], host_cpus: Mapping[str, float]
+) -> str | None:
+    """Why ``job``'s ``cpus`` exceed every node's CPU capacity, or None.
+
+    A node's capacity is its configured ``cpus``, else its host's CPU count from
+    ``host_cpus`` (by node name). A node whose capacity is unknown may fit
+    anything, so then nothing is refused. Message: ``needs 64 CPUs but the
+    largest node has 16``. Pure.
+    """
+    if job.cpus is None or not nodes:
+        return None
+    capacities = []
+    for node in nodes:
+        capacity = node.cpus if node.cpus is not None else host_cpus.get(node.name)
+        if capacity is None:
+            return None
+        capacities.append(capacity)
+    largest = max(capacities)
+    if job.cpus <= largest:
+        return None
+    return f"needs {job.cpus:g} CPUs but the largest node has {largest:g}"

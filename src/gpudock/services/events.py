@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpudock.core.errors import InvalidInput, NotFound
@@ -12,6 +13,16 @@ from gpudock.store import jobs as job_store
 from gpudock.store.tokens import Principal
 
 TYPES_HELP = ", ".join(t.value for t in EventType)
+
+
+def _type_filter_pattern() -> str:
+    names = sorted({t.value for t in EventType} | {t.value.split(".")[0] for t in EventType})
+    item = rf"\s*(?:{'|'.join(re.escape(n) for n in names)})?\s*"
+    return f"^{item}(?:,{item})*$"
+
+
+TYPE_FILTER_PATTERN = _type_filter_pattern()
+"""What ``parse_types`` accepts (one ``type`` value), for the OpenAPI schema."""
 
 
 def parse_types(values: Sequence[str] | None) -> list[EventType]:

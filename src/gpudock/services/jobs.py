@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from gpudock.core.job import Job, JobSpec, JobState, parse_mount
 from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
-from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.feasibility import never_fits, never_fits_cpus
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
@@ -210,6 +211,10 @@ class JobService:
         why = never_fits(request, nodes)
         if why is not None:
             raise Infeasible(f"job can never be scheduled: {why}", field="gpus")
+        host = {self.ctx.node_name: float(os.cpu_count() or 1)}  # the server runs on its node
+        why = never_fits_cpus(request, nodes, host)
+        if why is not None:
+            raise Infeasible(f"job can never be scheduled: {why}", field="cpus")
 
 
 def _attempt_of(path: Path) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.feasibility import never_fits, never_fits_cpus
 
 from .builders import make_job, make_node
 
@@ -85,3 +85,29 @@ def test_a_gang_needs_that_many_nodes() -> None:
     assert never_fits(make_job(1).gpus(8).nodes(2).build(), nodes) == (
         "needs 2 nodes (a gang) but the cluster has 1 node"
     )
+
+
+def test_more_cpus_than_any_node_offers_never_fits() -> None:
+    nodes = [make_node("n0").cpus(16).build(), make_node("n1").cpus(8).build()]
+    assert never_fits_cpus(make_job(1).cpus(17).build(), nodes, {}) == (
+        "needs 17 CPUs but the largest node has 16"
+    )
+    assert never_fits_cpus(make_job(1).cpus(16).build(), nodes, {}) is None
+
+
+def test_a_node_without_configured_cpus_offers_its_host_count() -> None:
+    nodes = [make_node("n0").build()]
+    assert never_fits_cpus(make_job(1).cpus(2.5).build(), nodes, {"n0": 2}) == (
+        "needs 2.5 CPUs but the largest node has 2"
+    )
+    assert never_fits_cpus(make_job(1).cpus(2).build(), nodes, {"n0": 2}) is None
+
+
+def test_a_node_of_unknown_capacity_may_fit_any_cpus() -> None:
+    nodes = [make_node("n0").cpus(4).build(), make_node("n1").build()]
+    assert never_fits_cpus(make_job(1).cpus(64).build(), nodes, {}) is None
+
+
+def test_jobs_without_cpus_always_fit_on_cpus() -> None:
+    nodes = [make_node("n0").cpus(1).build()]
+    assert never_fits_cpus(make_job(1).build(), nodes, {}) is None

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from gpudock.api.deps import Ctx, CurrentUser
 from gpudock.api.schemas import ErrorOut
-from gpudock.services.events import TYPES_HELP, EventService, parse_types
+from gpudock.services.events import TYPE_FILTER_PATTERN, TYPES_HELP, EventService, parse_types
 from gpudock.store.events import MAX_EVENT_ID
 from gpudock.store.jobs import MAX_JOB_ID
 
@@ -48,7 +48,9 @@ def list_events(
     since: Annotated[int, Query(ge=0, le=MAX_EVENT_ID, description="last id seen")] = 0,
     job: Annotated[int | None, Query(ge=1, le=MAX_JOB_ID)] = None,
     type: Annotated[
-        list[str] | None, Query(description=f"repeat or comma-separate: {TYPES_HELP}")
+        list[Annotated[str, WithJsonSchema({"type": "string", "pattern": TYPE_FILTER_PATTERN})]]
+        | None,
+        Query(description=f"repeat or comma-separate: {TYPES_HELP}"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> EventPageOut:

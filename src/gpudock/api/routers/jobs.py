@@ -6,11 +6,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
+from pydantic import WithJsonSchema
 
 from gpudock.api.deps import CurrentUser, Jobs
 from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
+from gpudock.core.spec_schema import END
+
+_STATE_NAME = "|".join("".join(f"[{c}{c.lower()}]" for c in s.value) for s in JobState)
+_STATE_ITEM = f" *(?:(?:{_STATE_NAME}) *)?"
+STATE_FILTER_PATTERN = f"^{_STATE_ITEM}(?:,{_STATE_ITEM})*{END}"
+"""What ``parse_states`` accepts, for the schema (ASCII classes: no case-folding surprises)."""
+StateFilter = Annotated[str, WithJsonSchema({"type": "string", "pattern": STATE_FILTER_PATTERN})]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -36,7 +44,8 @@ def list_jobs(
     user: CurrentUser,
     jobs: Jobs,
     state: Annotated[
-        list[str] | None, Query(description="filter by state; repeat or comma-separate")
+        list[StateFilter] | None,
+        Query(description="filter by state (any case); repeat or comma-separate"),
     ] = None,
     queue: str | None = None,
     owner: Annotated[str | None, Query(alias="user")] = None,
@@ -92,19 +101,20 @@ def logs(job_id: int, user: CurrentUser, jobs: Jobs, follow: bool = False) -> St
 
 
 def parse_states(values: list[str] | None) -> list[JobState] | None:
+    """State names in any (ASCII) case, comma-separated, blanks around them ignored:
+    exactly ``STATE_FILTER_PATTERN``."""
     if not values:
         return None
     out = []
     for value in values:
         for item in value.split(","):
-            item = item.strip().upper()
-            if not item:
+            name = item.strip(" ")
+            if not name:
                 continue
-            try:
-                out.append(JobState(item))
-            except ValueError:
+            if not (name.isascii() and name.upper() in JobState.__members__):
                 allowed = ", ".join(s.value for s in JobState)
                 raise InvalidInput(
-                    f"state: unknown state {item!r}; one of {allowed}", "state"
+                    f"state: unknown state {name!r}; one of {allowed}", "state"
                 ) from None
+            out.append(JobState(name.upper()))
     return out or None

@@ -1,0 +1,218 @@
+"""Shared by the HTTP benchmarks: a real ``gpudock server``, a scratch database, an audit.
+
+Not a benchmark itself (``results.py`` lists ``benchmarks/*.py``, so this module's
+name starts with ``_``). Each benchmark starts its own server process on the
+local dockerd with emulated GPUs, on SQLite or on a database created on
+``GPUDOCK_TEST_PG_URL`` (dropped after), and tears both down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGE = "gpudock-test/busybox:latest"
+HOLDS = ("ALLOCATED", "STARTING", "RUNNING")
+
+
+def build_info() -> dict[str, Any]:
+    """``build`` (pure/compiled), ``commit`` and ``cpus``; ``benchmarks/_meta.py`` if present."""
+    try:
+        from benchmarks import _meta  # type: ignore[attr-defined]
+
+        info: dict[str, Any] = _meta.build_info()
+        return info
+    except (ImportError, AttributeError):
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    import gpudock.scheduler.cycle  # noqa: F401  (loads what the server runs)
+    from gpudock._native import compiled as is_compiled
+
+    compiled = is_compiled()
+    return {
+        "build": "compiled" if compiled else "pure",
+        "commit": commit,
+        "cpus": os.cpu_count(),
+        "load": list(os.getloadavg()),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def scratch_database(kind: str) -> Iterator[str | None]:
+    """None for SQLite (the server's default file); else a fresh PostgreSQL database URL."""
+    if kind == "sqlite":
+        yield None
+        return
+    base = os.environ.get("GPUDOCK_TEST_PG_URL")
+    if not base:
+        raise SystemExit("postgres: set GPUDOCK_TEST_PG_URL")
+    name = f"gpudock_bench_{secrets.token_hex(4)}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+class Server:
+    """A ``gpudock server`` subprocess with ``gpus`` emulated H100s."""
+
+    def __init__(self, home: Path, db_url: str | None, gpus: int) -> None:
+        self.home = home
+        self.db_url = db_url or f"sqlite:///{home / 'gpudock.db'}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "reconcile_interval": "0.5s",
+            "schedule_interval": "0.5s",
+            "executor": {"stop_grace": "1s"},
+        }
+        (home / "server.yaml").write_text(yaml.safe_dump(config))
+        args = [
+            str(Path(sys.executable).parent / "gpudock"),
+            "server",
+            "--port",
+            str(self.port),
+            "--config",
+            str(home / "server.yaml"),
+            "--db",
+            self.db_url,
+            "--emulate-gpus",
+            f"{gpus}xH100-80GB",
+            "--log-level",
+            "warning",
+        ]
+        self.log = home / "server.log"
+        self.proc = subprocess.Popen(
+            args,
+            env={**os.environ, "GPUDOCK_HOME": str(home)},
+            stdout=self.log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"server exited:\n{self.log.read_text()[-4000:]}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.1)
+        else:
+            self.stop()
+            raise SystemExit(f"server did not start:\n{self.log.read_text()[-4000:]}")
+        self.token = (home / "admin-token").read_text().strip()
+        self.instance = httpx.get(self.url + "/healthz", timeout=5).json()["instance"]
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=60,
+            **kwargs,
+        )
+
+    def stop(self, docker_client: Any = None) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if docker_client is not None:
+            label = f"gpudock.instance={self.instance}"
+            for container in docker_client.containers.list(all=True, filters={"label": label}):
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+
+
+def all_jobs(api: httpx.Client) -> list[dict[str, Any]]:
+    """Every job, through the paged listing."""
+    jobs: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        response = api.get("/v1/jobs", params=params)
+        response.raise_for_status()
+        jobs += response.json()
+        cursor = response.headers.get("X-Next-Cursor")
+        if not cursor:
+            return jobs
+        params["before"] = int(cursor)
+
+
+def double_booked(db_url: str) -> int:
+    """Pairs of jobs that held one GPU at overlapping times (from the state history).
+
+    A job holds its GPUs from entering ALLOCATED until it leaves ALLOCATED,
+    STARTING and RUNNING; an attempt's GPUs are the job's recorded ones
+    (the benchmarks submit with ``retries: 0``, so one attempt per job).
+    """
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        gpus = {
+            job_id: uuids
+            for job_id, uuids in conn.execute(
+                text("SELECT id, gpu_uuids FROM jobs WHERE gpu_uuids IS NOT NULL")
+            )
+        }
+        events = conn.execute(
+            text("SELECT job_id, at, from_state, to_state FROM job_events ORDER BY id")
+        ).all()
+    engine.dispose()
+    spans: dict[int, list[float]] = {}
+    for job_id, at, before, after in events:
+        if after == "ALLOCATED":
+            spans[job_id] = [at, float("inf")]
+        elif before in HOLDS and after not in HOLDS and job_id in spans:
+            spans[job_id][1] = at
+    by_gpu: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    for job_id, (start, end) in spans.items():
+        uuids = gpus.get(job_id) or []
+        if isinstance(uuids, str):  # a JSON column read back as text
+            uuids = json.loads(uuids)
+        for uuid in uuids:
+            by_gpu[uuid].append((start, end, job_id))
+    overlaps = 0
+    for holds in by_gpu.values():
+        holds.sort()
+        latest_end = float("-inf")
+        for start, end, _ in holds:
+            if start < latest_end:
+                overlaps += 1
+            latest_end = max(latest_end, end)
+    return overlaps

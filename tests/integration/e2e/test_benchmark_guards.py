@@ -1,0 +1,73 @@
+"""Regression guards: the HTTP benchmarks, small, against the real components.
+
+``benchmarks/submit_storm.py`` and ``benchmarks/dispatch.py`` run as users run
+them (subprocess, ``--json``) on the real dockerd with emulated GPUs, SQLite and
+PostgreSQL. The assertions are on the audit, never on time: every submit
+acknowledged and stored once, no GPU held by two jobs at once, no pending job
+without a reason, every dispatched job SUCCEEDED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import PG_URL, require
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def run_benchmark(script: str, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "GPUDOCK_TEST_PG_URL": PG_URL}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:] + result.stdout[-2000:]
+    data: dict[str, Any] = json.loads(result.stdout)
+    print(json.dumps(data, indent=2))
+    return data
+
+
+def assert_storm_accounted_for(run: dict[str, Any]) -> None:
+    assert run["acknowledged"] == run["submits"], run["failures"]
+    assert run["stored"] == run["submits"]
+    assert (run["lost"], run["duplicated"], run["double_booked"]) == (0, 0, 0)
+    assert run["pending_without_reason"] == 0
+    assert run["states"].get("SUCCEEDED", 0) > 0  # jobs really ran during the storm
+
+
+def test_a_submit_storm_on_sqlite_loses_nothing_and_double_books_nothing(docker: Any) -> None:
+    data = run_benchmark("submit_storm.py", "--submits", "500", "--db", "sqlite")
+    assert_storm_accounted_for(data["sqlite"])
+
+
+@pytest.mark.postgres
+def test_a_submit_storm_on_postgresql_loses_nothing_and_double_books_nothing(
+    docker: Any,
+) -> None:
+    import psycopg
+
+    try:
+        psycopg.connect(PG_URL.replace("+psycopg", ""), connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        require("PostgreSQL", str(exc))
+    data = run_benchmark("submit_storm.py", "--submits", "300", "--db", "postgres")
+    assert_storm_accounted_for(data["postgres"])
+
+
+def test_dispatch_runs_every_job_once_beside_a_bare_loop(docker: Any) -> None:
+    data = run_benchmark("dispatch.py", "--jobs", "100", "--timeout", "300")
+    assert data["gpudock"]["states"] == {"SUCCEEDED": 100}
+    assert data["gpudock"]["double_booked"] == 0
+    assert data["bare_makespan_s"] > 0 and data["ratio"] is not None
