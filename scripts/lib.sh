@@ -5,7 +5,7 @@
 # when its work is already done, and returns non-zero (with a message on
 # stderr) when it cannot do it:
 #
-#   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static gcc
+#   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static gcc chromium
 #                            python3-dev prometheus (gcc and the headers: mypyc; promtool)
 #                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
@@ -35,7 +35,7 @@ _gpudock_pkg_installed() {
 
 ensure_packages() {  # [PKG...]; default: everything the test suite needs
     local pkg missing=() wanted=("$@")
-    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static gcc python3-dev prometheus)
+    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static gcc python3-dev prometheus chromium)
     for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done

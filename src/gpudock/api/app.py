@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gpudock import __version__
+from gpudock import __version__, web
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
 from gpudock.api.routers import events, health, inventory, jobs, metrics, queues, tokens
@@ -41,4 +41,5 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
         app.include_router(router)
     app.include_router(metrics.router)
     app.include_router(events.router)
+    app.include_router(web.router)
     return app

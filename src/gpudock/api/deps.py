@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from gpudock.runtime.context import RuntimeContext
-from gpudock.services.auth import AuthService
+from gpudock.services.auth import UI_COOKIE, UI_HEADER, AuthService
 from gpudock.services.inventory import InventoryService
 from gpudock.services.jobs import JobService
 from gpudock.services.queues import QueueService
@@ -36,9 +36,21 @@ def get_auth(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> AuthService:
 
 
 def get_principal(
+    request: Request,
     auth: Annotated[AuthService, Depends(get_auth)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
+    """The bearer token's principal; without an Authorization header, the UI's cookie's."""
+    cookie = request.cookies.get(UI_COOKIE) if authorization is None else None
+    if cookie:
+        headers = request.headers
+        return auth.authenticate_cookie(
+            cookie,
+            request.method,
+            headers.get("host"),
+            headers.get("origin"),
+            headers.get(UI_HEADER),
+        )
     return auth.authenticate(authorization)
 
 
