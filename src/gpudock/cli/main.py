@@ -17,6 +17,7 @@ from gpudock import __version__, _native
 from gpudock.cli import render
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.events_cmd import events_command
+from gpudock.cli.top_cmd import top_command
 from gpudock.config import format_validation_error
 from gpudock.core.job import JobSpec
 
@@ -30,6 +31,7 @@ app = typer.Typer(
 token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.command("events")(events_command)
+app.command("top")(top_command)
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)
 

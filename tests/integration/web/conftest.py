@@ -17,10 +17,19 @@ from tests.kit.docker import (
     require_gpu_hook,
     require_test_image,
 )
-from tests.kit.server import ServerProcess
+from tests.kit.server import FAST_CONFIG, ServerProcess
 
 if TYPE_CHECKING:  # playwright is imported lazily by the kit
     from playwright.sync_api import Browser
+
+
+QUEUES = {
+    "queues": [
+        {"name": "vision", "guarantee": {"gpus": 2}, "limit": {"gpus": 3}},
+        {"name": "nlp", "weight": 2},
+    ]
+}
+CONFIG = {**FAST_CONFIG, "scheduler": {"queues": QUEUES}}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +43,7 @@ def docker() -> Any:
 @pytest.fixture(scope="module")
 def server(docker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A running server with 4 emulated H100s on SQLite; its containers removed after."""
-    server = ServerProcess(tmp_path_factory.mktemp("ui") / "home")
+    server = ServerProcess(tmp_path_factory.mktemp("ui") / "home", config=CONFIG)
     server.start(wait=False)
     server.wait_healthy(timeout=120)
     instance = httpx.get(server.url + "/healthz", timeout=5).json()["instance"]

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from tests.kit.browser import OfflinePage
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import ServerProcess, submit, wait_state
+from tests.kit.server import ServerProcess, job_state, submit, wait_state
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -102,11 +102,13 @@ def test_a_submitted_job_appears_and_reaches_running_without_a_reload(
     page.on("framenavigated", lambda frame: navigations.append(frame.url))
 
     with server.api(alice) as api:
-        job = submit(api, image=TEST_IMAGE, name="ticker", gpus=1, command=TICKER)
+        job = submit(api, image=TEST_IMAGE, name="ticker", gpus=1, queue="vision", command=TICKER)
         page.wait_for_selector(f"tr[data-job='{job}']", timeout=UI_SHOWS_WITHIN_MS + 1_000)
         wait_state(api, job, {"RUNNING"})
         running_at = time.monotonic()
-    page.wait_for_selector(f"tr[data-job='{job}'][data-state='RUNNING']", timeout=UI_SHOWS_WITHIN_MS)
+    page.wait_for_selector(
+        f"tr[data-job='{job}'][data-state='RUNNING']", timeout=UI_SHOWS_WITHIN_MS
+    )
     assert time.monotonic() - running_at < UI_SHOWS_WITHIN_MS / 1000 + 0.5
     assert navigations == [], "the page reloaded"
     assert "alice" in page.inner_text(f"tr[data-job='{job}']")
@@ -118,7 +120,8 @@ def test_a_submitted_job_appears_and_reaches_running_without_a_reload(
     page.wait_for_selector(f"tr[data-job='{job}']")
     shoot(admin_page, shots, "jobs")
     page.goto(server.url + "/ui/#/queues")
-    page.wait_for_selector(".queue .bar .fill")
+    page.wait_for_selector(".queue[data-queue='vision']:has-text('GPUs: 1 in use')")
+    assert page.locator(".queue[data-queue='vision'] .mark.limit").count() == 1
     shoot(admin_page, shots, "queues")
 
 
@@ -127,7 +130,9 @@ def test_the_detail_page_follows_logs_and_shows_why_another_job_waits(
 ) -> None:
     page = admin_page.page
     with server.api(alice) as api:
-        running = submit(api, image=TEST_IMAGE, name="follow-me", gpus=1, command=TICKER)
+        running = submit(
+            api, image=TEST_IMAGE, name="follow-me", gpus=1, queue="nlp", command=TICKER
+        )
         wait_state(api, running, {"RUNNING"})
         blocked = submit(api, image=TEST_IMAGE, name="needs-four", gpus=4, command=["true"])
 
@@ -144,9 +149,13 @@ def test_the_detail_page_follows_logs_and_shows_why_another_job_waits(
     page.goto(server.url + f"/ui/#/job/{blocked}")
     reason = page.locator("#pending-reasons .reason").first
     reason.wait_for(timeout=10_000)
-    assert reason.locator(".layer").inner_text().lower() in {"devices", "gang", "priority"}
-    assert "GPU" in reason.inner_text()
-    assert page.locator("#pending-reasons .cf").count() >= 1, "no counterfactual shown"
+    with server.api(alice) as api:
+        expected = job_state(api, blocked)["pending_reasons"]
+    assert expected, "the scheduler gave no reason"
+    shown = page.inner_text("#pending-reasons")
+    for item in expected:
+        assert item["layer"].upper() in shown and item["message"] in shown
+        assert item["counterfactual"] is None or item["counterfactual"] in shown
     shoot(admin_page, shots, "job-pending")
     with server.api(alice) as api:
         api.post(f"/v1/jobs/{blocked}/cancel").raise_for_status()

@@ -70,7 +70,11 @@ function bytes(n) {
 }
 function pct(v) { return v === null || v === undefined ? "n/a" : `${Math.round(v * 100)}%`; }
 function num(v) { return v === null || v === undefined ? "∞" : (Math.round(v * 100) / 100).toString(); }
-function clock(t) { return t ? new Date(t * 1000).toLocaleString() : "–"; }
+function clock(t) {
+  if (!t) return "–";
+  const d = new Date(t * 1000);
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
 function ago(t) {
   if (!t) return "–";
   const s = Math.max(0, Date.now() / 1000 - t);
@@ -453,8 +457,8 @@ function jobPage(view, arg) {
   const reasons = h("section", { class: "card", id: "pending-reasons" });
   const alloc = h("section", { class: "card" });
   const spec = h("section", { class: "card" });
-  const history = h("section", { class: "card" });
-  const events = h("section", { class: "card" });
+  const history = h("section", { class: "card wide" });
+  const events = h("section", { class: "card wide" });
   const logs = h("pre", { class: "logs", id: "logs" });
   const logNote = h("span", { class: "muted" });
   view.append(h("div", {}, h("p", {}, h("a", { href: "#/jobs", text: "← all jobs" })), title,
@@ -510,7 +514,7 @@ function jobPage(view, arg) {
       ["GPUs", h("span", { class: "mono", text: a.gpus.join("\n") || "–", style: "white-space:pre-line" })],
       ["memory per GPU", a.memory_per_gpu ? bytes(a.memory_per_gpu) : "whole GPUs"], ["container", job.container || "–"]])
       : h("p", { class: "empty", text: job.node ? `Holds nothing now (last ran on ${job.node}).` : "Holds nothing." }));
-    fill(spec, h("h2", { text: "Spec" }), kv(Object.entries(job.spec).map(([k, v]) => [k, specValue(k, v)])));
+    fill(spec, h("h2", { text: "Spec" }), kv(Object.entries(job.spec).map(([k, v]) => [k, specValue(k, v)]).filter(([, v]) => v !== "–")));
     fill(history, h("h2", { text: "State history" }), h("div", { class: "table-wrap" }, h("table", {},
       h("thead", {}, h("tr", {}, h("th", { text: "time" }), h("th", { text: "change" }), h("th", { text: "reason" }))),
       h("tbody", {}, job.events.map((e) => h("tr", {}, h("td", { class: "nowrap", text: clock(e.at) }),
