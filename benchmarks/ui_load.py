@@ -7,8 +7,10 @@ emulated H100s and 5,000 jobs. Serves it with the real app (``create_app``,
 no controller) under uvicorn, and loads ``/ui/`` in Debian's Chromium through
 Playwright with the login cookie already set, in a fresh browser context each
 time (no cache). A load counts from navigation start until the page has drawn
-every GPU of the cluster heat map (``--loads`` times); the jobs page (500 rows)
-is timed the same way until its table is drawn.
+every GPU of the cluster heat map (the page's own ``gpudock-drawn`` performance
+mark, ``--loads`` times); the jobs page (500 rows)
+is timed the same way until its table is drawn. ``--store PATH`` keeps the
+SQLite store at PATH and reuses it when it exists (building takes minutes).
 
 Goal: the cluster page's median first load at most 1 s (the worst is reported
 too; on a shared 2-core machine single loads vary with the neighbours' load).
@@ -51,6 +53,7 @@ from gpudock.store.db import Database  # noqa: E402
 
 NOW = 1_000_000.0
 GOAL_MS = 1000.0
+DRAWN = "performance.getEntriesByName('gpudock-drawn')[0].startTime"
 
 
 @contextmanager
@@ -72,13 +75,17 @@ def serving(ctx: RuntimeContext) -> Iterator[str]:
 
 
 def load_ms(browser: Browser, url: str, token: str, path: str, ready: str) -> float:
-    """Milliseconds from navigation start until ``ready`` (a JS expression) holds."""
+    """Milliseconds from navigation start to the page's first complete draw.
+
+    ``ready`` (a JS expression) checks that the draw shows what it should.
+    """
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     context.add_cookies([{"name": UI_COOKIE, "value": token, "url": url}])
     page = context.new_page()
     page.goto(url + path)
     page.wait_for_function(ready, timeout=30_000)
-    elapsed = float(page.evaluate("performance.now()"))
+    # the page marks its first complete draw; the time is the browser's, from navigation start
+    elapsed = float(page.evaluate(DRAWN))
     context.close()
     return elapsed
 
@@ -87,12 +94,16 @@ def summary(times: list[float]) -> dict[str, float]:
     return {"median_ms": round(statistics.median(times), 1), "max_ms": round(max(times), 1)}
 
 
-def run(nodes: int, gpus: int, jobs: int, loads: int, screenshot: Path | None) -> dict[str, Any]:
+def run(
+    nodes: int, gpus: int, jobs: int, loads: int, screenshot: Path | None, store: Path | None
+) -> dict[str, Any]:
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(dir=base) as tmp:
-        db = Database.open(f"sqlite:///{tmp}/gpudock.db")
+        path = store or Path(tmp) / "gpudock.db"
+        reused = path.exists()
+        db = Database.open(f"sqlite:///{path}")
         started = time.monotonic()
-        filled = fill(db, nodes, gpus, jobs, now=time.time())
+        filled = None if reused else vars(fill(db, nodes, gpus, jobs, now=time.time()))
         build_s = time.monotonic() - started
         with db.write() as session:
             token = tokens.create_token(session, "admin", True, NOW)
@@ -104,8 +115,9 @@ def run(nodes: int, gpus: int, jobs: int, loads: int, screenshot: Path | None) -
             instance_id="bench",
             log_dir=Path(tmp),
         )
-        cells = f"document.querySelectorAll('.gpu').length === {nodes * gpus}"
-        rows = "document.querySelectorAll('table.jobs tbody tr[data-job]').length > 0"
+        marked = "performance.getEntriesByName('gpudock-drawn').length === 1"
+        cells = f"{marked} && document.querySelectorAll('.gpu').length === {nodes * gpus}"
+        rows = f"{marked} && document.querySelectorAll('table.jobs tr[data-job]').length > 0"
         with serving(ctx) as url, sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
@@ -120,7 +132,7 @@ def run(nodes: int, gpus: int, jobs: int, loads: int, screenshot: Path | None) -
     return {
         "benchmark": "ui_load",
         "params": {"nodes": nodes, "gpus_per_node": gpus, "jobs": jobs, "loads": loads},
-        "store": {**vars(filled), "build_s": round(build_s, 1)},
+        "store": {**(filled or {"reused": str(path)}), "build_s": round(build_s, 1)},
         "cluster_page": summary(cluster),
         "jobs_page": summary(jobs_page),
         "goal_ms": GOAL_MS,
@@ -151,15 +163,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--loads", type=int, default=7)
     parser.add_argument("--screenshot", type=Path, help="save the cluster page here")
+    parser.add_argument("--store", type=Path, help="SQLite file to keep and reuse")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    result = run(args.nodes, args.gpus_per_node, args.jobs, args.loads, args.screenshot)
+    result = run(args.nodes, args.gpus_per_node, args.jobs, args.loads, args.screenshot, args.store)
     if args.json:
         print(json.dumps(result))
         return
     for page in ("cluster_page", "jobs_page"):
         print(f"{page}: median {result[page]['median_ms']} ms, max {result[page]['max_ms']} ms")
-    print(f"goal <= {GOAL_MS} ms (cluster page, median): {'met' if result['meets_goal'] else 'NOT met'}")
+    verdict = "met" if result["meets_goal"] else "NOT met"
+    print(f"goal <= {GOAL_MS} ms (cluster page, median): {verdict}")
 
 
 if __name__ == "__main__":

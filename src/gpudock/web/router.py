@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import json
+from html import escape
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request, Response
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpudock.api.deps import Auth, Ctx, CurrentUser
-from gpudock.core.errors import NotFound
+from gpudock.core.errors import NotFound, Unauthorized
 from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin
 from gpudock.services.dashboard import DashboardService
 
@@ -39,16 +42,30 @@ def page_redirect() -> RedirectResponse:
 
 
 @router.get("/")
-def page() -> FileResponse:
-    """The single page; it shows the login form until the cookie is set."""
-    return FileResponse(STATIC / "index.html", media_type="text/html", headers=_NO_STORE)
+def page(request: Request, auth: Auth) -> HTMLResponse:
+    """The single page; it shows the login form unless the cookie holds a valid token.
+
+    With a valid cookie the ``<body>`` carries ``data-user``/``data-admin``, so
+    the page starts drawing without a round trip to ``/ui/api/me``.
+    """
+    html = _index()
+    token = request.cookies.get(UI_COOKIE)
+    if token:
+        try:
+            who = auth.authenticate_token(token)
+        except Unauthorized:
+            pass
+        else:
+            body = f'<body data-user="{escape(who.user)}" data-admin="{int(who.is_admin)}">'
+            html = html.replace("<body>", body, 1)
+    return HTMLResponse(html, headers=_NO_STORE)
 
 
 @router.get("/static/{name}")
 def asset(name: str) -> FileResponse:
     if name not in ASSETS:
         raise NotFound(f"no UI file {name!r}")
-    return FileResponse(STATIC / name, media_type=ASSETS[name], headers=_NO_STORE)
+    return FileResponse(STATIC / name, media_type=ASSETS[name], headers=_REVALIDATE)
 
 
 @router.post("/login", response_model=WhoAmI)
@@ -89,9 +106,18 @@ def me(user: CurrentUser) -> WhoAmI:
 @router.get("/api/cluster")
 def cluster(
     user: CurrentUser, service: Annotated[DashboardService, Depends(get_dashboard)]
-) -> dict[str, Any]:
+) -> Response:
     """Every node and GPU with booking, readings and holders (see ``DashboardService``)."""
-    return service.cluster(user)
+    body = json.dumps(
+        service.cluster(user), separators=(",", ":")
+    )  # plain data: skip FastAPI's encoder
+    return Response(body, media_type="application/json")
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
+_REVALIDATE = {"Cache-Control": "no-cache"}  # cached, but checked (ETag) on every load
+
+
+@functools.cache
+def _index() -> str:
+    return (STATIC / "index.html").read_text()

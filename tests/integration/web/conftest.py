@@ -1,5 +1,5 @@
 """Fixtures for the dashboard tests: one real server (4 emulated H100s, real dockerd)
-and one real Chromium for the whole module; screenshots go to ``$GPUDOCK_ARTIFACTS``."""
+shared by the dashboard and ``top`` tests, and one real Chromium per module; screenshots go to ``$GPUDOCK_ARTIFACTS``."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ QUEUES = {
 CONFIG = {**FAST_CONFIG, "scheduler": {"queues": QUEUES}}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def docker() -> Any:
     client = docker_client()
     require_test_image(client)
@@ -40,7 +40,7 @@ def docker() -> Any:
     return client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(docker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A running server with 4 emulated H100s on SQLite; its containers removed after."""
     server = ServerProcess(tmp_path_factory.mktemp("ui") / "home", config=CONFIG)

@@ -84,6 +84,7 @@ def test_a_bad_token_is_refused_and_the_admin_sees_every_emulated_gpu(
     cells.first.wait_for()
     assert cells.count() == 4
     assert page.page.locator(".gpu .tag.emu").count() == 4
+    cells.first.hover()
     assert "NVIDIA H100" in (cells.first.get_attribute("title") or "")
     cookie = next(c for c in page.context.cookies() if c["name"] == "gpudock_token")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"

@@ -9,6 +9,7 @@
 "use strict";
 
 const POLL_MS = 1000;
+const JOB_ROWS = 300;   // newest jobs the table holds (filtered and sorted in the page)
 const ACTIVE = ["PENDING", "ALLOCATED", "STARTING", "RUNNING"];
 const STATES = [...ACTIVE, "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
 let me = null;          // {user, admin}
@@ -57,7 +58,16 @@ async function api(path, opts = {}) {
     try { message = (await res.json()).error.message; } catch (_) { /* keep statusText */ }
     throw new ApiError(res.status, message);
   }
-  return res.status === 204 ? null : res.json();
+  if (res.status === 204) return null;
+  return opts.raw ? res.text() : res.json();
+}
+
+/* the JSON at ``path``, or null when its text is what ``seen.text`` already holds */
+async function changed(path, seen) {
+  const text = await api(path, { raw: true });
+  if (text === seen.text) return null;
+  seen.text = text;
+  return JSON.parse(text);
 }
 
 const GIB = 1024 ** 3;
@@ -178,6 +188,7 @@ function route() {
     try {
       await current.refresh();
       status(`updated ${new Date().toLocaleTimeString()}`);
+      if (!performance.getEntriesByName("gpudock-drawn").length) performance.mark("gpudock-drawn");
     } catch (err) {
       if (err.status === 401) return;
       status(`cannot refresh: ${err.message}`);
@@ -210,36 +221,45 @@ function holderText(holders) {
     return x.job ? `${x.user} · job ${x.job}` : `${x.user} · ${x.queue}`;
   }
   const users = [...new Set(holders.map((x) => x.user))];
-  return `${holders.length} shares · ${users.join(", ")}`;
+  return `${holders.length} shares · ${users[0]}${users.length > 1 ? ` +${users.length - 1}` : ""}`;
 }
 
-function gpuCell(gpu) {
-  const { v, label } = gpuValue(gpu);
-  const tip = [
+function gpuTip(gpu) {
+  return [
     `${gpu.node} GPU ${gpu.index} · ${gpu.name}`, gpu.uuid,
     `allocation ${pct(gpu.allocation)} (${bytes(gpu.booked_memory)} of ${bytes(gpu.memory_total)} booked)`,
     `utilisation ${gpu.utilization === null ? "no reading" : pct(gpu.utilization)}`,
     `health ${gpu.health}${gpu.emulated ? " · emulated GPU: no real telemetry" : ""}`,
     ...gpu.holders.map((x) => `${x.job ? `job ${x.job}` : "a job"} of ${x.user} (${x.queue})${x.memory ? `: ${bytes(x.memory)}` : ": whole GPU"}`),
   ].join("\n");
+}
+
+function gpuCell(gpu) {
+  const { v, label } = gpuValue(gpu);
   const style = v === null ? "" : `background:${heat(v)};color:${v > 0.62 ? "#fff" : "#1b2430"}`;
   const cls = `gpu${v === null ? " na" : ""}${gpu.health !== "ok" ? " sick" : ""}`;
   const holders = gpu.holders;
   const who = holders.length === 1 && holders[0].job
     ? h("a", { href: `#/job/${holders[0].job}`, text: holderText(holders) })
     : holderText(holders);
-  return h("div", { class: cls, style, title: tip, "data-uuid": gpu.uuid, "data-gpu": `${gpu.node}/${gpu.index}` },
+  const cell = h("div", { class: cls, style, "data-uuid": gpu.uuid, "data-gpu": `${gpu.node}/${gpu.index}` },
     h("span", { class: "l1", text: `GPU ${gpu.index}` }),
     gpu.emulated ? h("span", { class: "tag emu", text: "EMU", title: "emulated GPU" })
       : gpu.health !== "ok" ? h("span", { class: "tag bad", text: gpu.health.toUpperCase() }) : null,
     h("span", { class: "l2", text: label }),
     h("span", { class: "l3" }, who));
+  cell.gpu = gpu;  // its tooltip is written on first hover (1,000 cells draw faster without)
+  return cell;
 }
 
 function clusterPage(view) {
   const tiles = h("div", { class: "tiles" });
   const seg = h("div", { class: "seg", role: "group", "aria-label": "colour by" });
   const nodes = h("div", { class: "nodes" });
+  nodes.addEventListener("mouseover", (event) => {
+    const cell = event.target.closest(".gpu");
+    if (cell && cell.gpu && !cell.title) cell.title = gpuTip(cell.gpu);
+  });
   let last = null;
   for (const [mode, text] of [["allocation", "Allocation"], ["memory", "Memory"], ["utilization", "Utilisation"]]) {
     seg.append(h("button", {
@@ -284,7 +304,13 @@ function clusterPage(view) {
       n.status_reason ? h("p", { class: "error", text: n.status_reason }) : null,
       n.gpus.length ? h("div", { class: "gpus" }, n.gpus.map(gpuCell)) : h("p", { class: "empty", text: "no GPUs" }))));
   }
-  return { refresh: async () => { last = await api("/ui/api/cluster"); draw(last); } };
+  const seen = {};
+  return {
+    refresh: async () => {
+      const data = await changed("/ui/api/cluster", seen);
+      if (data) { last = data; draw(last); }
+    },
+  };
 }
 
 /* ---------- queues: usage against guarantee, limit and fair share ---------- */
@@ -365,6 +391,7 @@ function jobsPage(view) {
   stateSel.value = jobView.state;
   const search = h("input", { type: "search", placeholder: "filter by id, name, user, node…", value: jobView.text, "aria-label": "filter" });
   let jobs = [];
+  const seen = {};
   const rerun = () => { jobView.state = stateSel.value; jobView.queue = queueSel.value; jobView.user = userSel.value; page && page.refresh(); };
   stateSel.addEventListener("change", rerun);
   queueSel.addEventListener("change", () => { jobView.queue = queueSel.value; draw(); });
@@ -404,7 +431,7 @@ function jobsPage(view) {
     for (const th of head.children) {
       th.textContent = JOB_COLUMNS.find((c) => c[0] === th.dataset.sort)[1] + (th.dataset.sort === jobView.sort ? (jobView.desc ? " ▼" : " ▲") : "");
     }
-    count.textContent = `${shown.length} of ${jobs.length} jobs`;
+    count.textContent = `${shown.length} of ${jobs.length}${jobs.length >= JOB_ROWS ? " newest" : ""} jobs`;
     fill(body, ...shown.map((j) => h("tr", { class: "click", "data-job": j.id, "data-state": j.state, onclick: () => { location.hash = `#/job/${j.id}`; } },
       h("td", {}, h("a", { href: `#/job/${j.id}`, text: String(j.id) })), h("td", { class: "name", text: j.name || "–", title: j.name || "" }),
       h("td", { text: j.user }), h("td", { text: j.queue }), h("td", {}, stateBadge(j.state)),
@@ -417,8 +444,9 @@ function jobsPage(view) {
   return {
     refresh: async () => {
       const state = jobView.state === "active" ? ACTIVE.join(",") : jobView.state;
-      jobs = await api(`/v1/jobs?limit=500${state ? `&state=${state}` : ""}`);
-      draw();
+      const data = await changed(`/v1/jobs?limit=${JOB_ROWS}${state ? `&state=${state}` : ""}`, seen);
+      if (data) jobs = data;
+      draw(); // relative times move on even when the jobs did not change
     },
   };
 }
@@ -556,4 +584,9 @@ function jobPage(view, arg) {
 document.getElementById("login-form").addEventListener("submit", login);
 document.getElementById("logout").addEventListener("click", logout);
 window.addEventListener("hashchange", route);
-api("/ui/api/me").then((who) => { me = who; start(); }).catch(() => { if (!me) showLogin(); });
+if (document.body.dataset.user) {  // the server found a valid cookie
+  me = { user: document.body.dataset.user, admin: document.body.dataset.admin === "1" };
+  start();
+} else {
+  showLogin();
+}
