@@ -1,5 +1,6 @@
-"""Fixtures for the dashboard tests: one real server (4 emulated H100s, real dockerd)
-shared by the dashboard and ``top`` tests, and one real Chromium per module; screenshots go to ``$GPUDOCK_ARTIFACTS``."""
+"""Fixtures for the dashboard and ``top`` tests: one real server (4 emulated H100s,
+real dockerd) for both, one real Chromium per module; screenshots go to
+``$GPUDOCK_ARTIFACTS``."""
 
 from __future__ import annotations
 

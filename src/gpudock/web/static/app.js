@@ -221,7 +221,7 @@ function holderText(holders) {
     return x.job ? `${x.user} · job ${x.job}` : `${x.user} · ${x.queue}`;
   }
   const users = [...new Set(holders.map((x) => x.user))];
-  return `${holders.length} shares · ${users[0]}${users.length > 1 ? ` +${users.length - 1}` : ""}`;
+  return `${holders.length}× ${users[0]}${users.length > 1 ? ` +${users.length - 1}` : ""}`;
 }
 
 function gpuTip(gpu) {
