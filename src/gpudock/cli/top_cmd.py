@@ -156,7 +156,9 @@ def gpu_grid(frame: Frame, width: int) -> RenderableType:
     cell = 14
     per_line = max(1, (width - 24) // (cell + 1))
     out = Text()
-    for node in frame.nodes:
+    for n, node in enumerate(frame.nodes):
+        if n:
+            out.append("\n")
         gpus = node.get("gpus", [])
         emulated = any(g.get("emulated") for g in gpus)
         status = "" if node.get("status") == "available" else f" {node.get('status')}"
@@ -169,7 +171,6 @@ def gpu_grid(frame: Frame, width: int) -> RenderableType:
             out.append(
                 f"{gpu_label(gpu, owners):<{cell}}"[:cell], style=heat_style(allocation(gpu))
             )
-        out.append("\n")
     if not frame.nodes:
         out.append("no nodes registered yet", style="dim")
     title = "GPUs (colour: allocation; emu = emulated, no real telemetry)"

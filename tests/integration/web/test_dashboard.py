@@ -176,10 +176,10 @@ def test_a_user_sees_only_their_own_jobs(
     page.page.wait_for_selector(f"tr[data-job='{own}']")
     users = page.page.locator("table.jobs tbody td:nth-child(3)").all_inner_texts()
     assert users and set(users) == {"bob"}
+    shoot(page, shots, "jobs-as-user")
     page.page.goto(server.url + "/ui/#/cluster")
     page.page.wait_for_selector(".gpu:has-text('alice')")
     assert page.page.locator(".gpu a[href^='#/job/']").count() == 0, "another's job id shown"
-    shoot(page, shots, "jobs-as-user")
     page.close()
 
 
