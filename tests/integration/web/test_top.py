@@ -13,6 +13,7 @@ import struct
 import subprocess
 import termios
 import time
+from pathlib import Path
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
@@ -72,7 +73,9 @@ class Terminal:
         os.close(self.master)
 
 
-def test_top_shows_the_gpus_and_a_running_job_and_q_quits(server: ServerProcess) -> None:
+def test_top_shows_the_gpus_and_a_running_job_and_q_quits(
+    server: ServerProcess, shots: Path
+) -> None:
     with server.api() as api:
         job = submit(api, image=TEST_IMAGE, name="top-demo", gpus=1, command=["sleep", "60"])
         wait_state(api, job, {"RUNNING"})
@@ -89,6 +92,8 @@ def test_top_shows_the_gpus_and_a_running_job_and_q_quits(server: ServerProcess)
         screen = term.read_until(r"Queues(.|\n)*default")
         assert "emu" in screen, "emulated GPUs are not marked"
         assert "idle" in screen
+        shots.mkdir(parents=True, exist_ok=True)
+        (shots / "top.txt").write_text(screen[screen.rindex("gpudock top") :])
         frames = screen.count("gpudock top")
         term.drain(2.5)
         assert term.screen.count("gpudock top") > frames, "the screen did not refresh"
