@@ -83,12 +83,17 @@ class OfflinePage:
     the browser refuses such a request before it is made).
     """
 
-    def __init__(self, browser: Browser, origin: str) -> None:
+    def __init__(
+        self, browser: Browser, origin: str, viewport: tuple[int, int] = (1280, 900)
+    ) -> None:
         self.origin = origin_of(origin)
         self.blocked: list[str] = []
         self.requests: list[str] = []
         self.errors: list[str] = []
-        self.context: BrowserContext = browser.new_context(viewport={"width": 1280, "height": 900})
+        width, height = viewport
+        self.context: BrowserContext = browser.new_context(
+            viewport={"width": width, "height": height}
+        )
         self.context.set_default_timeout(TIMEOUT_MS)
         self.context.route("**/*", self._route)
         self.page: Page = self.context.new_page()
@@ -111,11 +116,15 @@ class OfflinePage:
     def _uncaught(self, error: Error) -> None:
         self.errors.append(f"uncaught: {error}")
 
-    def screenshot(self, path: Path) -> Path:
-        """Save a full-page PNG at ``path`` (folders created) and return it."""
+    def screenshot(self, path: Path, full_page: bool = True) -> Path:
+        """Save a PNG at ``path`` (folders created) and return it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=full_page)
         return path
+
+    def resize(self, width: int, height: int) -> None:
+        """Change the viewport (1440x900 desktop, 390x844 phone in the UI tests)."""
+        self.page.set_viewport_size({"width": width, "height": height})
 
     def close(self) -> None:
         self.context.close()

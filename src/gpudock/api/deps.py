@@ -8,7 +8,7 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpudock.runtime.context import RuntimeContext
-from gpudock.services.auth import AuthService
+from gpudock.services.auth import UI_COOKIE, UI_HEADER, AuthService
 from gpudock.services.inventory import InventoryService
 from gpudock.services.jobs import JobService
 from gpudock.services.queues import QueueService
@@ -47,11 +47,22 @@ bearer = HTTPBearer(
 
 
 def get_principal(
+    request: Request,
     auth: Annotated[AuthService, Depends(get_auth)],
     _: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    """The caller of a ``/v1`` operation; ``Unauthorized`` without a valid bearer token."""
+    """The bearer token's principal; without an Authorization header, the UI's cookie's."""
+    cookie = request.cookies.get(UI_COOKIE) if authorization is None else None
+    if cookie:
+        headers = request.headers
+        return auth.authenticate_cookie(
+            cookie,
+            request.method,
+            headers.get("host"),
+            headers.get("origin"),
+            headers.get(UI_HEADER),
+        )
     return auth.authenticate(authorization)
 
 

@@ -35,6 +35,7 @@ from gpudock.cli.logs_cmd import logs
 from gpudock.cli.server_cmd import server
 from gpudock.cli.simulate_cmd import simulate_command
 from gpudock.cli.token_cmd import token_app
+from gpudock.cli.top_cmd import top_command
 
 params.install()  # plain int/str/Path conversion: no pydantic on the client's path
 app = typer.Typer(
@@ -47,6 +48,7 @@ app = typer.Typer(
 )
 app.add_typer(token_app, name="token")
 app.command("events")(events_command)
+app.command("top")(top_command)
 
 __all__ = ["app", "call", "err", "fail", "main", "out", "parse_pairs"]
 

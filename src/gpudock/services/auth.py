@@ -1,4 +1,5 @@
-"""Authentication and the token lifecycle: bearer tokens mapped to a ``Principal``.
+"""Authentication and the token lifecycle: bearer tokens (or the UI's cookie) mapped to a
+``Principal``.
 
 Rules:
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from gpudock.core.units import parse_duration
@@ -31,6 +33,11 @@ from gpudock.store import tokens as token_store
 from gpudock.store.tokens import Principal, TokenInfo
 
 MAX_EXPIRES = 10 * 365 * 86400.0  # ten years
+UI_COOKIE = "gpudock_token"
+"""The HttpOnly cookie ``POST /ui/login`` sets; it holds the token itself."""
+UI_HEADER = "X-Gpudock-UI"
+"""Header the UI's scripts send with every state-changing request (CSRF guard)."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+ -]{0,63}$")
 
 
@@ -71,9 +78,13 @@ class AuthService:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Authorization header must be 'Bearer <token>'")
+        return self.authenticate_token(token.strip())
+
+    def authenticate_token(self, token: str) -> Principal:
+        """The principal of a plain token; ``Unauthorized`` when unknown, revoked or expired."""
         now = self.ctx.clock()
         with self.ctx.db.read() as session:
-            info = token_store.find(session, token.strip())
+            info = token_store.find(session, token)
         if info is None:
             raise Unauthorized("invalid token")
         state = info.state(now)
@@ -87,6 +98,20 @@ class AuthService:
             with self.ctx.db.write() as session:
                 token_store.touch(session, info.id, now)
         return info.principal
+
+    def authenticate_cookie(
+        self, token: str, method: str, host: str | None, origin: str | None, ui_header: str | None
+    ) -> Principal:
+        """The principal of the UI's cookie, refusing cross-site state changes.
+
+        The cookie is ``SameSite=Strict``; on top of that a request that is not
+        GET/HEAD/OPTIONS must carry ``X-Gpudock-UI`` (a header no cross-site
+        form can set without a CORS preflight, which this server never grants)
+        and, when the browser sends ``Origin``, one whose host is this server's.
+        """
+        if method.upper() not in SAFE_METHODS:
+            check_same_origin(host, origin, ui_header)
+        return self.authenticate_token(token)
 
     def create_token(
         self,
@@ -146,3 +171,14 @@ class AuthService:
             if not token_store.revoke(session, token_id, now):  # writers are serialized
                 raise Conflict(f"token {token_id} was already revoked")
         return replace(info, revoked_at=now)
+
+
+def check_same_origin(host: str | None, origin: str | None, ui_header: str | None) -> None:
+    """Raise ``Forbidden`` unless a cookie-authenticated change comes from the UI itself."""
+    if not ui_header:
+        raise Forbidden(
+            "cross-site request refused: a request authenticated by the UI's cookie must "
+            f"carry the {UI_HEADER} header; API clients send 'Authorization: Bearer <token>'"
+        )
+    if origin is not None and (host is None or urlsplit(origin).netloc.lower() != host.lower()):
+        raise Forbidden(f"cross-site request refused: origin {origin!r} is not this server")
