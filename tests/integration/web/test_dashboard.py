@@ -76,7 +76,7 @@ def test_a_bad_token_is_refused_and_the_admin_sees_every_emulated_gpu(
     page.page.goto(server.url + "/ui/")
     page.page.fill("#token", "gpd_not-a-token")
     page.page.click("button[type=submit]")
-    page.page.wait_for_selector("#login-error:has-text('invalid or revoked')")
+    page.page.wait_for_selector("#login-error:has-text('invalid')")
     shoot(page, shots, "login")
 
     log_in(page, server.url, server.admin_token)

@@ -65,7 +65,7 @@ def test_every_v1_operation_asks_for_the_bearer_scheme_and_nothing_else_does(
         ({}, "missing Authorization header; send 'Authorization: Bearer <token>'"),
         ({"Authorization": "Basic YWxpY2U6eA=="}, "Authorization header must be 'Bearer <token>'"),
         ({"Authorization": "Bearer "}, "Authorization header must be 'Bearer <token>'"),
-        ({"Authorization": "Bearer gpd_nope"}, "invalid or revoked token"),
+        ({"Authorization": "Bearer gpd_nope"}, "invalid token"),
     ],
 )
 def test_a_v1_call_without_a_valid_token_gets_the_same_401(
