@@ -68,7 +68,7 @@ from gpudock.scheduler.equivalence import (
     fallback_reason,
     no_nodes_reason,
 )
-from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
+from gpudock.scheduler.framework import FilterPolicy, PlacementKey, Profile, placement_key
 from gpudock.scheduler.index import (
     ANY_MODEL,
     GpuKey,
@@ -94,11 +94,77 @@ _FILTERS = (NodeAffinity, GpuModel, NodeHealth, CpuCapacity, GpuCapacity, GpuTop
 
 
 def indexable(profile: Profile) -> bool:
-    """True when ``profile`` is one the capacity index answers exactly (see the module doc)."""
-    if tuple(type(f) for f in profile.filters) != _FILTERS or len(profile.scorers) != 1:
+    """True when the capacity index answers ``profile`` exactly (see the module doc): the
+    built-in filters, in their order, among any others, and one ``binpack`` or ``spread``
+    scorer of weight 1."""
+    known = tuple(type(f) for f in profile.filters if type(f) in _FILTERS)
+    if known != _FILTERS or len(profile.scorers) != 1:
         return False
     scorer, weight = profile.scorers[0]
     return type(scorer) in (Binpack, Spread) and weight == 1.0
+
+
+def unknown_filters(profile: Profile) -> tuple[FilterPolicy, ...]:
+    """The filters of ``profile`` the index does not answer, in profile order."""
+    return tuple(f for f in profile.filters if type(f) not in _FILTERS)
+
+
+class ExtraFilters:
+    """The unknown filters of a profile, run on the index's candidates for one key.
+
+    ``passes(name)`` runs each unknown filter's reference ``filter`` on the
+    node, in profile order, and keeps the verdict until the node is reserved
+    on (policies are pure in ``placement_key`` and one node's state). A node
+    any of them rejects drops out; ``vetoed`` records that one did, so a key
+    found blocked is not taken as blocked for the rest of the cycle (an
+    unknown filter need not be monotone in capacity). ``reasons`` are the
+    generic path's (``KeyVerdicts``, built on first need, then caught up):
+    every filter's own rejection status feeds step 4 exactly as there.
+    """
+
+    def __init__(self, job: JobRequest, state: CycleState, profile: Profile) -> None:
+        self._job = job
+        self._state = state
+        self._profile = profile
+        self._filters = unknown_filters(profile)
+        self._ok: dict[str, bool] = {}
+        self._seen = len(state.changes)
+        self._generic: KeyVerdicts | None = None
+        self.vetoed = False
+        self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
+
+    def passes(self, name: str) -> bool:
+        """Whether every unknown filter admits node ``name`` now."""
+        changes = self._state.changes
+        if self._seen != len(changes):
+            ok = self._ok
+            for changed in changes[self._seen :]:
+                ok.pop(changed, None)
+            self._seen = len(changes)
+        verdict = self._ok.get(name)
+        if verdict is None:
+            job, node = self._job, self._state.nodes[name]
+            verdict = self._ok[name] = all(f.filter(job, node).ok for f in self._filters)
+        if not verdict:
+            self.vetoed = True
+        return verdict
+
+    def unchanged(self) -> bool:
+        """True when a search that found nothing saw the state as it is now."""
+        return self.none_at == len(self._state.changes)
+
+    def found(self, name: str | None) -> str | None:
+        """Record a search's answer (``name``); None when it found nothing."""
+        self.none_at = len(self._state.changes) if name is None else -1
+        return name
+
+    def reasons(self) -> list[PendingReason]:
+        """The generic path's reasons for this key, on the current state."""
+        if self._generic is None:
+            self._generic = KeyVerdicts(self._job, self._state, self._profile)
+        else:
+            self._generic.catch_up()
+        return self._generic.reasons()
 
 
 class IndexedCache:
@@ -127,6 +193,7 @@ class IndexedCache:
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
         self._pricing = scorer.pricing if isinstance(scorer, Binpack) else None
         self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``
+        self._unknown = bool(unknown_filters(profile))  # filters run per candidate
 
     def generic(self, job: JobRequest) -> bool:
         """True for the jobs the index leaves to the generic path (see the module doc)."""
@@ -160,6 +227,7 @@ class IndexedCache:
             return verdicts
         if verdicts is None:
             catalog = self._catalog
+            extra = ExtraFilters(job, self._state, self._profile) if self._unknown else None
             if self._pricing is not None and priced(job):
                 verdicts = PricedVerdicts(
                     job,
@@ -168,6 +236,7 @@ class IndexedCache:
                     self._state,
                     self._pricing,
                     bool(job.cpus) and self._cpu_nodes,
+                    extra,
                 )
             elif job.cpus and self._cpu_nodes:
                 verdicts = CpuVerdicts(
@@ -177,9 +246,10 @@ class IndexedCache:
                     self._state,
                     self._cpu_rule,
                     self._shapes,
+                    extra,
                 )
             else:
-                verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
+                verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job), extra)
             self._by_key[key] = verdicts
         return verdicts
 
@@ -187,10 +257,17 @@ class IndexedCache:
 class IndexedVerdicts:
     """``KeyVerdicts`` for one placement key, answered from its model class's index."""
 
-    def __init__(self, job: JobRequest, catalog: Catalog, klass: ModelClassIndex) -> None:
+    def __init__(
+        self,
+        job: JobRequest,
+        catalog: Catalog,
+        klass: ModelClassIndex,
+        extra: ExtraFilters | None = None,
+    ) -> None:
         self._job = job  # any job with this key
         self._catalog = catalog
         self._class = klass
+        self._extra = extra
         self.blocked = False
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
 
@@ -200,8 +277,16 @@ class IndexedVerdicts:
             return None
         self._catalog.catch_up(self._class)
         best = first_node(self._class, self._job)
-        self.blocked = best is None  # capacity only shrinks within a cycle
-        return None if best is None else best[1]
+        extra = self._extra
+        if best is None or extra is None:
+            self.blocked = best is None  # capacity only shrinks within a cycle
+            return None if best is None else best[1]
+        if extra.passes(best[1]):
+            return best[1]
+        if extra.unchanged():
+            return None
+        admitted = (name for _, name in walk(self._class, self._job) if extra.passes(name))
+        return extra.found(next(admitted, None))
 
     def ranked(self) -> list[str]:
         """Every feasible node for a whole-GPU request, best first (score, then name).
@@ -221,13 +306,19 @@ class IndexedVerdicts:
             for name in part.index.whole()[key]
         ]
         ranked.sort()
+        extra = self._extra
+        if extra is not None:
+            return [name for _, name in ranked if extra.passes(name)]
         return [name for _, name in ranked]
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order.
 
         Memoized until the next reservation (only step 4 asks, after the last).
+        With unknown filters, the generic path's own (``ExtraFilters.reasons``).
         """
+        if self._extra is not None:
+            return self._extra.reasons()
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             self._reasons = (seen, self._explain())
@@ -301,6 +392,7 @@ class CpuVerdicts:
         state: CycleState,
         cpu_rule: bool,
         shapes: dict[int, Shapes] | None = None,
+        extra: ExtraFilters | None = None,
     ) -> None:
         self._job = job  # any job with this key
         self._catalog = catalog
@@ -308,18 +400,22 @@ class CpuVerdicts:
         self._state = state
         self._cpu_rule = cpu_rule
         self._shapes = shapes if shapes is not None else {}
+        self._extra = extra
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self.blocked = False
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked:
+        extra = self._extra
+        if self.blocked or (extra is not None and extra.unchanged()):
             return None
         self._catalog.catch_up(self._class)
         first = first_node(self._class, self._job)
         if first is None:
             self.blocked = True  # capacity only shrinks within a cycle
             return None
+        if extra is not None:
+            extra.vetoed = False
         judged = self._judge(first[1])  # usually the answer: then no walk
         if judged is not None and (not self._cpu_rule or judged[1] == 0.0):
             return first[1]
@@ -342,8 +438,11 @@ class CpuVerdicts:
                 best = entry
             if stranded == 0.0:
                 break
-        self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
-        return None if best is None else best[1]
+        if extra is None:
+            self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
+            return None if best is None else best[1]
+        self.blocked = best is None and not extra.vetoed
+        return extra.found(None if best is None else best[1])
 
     @cached_property
     def _floor(self) -> Callable[[int], float] | None:
@@ -402,6 +501,8 @@ class CpuVerdicts:
         free = 0.0 if cpus is None else state.nodes.free_cpus_of(name)
         if not cpus_fit_on(job, cpus, free):
             return None
+        if self._extra is not None and not self._extra.passes(name):
+            return None
         if not self._cpu_rule:
             return (0.0, name), 0.0
         fit = state.fit(name)
@@ -414,17 +515,7 @@ class CpuVerdicts:
     def _walk(self) -> Iterator[tuple[int, str]]:
         """Every node that can take the job's GPUs now, by ``(rank, name)``: lazily merged,
         so that a walk that stops early reads only the buckets' heads and what it passed."""
-        job = self._job
-        gpus, share = job.gpus, job.gpu_memory
-        parts: list[Iterator[tuple[int, str]]] = []
-        for part in self._class.parts:
-            index = part.index
-            if share is not None and gpus > 0:  # ``job.shared``
-                levels = index.shared(gpus).read(index.fits).items()
-                parts.append(merged([entries for level, entries in levels if level >= share]))
-            else:
-                parts.append(_whole_walk(index.whole(), index.ranked_whole(), gpus))
-        return parts[0] if len(parts) == 1 else heapq.merge(*parts)
+        return walk(self._class, self._job)
 
     def ranked(self) -> list[str]:
         raise AssertionError("gangs asking for CPUs take the generic path")
@@ -433,7 +524,9 @@ class CpuVerdicts:
         """The generic path's reasons for a blocked key, in filter order, from the index:
         ``cpu_capacity`` rejects the available members of the class that lack the CPUs,
         ``gpu_capacity`` the others (``IndexedVerdicts._explain``). Memoized until the
-        next reservation."""
+        next reservation. With unknown filters, the generic path's own."""
+        if self._extra is not None:
+            return self._extra.reasons()
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             explainer = IndexedVerdicts(self._job, self._catalog, self._class)
@@ -480,17 +573,19 @@ class PricedVerdicts(CpuVerdicts):
         state: CycleState,
         pricing: SharePricing,
         walk: bool,
+        extra: ExtraFilters | None = None,
     ) -> None:
-        super().__init__(job, catalog, klass, state, True)
+        super().__init__(job, catalog, klass, state, True, extra=extra)
         self._pricing = pricing
-        self._walks = walk
+        self._walks = walk or extra is not None  # unknown filters: node by node
         self._keys: list[tuple[int, int, GpuKey]] = []  # (loss, part, key), ascending
         self._known: set[tuple[int, GpuKey]] = set()  # (part, key) in ``_keys``
         self._read: list[int] = [0] * len(klass.parts)  # how far each part's log was read
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked:
+        extra = self._extra
+        if self.blocked or (extra is not None and extra.unchanged()):
             return None
         self._catalog.catch_up(self._class)
         by_part = [part.index.priced() for part in self._class.parts]
@@ -506,9 +601,14 @@ class PricedVerdicts(CpuVerdicts):
                     found, least = head, lost  # keys come by loss: never less than least
             self.blocked = found is None  # capacity only shrinks within a cycle
             return None if found is None else str(found[1])
+        if extra is not None:
+            extra.vetoed = False
         name = self._walk_priced(keys, by_part)
-        self.blocked = name is None
-        return name
+        if extra is None:
+            self.blocked = name is None
+            return name
+        self.blocked = name is None and not extra.vetoed
+        return extra.found(name)
 
     def _ordered(self, by_part: list[PricedShares]) -> list[tuple[int, int, GpuKey]]:
         """``_keys`` with the keys each part has made since the last call that hold the share
@@ -534,7 +634,7 @@ class PricedVerdicts(CpuVerdicts):
         """The best node that has the job's CPUs, walking the heaps in ``keys``' order
         merged, each heap in order without popping it (a heap's position ``i`` comes
         before ``2i + 1`` and ``2i + 2``), untrue entries skipped (class doc)."""
-        job, state, pricing = self._job, self._state, self._pricing
+        job, state, pricing, extra = self._job, self._state, self._pricing, self._extra
         views, free_cpus_of = state.views, state.nodes.free_cpus_of
         fits = [part.index.fits for part in self._class.parts]
         heap: list[tuple[int, int, str, int, int, int]] = []  # (loss, entry, walk, at)
@@ -565,6 +665,8 @@ class PricedVerdicts(CpuVerdicts):
             cpus = views[name].cpus
             free = 0.0 if cpus is None else free_cpus_of(name)
             if not cpus_fit_on(job, cpus, free):
+                continue
+            if extra is not None and not extra.passes(name):
                 continue
             fit = next(part[name] for part in fits if name in part)
             judged = pricing.judge(
@@ -637,6 +739,21 @@ def node_shapes(state: CycleState, part: Part) -> Shapes:
             shapes.add((view.cpus, fit.total, fit.sizes[0]))
         most_free = max(most_free, view.cpus - view.used_cpus)
     return shapes, most_free
+
+
+def walk(klass: ModelClassIndex, job: JobRequest) -> Iterator[tuple[int, str]]:
+    """Every node of ``klass`` that can take ``job``'s GPUs now, by ``(rank, name)``, lazily
+    merged (``CpuVerdicts._walk``); the first is ``first_node``'s."""
+    gpus, share = job.gpus, job.gpu_memory
+    parts: list[Iterator[tuple[int, str]]] = []
+    for part in klass.parts:
+        index = part.index
+        if share is not None and gpus > 0:  # ``job.shared``
+            levels = index.shared(gpus).read(index.fits).items()
+            parts.append(merged([entries for level, entries in levels if level >= share]))
+        else:
+            parts.append(_whole_walk(index.whole(), index.ranked_whole(), gpus))
+    return parts[0] if len(parts) == 1 else heapq.merge(*parts)
 
 
 def first_node(klass: ModelClassIndex, job: JobRequest) -> tuple[int, str] | None:
