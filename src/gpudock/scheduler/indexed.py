@@ -132,6 +132,7 @@ class ExtraFilters:
         self._generic: KeyVerdicts | None = None
         self.vetoed = False
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
+        self._all = (-1, False)  # (``len(state.changes)``, ``_admits_all``)
 
     def passes(self, name: str) -> bool:
         """Whether every unknown filter admits node ``name`` now."""
@@ -149,6 +150,13 @@ class ExtraFilters:
             self.vetoed = True
         return verdict
 
+    def _admits_all(self) -> bool:
+        """Whether the unknown filters admit every node now (memoized until a reservation)."""
+        now = len(self._state.changes)
+        if self._all[0] != now:
+            self._all = (now, all(self.passes(name) for name in self._state.views))
+        return self._all[1]
+
     def unchanged(self) -> bool:
         """True when a search that found nothing saw the state as it is now."""
         return self.none_at == len(self._state.changes)
@@ -158,8 +166,13 @@ class ExtraFilters:
         self.none_at = len(self._state.changes) if name is None else -1
         return name
 
-    def reasons(self) -> list[PendingReason]:
-        """The generic path's reasons for this key, on the current state."""
+    def reasons(self, indexed: Callable[[], list[PendingReason]]) -> list[PendingReason]:
+        """The generic path's reasons for this key, on the current state: ``indexed`` (the
+        index's own, worded from the built-in filters alone) when the unknown filters admit
+        every node, for then each node's first failing filter is a built-in one; else a
+        ``KeyVerdicts``'s. Only the nodes reserved on since the last call are re-checked."""
+        if self._admits_all():
+            return indexed()
         if self._generic is None:
             self._generic = KeyVerdicts(self._job, self._state, self._profile)
         else:
@@ -318,7 +331,11 @@ class IndexedVerdicts:
         With unknown filters, the generic path's own (``ExtraFilters.reasons``).
         """
         if self._extra is not None:
-            return self._extra.reasons()
+            return self._extra.reasons(self._indexed_reasons)
+        return self._indexed_reasons()
+
+    def _indexed_reasons(self) -> list[PendingReason]:
+        """``reasons`` as the built-in filters alone word them."""
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             self._reasons = (seen, self._explain())
@@ -526,7 +543,11 @@ class CpuVerdicts:
         ``gpu_capacity`` the others (``IndexedVerdicts._explain``). Memoized until the
         next reservation. With unknown filters, the generic path's own."""
         if self._extra is not None:
-            return self._extra.reasons()
+            return self._extra.reasons(self._indexed_reasons)
+        return self._indexed_reasons()
+
+    def _indexed_reasons(self) -> list[PendingReason]:
+        """``reasons`` as the built-in filters alone word them."""
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             explainer = IndexedVerdicts(self._job, self._catalog, self._class)
