@@ -23,7 +23,7 @@ it to ``placement_key``.
 The built-in filters and scorers are also mirrored by the capacity index
 (``indexed.py``), which answers for them when the profile is exactly the
 built-in one. Changing what one of them checks means changing the index too;
-``tests/unit/scheduler/test_indexed.py`` catches a mismatch.
+``tests/unit/scheduler/accel/test_indexed.py`` catches a mismatch.
 """
 
 from __future__ import annotations

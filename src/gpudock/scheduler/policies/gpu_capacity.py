@@ -7,7 +7,7 @@ excluded. A node that could not fit the job even if everything on it ended
 (too few GPUs of the model, or GPUs too small) is ``UNRESOLVABLE``; one that
 is merely busy is ``UNSCHEDULABLE``.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Mirrored by the capacity index (``scheduler/accel/indexed.py``): change both together.
 """
 
 from __future__ import annotations

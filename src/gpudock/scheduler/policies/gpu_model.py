@@ -1,6 +1,6 @@
 """Filter policy: a node without a GPU of the requested model can never take the job.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Mirrored by the capacity index (``scheduler/accel/indexed.py``): change both together.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and the job tolerates every taint on it (``core/affinity.py``). Labels and
 taints do not change while a job waits, so a mismatch is ``UNRESOLVABLE``:
 no preemption can help.
 
-Mirrored by the capacity index (``scheduler/indexed.py``), which leaves out
+Mirrored by the capacity index (``scheduler/accel/indexed.py``), which leaves out
 the nodes this filter rejects: change both together.
 """
 

@@ -1,6 +1,6 @@
 """Filter policy: an unavailable node takes no new jobs ("not now", layer ``health``).
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Mirrored by the capacity index (``scheduler/accel/indexed.py``): change both together.
 """
 
 from __future__ import annotations

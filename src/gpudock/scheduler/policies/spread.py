@@ -1,6 +1,6 @@
 """Score policy: spread jobs over the emptiest nodes, to limit interference.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Mirrored by the capacity index (``scheduler/accel/indexed.py``): change both together.
 """
 
 from __future__ import annotations

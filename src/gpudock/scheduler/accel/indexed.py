@@ -53,8 +53,7 @@ from functools import cached_property
 from typing import TypeVar
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState, left_after
-from gpudock.scheduler.catalog import (
+from gpudock.scheduler.accel.catalog import (
     Catalog,
     CatalogMemo,
     Group,
@@ -62,14 +61,7 @@ from gpudock.scheduler.catalog import (
     Part,
     shared_groups,
 )
-from gpudock.scheduler.equivalence import (
-    EquivalenceCache,
-    KeyVerdicts,
-    fallback_reason,
-    no_nodes_reason,
-)
-from gpudock.scheduler.framework import FilterPolicy, PlacementKey, Profile, placement_key
-from gpudock.scheduler.index import (
+from gpudock.scheduler.accel.index import (
     ANY_MODEL,
     GpuKey,
     NodeFit,
@@ -77,6 +69,15 @@ from gpudock.scheduler.index import (
     PricedShares,
     WholeKey,
 )
+from gpudock.scheduler.capacity import CycleState, left_after
+from gpudock.scheduler.equivalence import (
+    EquivalenceCache,
+    KeyVerdicts,
+    VerdictCache,
+    fallback_reason,
+    no_nodes_reason,
+)
+from gpudock.scheduler.framework import FilterPolicy, PlacementKey, Profile, placement_key
 from gpudock.scheduler.policies.binpack import Binpack, packed, stranded_gpus
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_fit_on, cpus_reason
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
@@ -86,6 +87,7 @@ from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
 from gpudock.scheduler.pricing import SharePricing, priced
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import JobRequest
 
 T = TypeVar("T")
@@ -856,3 +858,18 @@ def _at_least(descending: tuple[int, ...], value: int) -> int:
             break
         count += 1
     return count
+
+
+class CapacityIndex:
+    """The default ``Accelerator`` (``scheduler/acceleration.py``): an ``IndexedCache`` for
+    an ``indexable`` profile (unknown filters included, run on the index's candidates),
+    else the generic path (an unknown scorer, several scorers, other weights)."""
+
+    name = "capacity_index"
+
+    def verdicts(
+        self, state: CycleState, profile: Profile, session: SchedulerSession
+    ) -> VerdictCache:
+        if indexable(profile):
+            return IndexedCache(state, profile, session.catalog)
+        return EquivalenceCache(state, profile)

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
+from gpudock.scheduler.accel.indexed import indexable
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import SUCCESS, Profile, Rejection, Status
-from gpudock.scheduler.indexed import indexable
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
-from .builders import assert_pending, assert_placed, make_job, make_node, make_snapshot
+from ..builders import assert_pending, assert_placed, make_job, make_node, make_snapshot
 from .test_indexed import configs, cpu_snapshots, snapshots, stranding_snapshots
 
 
