@@ -1,9 +1,9 @@
 """Steps 3a-b and 4 for the built-in profile, answered from the capacity index.
 
-When a profile runs exactly the built-in filters (``node_affinity`` →
-``gpu_model`` → ``node_health`` → ``cpu_capacity`` → ``gpu_capacity`` →
-``gpu_topology``) and one ``binpack`` or ``spread`` scorer of weight 1 (the
-default profile, ``indexable``), the feasible nodes of a job and their order
+When a profile runs the built-in filters (``node_affinity`` → ``gpu_model``
+→ ``node_health`` → ``cpu_capacity`` → ``gpu_capacity`` → ``gpu_topology``,
+in this order, among any others) and one ``binpack`` or ``spread`` scorer of
+weight 1 (``indexable``), the feasible nodes of a job and their order
 follow from a few counters per node and *class* (the GPU models and node
 affinity a job asks for: ``catalog.py``, over the indexes of ``index.py``).
 ``IndexedCache`` then answers each job in O(buckets) instead of running the
@@ -32,8 +32,9 @@ a GPU topology, and gangs asking for CPUs when some node counts CPUs. The
 index would need per-node detail for them; they are rare, and the generic
 path answers them exactly.
 
-Any other profile (custom filters, several scorers, other weights) takes the
-generic path (``equivalence.py``). Both must give the same Plan; the property
+Filters the index does not know run on the candidates it returns, best
+first (``ExtraFilters``). Any other profile (another scorer, several, other
+weights) takes the generic path (``equivalence.py``). Both must give the same Plan; the property
 tests compare them on random clusters. What the fast path relies on:
 
 * the node with the best score is the one with the fewest (binpack) or most
