@@ -139,12 +139,7 @@ class ExtraFilters:
 
     def passes(self, name: str) -> bool:
         """Whether every unknown filter admits node ``name`` now."""
-        changes = self._state.changes
-        if self._seen != len(changes):
-            ok = self._ok
-            for changed in changes[self._seen :]:
-                ok.pop(changed, None)
-            self._seen = len(changes)
+        self._sync()
         verdict = self._ok.get(name)
         if verdict is None:
             job, node = self._job, self._state.nodes[name]
@@ -153,11 +148,31 @@ class ExtraFilters:
             self.vetoed = True
         return verdict
 
+    def _sync(self) -> None:
+        """Forget the verdicts of the nodes reserved on since the last call."""
+        changes = self._state.changes
+        if self._seen != len(changes):
+            ok = self._ok
+            for changed in changes[self._seen :]:
+                ok.pop(changed, None)
+            self._seen = len(changes)
+
     def _admits_all(self) -> bool:
         """Whether the unknown filters admit every node now (memoized until a reservation)."""
         now = len(self._state.changes)
         if self._all[0] != now:
-            self._all = (now, all(self.passes(name) for name in self._state.views))
+            self._sync()
+            ok, nodes, job, filters = self._ok, self._state.nodes, self._job, self._filters
+            admitted = True
+            for name in self._state.views:
+                verdict = ok.get(name)
+                if verdict is None:
+                    node = nodes[name]
+                    verdict = ok[name] = all(f.filter(job, node).ok for f in filters)
+                if not verdict:
+                    admitted = False
+                    break
+            self._all = (now, admitted)
         return self._all[1]
 
     def unchanged(self) -> bool:
@@ -601,7 +616,7 @@ class PricedVerdicts(CpuVerdicts):
     ) -> None:
         super().__init__(job, catalog, klass, state, True, extra=extra)
         self._pricing = pricing
-        self._walks = walk or extra is not None  # unknown filters: node by node
+        self._walks = walk
         self._keys: list[tuple[int, int, GpuKey]] = []  # (loss, part, key), ascending
         self._known: set[tuple[int, GpuKey]] = set()  # (part, key) in ``_keys``
         self._read: list[int] = [0] * len(klass.parts)  # how far each part's log was read
@@ -623,8 +638,11 @@ class PricedVerdicts(CpuVerdicts):
                 head = by_part[part].head(key)
                 if head is not None and (found is None or head < found):
                     found, least = head, lost  # keys come by loss: never less than least
-            self.blocked = found is None  # capacity only shrinks within a cycle
-            return None if found is None else str(found[1])
+            if extra is None or found is None:
+                self.blocked = found is None  # capacity only shrinks within a cycle
+                return None if found is None else str(found[1])
+            if extra.passes(str(found[1])):
+                return str(found[1])  # the best node, and the unknown filters admit it
         if extra is not None:
             extra.vetoed = False
         name = self._walk_priced(keys, by_part)
