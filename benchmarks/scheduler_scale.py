@@ -58,6 +58,10 @@ a node's used CPUs are ``N`` per exclusive GPU or share), so CPUs run out
 before GPUs on nodes full of shares: the path of jobs asking for CPUs
 (``indexed.CpuVerdicts``, binpack's CPU rule).
 
+``--extra-filter noop`` registers a filter the capacity index does not know (it admits
+every node) and appends it to the profile: the drain runs without it, then with it, and
+``extra_filter`` in the JSON holds both figures and their ratio (a new policy's cost).
+
 Usage: ``benchmarks/scheduler_scale.py --nodes 1000 --gpus-per-node 8 --queued 100000 --json``;
 ``--profile`` prints the hottest functions of the schedule() calls to stderr
 (pyinstrument when installed, else cProfile).
@@ -78,18 +82,21 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from _meta import build_info
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
-from gpudock.scheduler import share_prices
+from gpudock.core.job import PendingReason
+from gpudock.scheduler import registry, share_prices
+from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.framework import SUCCESS, FilterPolicy, Rejection, Status
 from gpudock.scheduler.policies.binpack import prices_shares
 from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.registry import build_profile
@@ -242,12 +249,41 @@ def order_key(job: JobRequest) -> tuple[int, float, int]:
 # -- timing -----------------------------------------------------------------------------
 
 
+class NoopFilter:
+    """A filter the capacity index does not know: it admits every node (``--extra-filter``)."""
+
+    name = "noop"
+    layer = "devices"
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        return SUCCESS
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        return None
+
+
+EXTRA_FILTERS: dict[str, Callable[[], FilterPolicy]] = {NoopFilter.name: NoopFilter}
+
+
+def register_extra(name: str | None) -> None:
+    """Register ``--extra-filter`` as a new policy would be: one registry line."""
+    if name is not None:
+        cast(dict[str, Callable[[], FilterPolicy]], registry.FILTER_POLICIES)[name] = EXTRA_FILTERS[
+            name
+        ]
+
+
 def config_of(args: argparse.Namespace) -> SchedulerConfig:
-    """``--placement``, and with ``--no-price-shares`` binpack's ``price_shares`` option off."""
+    """``--placement``, with ``--no-price-shares`` binpack's ``price_shares`` option off, and
+    ``--extra-filter`` after the default filters."""
+    extra = getattr(args, "extra_filter", None)
+    filters = None if extra is None else [*registry.DEFAULT_FILTERS, extra]
     if args.price_shares:
-        return SchedulerConfig(placement=args.placement)
+        return SchedulerConfig(placement=args.placement, policies=PoliciesConfig(filters=filters))
     scorer = ScorerWeight(name="binpack", options={"price_shares": False})
-    return SchedulerConfig(policies=PoliciesConfig(scorers=[scorer]))
+    return SchedulerConfig(policies=PoliciesConfig(filters=filters, scorers=[scorer]))
 
 
 def timer_of(args: argparse.Namespace) -> Timer:
@@ -572,6 +608,25 @@ def reference_ms() -> float:
     return 1000 * (time.perf_counter() - start)
 
 
+def without_and_with(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
+    """The drain's decisions/s (wall and CPU) without ``--extra-filter``, then with it (by
+    ``timer``, which ``main`` resets and drains again for the full figures), and the ratios."""
+    without = drain(
+        argparse.Namespace(**{**vars(args), "extra_filter": None}),
+        timer_of(argparse.Namespace(**{**vars(args), "extra_filter": None})),
+    )
+    extra = drain(args, timer)
+    timer.reset()
+    keys = ("decisions_per_s", "decisions_per_cpu_s", "schedule_s")
+    return {
+        "name": args.extra_filter,
+        "without": {k: without[k] for k in keys},
+        "with": {k: extra[k] for k in keys},
+        "ratio": round(extra["decisions_per_s"] / without["decisions_per_s"], 3),
+        "cpu_ratio": round(extra["decisions_per_cpu_s"] / without["decisions_per_cpu_s"], 3),
+    }
+
+
 def percentile(values: list[float], pct: float) -> float:
     """Nearest-rank percentile."""
     ordered = sorted(values)
@@ -624,6 +679,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="binpack without its share prices (scheduler/pricing.py; on by default)",
     )
     add("--seed", type=int, default=1)
+    add(
+        "--extra-filter",
+        choices=tuple(EXTRA_FILTERS),
+        default=None,
+        help="also drain with this filter the capacity index does not know; report the ratio",
+    )
     add("--skip-drain", action="store_true", help="only the 1000-job latency cycles")
     add(
         "--gc-freeze",
@@ -657,6 +718,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    register_extra(args.extra_filter)
     if args.cycle_times:  # a later run of ``--repeats``
         _, cycle_ms = latency(args, timer_of(args))
         print(json.dumps({"cycle_ms": cycle_ms}))
@@ -668,6 +730,8 @@ def main(argv: list[str] | None = None) -> None:
         "python": sys.version.split()[0],
         **build_info(),
     }
+    if args.extra_filter is not None and not args.skip_drain:
+        result["extra_filter"] = without_and_with(args, timer)
     with profiling(args.profile, timer):
         if not args.skip_drain:
             result.update(drain(args, timer))

@@ -29,18 +29,18 @@ from pathlib import Path
 from types import ModuleType
 
 MODULES: tuple[str, ...] = (
+    "gpudock.scheduler.accel.catalog",
+    "gpudock.scheduler.accel.index",
+    "gpudock.scheduler.accel.indexed",
     "gpudock.scheduler.admission",
     "gpudock.scheduler.backfill",
     "gpudock.scheduler.boards",
     "gpudock.scheduler.capacity",
-    "gpudock.scheduler.catalog",
     "gpudock.scheduler.cycle",
     "gpudock.scheduler.equivalence",
     "gpudock.scheduler.explain",
     "gpudock.scheduler.feasibility",
     "gpudock.scheduler.framework",
-    "gpudock.scheduler.index",
-    "gpudock.scheduler.indexed",
     "gpudock.scheduler.placing",
     "gpudock.scheduler.policies.gpu_picker",
     "gpudock.scheduler.policies.priority_fifo",

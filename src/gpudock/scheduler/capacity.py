@@ -23,7 +23,7 @@ from operator import attrgetter
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
-from gpudock.scheduler.index import ANY_MODEL, NodeFit, node_fit, refit
+from gpudock.scheduler.accel.index import ANY_MODEL, NodeFit, node_fit, refit
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement
 
 

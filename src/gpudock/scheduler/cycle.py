@@ -15,11 +15,13 @@ a function below (Kueue style)::
                    that would borrow after all others)
     2. start       a mutable per-cycle copy of node capacity (``CycleState``,
                    each node copied from the snapshot on first use) and the
-                   verdict cache: ``IndexedCache`` (built-in profile: a
-                   capacity index per class of GPU model and node affinity,
-                   O(buckets) per job), else ``EquivalenceCache`` (any
-                   profile: the policies run per node, shared by equal
-                   requests, re-evaluated only on the nodes reserved on since)
+                   verdict cache, from the registry's ``Accelerator``
+                   (``acceleration.py``; the default, ``accel/``: a capacity
+                   index per class of GPU model and node affinity, O(buckets)
+                   per job, unknown filters run on its candidates), else the
+                   reference ``EquivalenceCache`` (the policies run per node,
+                   shared by equal requests, re-evaluated only on the nodes
+                   reserved on since)
     3. for each job, in that order:
        a. admit    the queueing strategies may hold it (``strict-fifo``:
                    behind its queue's blocked head), then queue quota
@@ -55,17 +57,17 @@ from dataclasses import dataclass, field
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
 from gpudock.queue.strategies import DEFAULT, Walk, strategies
+from gpudock.scheduler.acceleration import Accelerator, Reference
 from gpudock.scheduler.admission import Admission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
 from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.equivalence import EquivalenceCache, VerdictCache
+from gpudock.scheduler.equivalence import VerdictCache
 from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_reservation
 from gpudock.scheduler.framework import OrderPolicy, Profile
-from gpudock.scheduler.indexed import IndexedCache, indexable
 from gpudock.scheduler.placing import backfill, hold_for_preemptor, place_gang, place_job
 from gpudock.scheduler.policies.binpack import priced_profile
 from gpudock.scheduler.preemption import plan_preemptions
-from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.registry import ACCELERATOR, build_profile
 from gpudock.scheduler.release import RunningOn
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.session import SchedulerSession
@@ -115,8 +117,8 @@ def run_cycle(
 ) -> Plan:
     """``schedule`` with an explicit ``Profile`` (tests and the simulator use it).
 
-    ``index=False`` forces the generic path even for an ``indexable`` profile
-    (tests compare both). ``queues`` adds fair-share order and quota
+    ``index=False`` takes ``acceleration.Reference`` (the generic path), not the
+    registry's accelerator (tests compare both). ``queues`` adds fair-share order and quota
     admission (``admission.py``). ``queueing`` names the queueing strategies
     of steps 1 and 3a, in order (``gpudock.queue.strategies``; e.g. adding
     ``strict-fifo``: once a job of a queue is blocked, no later job of that
@@ -224,11 +226,8 @@ def start(
 ) -> Cycle:
     """Step 2: the cycle's capacity model and verdict cache, admission and queue walks."""
     state = CycleState(snapshot.nodes, session.fits)
-    cache: VerdictCache
-    if index and indexable(profile):
-        cache = IndexedCache(state, profile, session.catalog)
-    else:
-        cache = EquivalenceCache(state, profile)
+    accelerator: Accelerator = ACCELERATOR() if index else Reference()
+    cache: VerdictCache = accelerator.verdicts(state, profile, session)
     admission = Admission(queues, snapshot) if queues is not None else None
     chosen = strategies(queueing)
     borrows = admission.borrows if admission is not None else None

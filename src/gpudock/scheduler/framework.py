@@ -20,10 +20,12 @@ per distinct request and then re-evaluate only the node a reservation
 changed (``equivalence.py``). A policy that needs another job field must add
 it to ``placement_key``.
 
-The built-in filters and scorers are also mirrored by the capacity index
-(``indexed.py``), which answers for them when the profile is exactly the
-built-in one. Changing what one of them checks means changing the index too;
-``tests/unit/scheduler/test_indexed.py`` catches a mismatch.
+The built-in filters and ``binpack``/``spread`` are also answered by the
+capacity index (``scheduler/accel/``) from its buckets; any other filter in
+the profile it runs through ``filter`` on the candidates it returns, so a new
+filter is correct and fast with nothing else touched. Changing what a
+built-in one checks means changing the index too;
+``tests/unit/scheduler/accel/test_indexed.py`` catches a mismatch.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpudock.scheduler import share_prices
-from gpudock.scheduler.index import GpuKey
+from gpudock.scheduler.accel.index import GpuKey
 from gpudock.scheduler.policies.fgd import TaskType
 from gpudock.scheduler.policies.fgd_adaptive import CpuLimitedFragmentation
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob, Snapshot, WorkloadEntry

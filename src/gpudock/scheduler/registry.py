@@ -20,6 +20,8 @@ from typing import Any, TypeVar, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 
 from gpudock.config import SchedulerConfig
+from gpudock.scheduler.accel.indexed import CapacityIndex
+from gpudock.scheduler.acceleration import Accelerator
 from gpudock.scheduler.framework import (
     FilterPolicy,
     GpuPicker,
@@ -40,6 +42,9 @@ from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
 from gpudock.scheduler.policies.spread import Spread
 
+ACCELERATOR: Callable[[], Accelerator] = CapacityIndex
+"""The accelerator of steps 3b and 4 (``acceleration.py``); ``acceleration.Reference`` is the
+generic path it must match."""
 ORDER_POLICIES: Mapping[str, Callable[[], OrderPolicy]] = {
     PriorityFifo.name: PriorityFifo,
 }

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudock.scheduler.accel.catalog import CatalogMemo
 from gpudock.scheduler.capacity import FitMemo
-from gpudock.scheduler.catalog import CatalogMemo
 from gpudock.scheduler.pricing import LargestMemo
 from gpudock.scheduler.running import RunningMemo
 from gpudock.scheduler.victims import VictimMemo

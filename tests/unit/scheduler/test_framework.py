@@ -106,10 +106,22 @@ def test_equal_requests_share_verdicts_and_only_changed_nodes_are_re_evaluated()
     profile = replace(base, filters=(counting, *base.filters))
     nodes = [make_node(f"n{i:03}").gpus(8) for i in range(100)]
     jobs = [make_job(i).submitted(i) for i in range(50)]
-    plan = run_cycle(make_snapshot(nodes, jobs), profile)
+    plan = run_cycle(make_snapshot(nodes, jobs), profile, index=False)  # the generic path
     assert len(plan.placements) == 50
     # 100 nodes once for the first job, then the one node each reservation changed
     assert counting.calls == 100 + 49
+
+
+def test_the_capacity_index_runs_an_unknown_filter_only_on_its_candidates() -> None:
+    counting = CountingFilter()
+    base = build_profile(SchedulerConfig())
+    profile = replace(base, filters=(counting, *base.filters))
+    nodes = [make_node(f"n{i:03}").gpus(8) for i in range(100)]
+    jobs = [make_job(i).submitted(i) for i in range(50)]
+    plan = run_cycle(make_snapshot(nodes, jobs), profile)
+    assert len(plan.placements) == 50
+    # the best node for each job, once: the reservation changed it for the next
+    assert counting.calls == 50
 
 
 def test_a_bad_reservation_changes_nothing() -> None:

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
+from gpudock.scheduler.accel.index import NodeFit, PricedShares
 from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.index import NodeFit, PricedShares
 from gpudock.scheduler.pricing import MixTracker, job_mix, pricing_for
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import Snapshot

@@ -16,15 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
+from gpudock.scheduler.accel.index import PRICED
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
-from gpudock.scheduler.index import PRICED
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import NodeView, Snapshot
 
+from .accel.test_indexed import configs, snapshots
 from .builders import GiB
-from .test_indexed import configs, snapshots
 
 
 def assert_same_plans_as_keeping_nothing(

@@ -1,7 +1,8 @@
 """Score policy: pack jobs onto the fullest nodes, keeping whole nodes free for big jobs,
 without stranding GPUs behind exhausted CPUs, and one-GPU shares where they spoil least.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together. For a
+Answered by the capacity index (``scheduler/accel/``) by this exact class; changing how it
+scores means changing the index (``accel/test_indexed.py`` fails until they agree). For a
 job asking for CPUs, ``indexed.CpuVerdicts`` scores the nodes it walks with ``packed``
 and ``stranded_gpus``, the functions ``Binpack.score`` uses; for a one-GPU share under
 share prices, ``indexed.PricedVerdicts`` reads ``SharePricing.judge``, as ``score`` does.

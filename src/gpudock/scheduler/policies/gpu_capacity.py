@@ -7,7 +7,9 @@ excluded. A node that could not fit the job even if everything on it ended
 (too few GPUs of the model, or GPUs too small) is ``UNRESOLVABLE``; one that
 is merely busy is ``UNSCHEDULABLE``.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Answered by the capacity index (``scheduler/accel/``) from its buckets, by this exact
+class; changing what it checks means changing the index (``accel/test_indexed.py`` fails
+until they agree). A new filter needs no such twin: the index runs it on its candidates.
 """
 
 from __future__ import annotations

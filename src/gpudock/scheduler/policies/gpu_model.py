@@ -1,6 +1,8 @@
 """Filter policy: a node without a GPU of the requested model can never take the job.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Answered by the capacity index (``scheduler/accel/``) from its buckets, by this exact
+class; changing what it checks means changing the index (``accel/test_indexed.py`` fails
+until they agree). A new filter needs no such twin: the index runs it on its candidates.
 """
 
 from __future__ import annotations

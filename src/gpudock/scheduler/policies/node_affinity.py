@@ -5,8 +5,9 @@ and the job tolerates every taint on it (``core/affinity.py``). Labels and
 taints do not change while a job waits, so a mismatch is ``UNRESOLVABLE``:
 no preemption can help.
 
-Mirrored by the capacity index (``scheduler/indexed.py``), which leaves out
-the nodes this filter rejects: change both together.
+Answered by the capacity index (``scheduler/accel/``), which leaves out the nodes this
+filter rejects; changing what it checks means changing the index (``accel/test_indexed.py``
+fails until they agree).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Score policy: spread jobs over the emptiest nodes, to limit interference.
 
-Mirrored by the capacity index (``scheduler/indexed.py``): change both together.
+Answered by the capacity index (``scheduler/accel/``) from its buckets, by this exact
+class; changing how it scores means changing the index (``accel/test_indexed.py`` fails
+until they agree). A new scorer takes the generic path (``acceleration.Reference``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ bucket structure moves it the next time it is read (O(log nodes)). Building
 an index costs O(nodes); ``ClassIndex.copy`` is the cheap way to start a
 cycle from an index brought up to date (``catalog.py`` keeps the last
 cycle's). ``catalog.py`` assembles classes from indexes, ``indexed.py``
-turns their answers into verdicts; ``tests/unit/scheduler/test_indexed.py``
+turns their answers into verdicts; ``tests/unit/scheduler/accel/test_indexed.py``
 checks them against the generic path.
 """
 

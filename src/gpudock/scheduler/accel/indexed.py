@@ -1,9 +1,9 @@
 """Steps 3a-b and 4 for the built-in profile, answered from the capacity index.
 
-When a profile runs exactly the built-in filters (``node_affinity`` →
-``gpu_model`` → ``node_health`` → ``cpu_capacity`` → ``gpu_capacity`` →
-``gpu_topology``) and one ``binpack`` or ``spread`` scorer of weight 1 (the
-default profile, ``indexable``), the feasible nodes of a job and their order
+When a profile runs the built-in filters (``node_affinity`` → ``gpu_model``
+→ ``node_health`` → ``cpu_capacity`` → ``gpu_capacity`` → ``gpu_topology``,
+in this order, among any others) and one ``binpack`` or ``spread`` scorer of
+weight 1 (``indexable``), the feasible nodes of a job and their order
 follow from a few counters per node and *class* (the GPU models and node
 affinity a job asks for: ``catalog.py``, over the indexes of ``index.py``).
 ``IndexedCache`` then answers each job in O(buckets) instead of running the
@@ -32,8 +32,9 @@ a GPU topology, and gangs asking for CPUs when some node counts CPUs. The
 index would need per-node detail for them; they are rare, and the generic
 path answers them exactly.
 
-Any other profile (custom filters, several scorers, other weights) takes the
-generic path (``equivalence.py``). Both must give the same Plan; the property
+Filters the index does not know run on the candidates it returns, best
+first (``ExtraFilters``). Any other profile (another scorer, several, other
+weights) takes the generic path (``equivalence.py``). Both must give the same Plan; the property
 tests compare them on random clusters. What the fast path relies on:
 
 * the node with the best score is the one with the fewest (binpack) or most
@@ -53,8 +54,7 @@ from functools import cached_property
 from typing import TypeVar
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState, left_after
-from gpudock.scheduler.catalog import (
+from gpudock.scheduler.accel.catalog import (
     Catalog,
     CatalogMemo,
     Group,
@@ -62,14 +62,7 @@ from gpudock.scheduler.catalog import (
     Part,
     shared_groups,
 )
-from gpudock.scheduler.equivalence import (
-    EquivalenceCache,
-    KeyVerdicts,
-    fallback_reason,
-    no_nodes_reason,
-)
-from gpudock.scheduler.framework import PlacementKey, Profile, placement_key
-from gpudock.scheduler.index import (
+from gpudock.scheduler.accel.index import (
     ANY_MODEL,
     GpuKey,
     NodeFit,
@@ -77,6 +70,15 @@ from gpudock.scheduler.index import (
     PricedShares,
     WholeKey,
 )
+from gpudock.scheduler.capacity import CycleState, left_after
+from gpudock.scheduler.equivalence import (
+    EquivalenceCache,
+    KeyVerdicts,
+    VerdictCache,
+    fallback_reason,
+    no_nodes_reason,
+)
+from gpudock.scheduler.framework import FilterPolicy, PlacementKey, Profile, placement_key
 from gpudock.scheduler.policies.binpack import Binpack, packed, stranded_gpus
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity, cpus_fit_on, cpus_reason
 from gpudock.scheduler.policies.gpu_capacity import Closest, GpuCapacity, capacity_reason
@@ -86,6 +88,7 @@ from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
 from gpudock.scheduler.pricing import SharePricing, priced
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import JobRequest
 
 T = TypeVar("T")
@@ -94,11 +97,105 @@ _FILTERS = (NodeAffinity, GpuModel, NodeHealth, CpuCapacity, GpuCapacity, GpuTop
 
 
 def indexable(profile: Profile) -> bool:
-    """True when ``profile`` is one the capacity index answers exactly (see the module doc)."""
-    if tuple(type(f) for f in profile.filters) != _FILTERS or len(profile.scorers) != 1:
+    """True when the capacity index answers ``profile`` exactly (see the module doc): the
+    built-in filters, in their order, among any others, and one ``binpack`` or ``spread``
+    scorer of weight 1."""
+    known = tuple(type(f) for f in profile.filters if type(f) in _FILTERS)
+    if known != _FILTERS or len(profile.scorers) != 1:
         return False
     scorer, weight = profile.scorers[0]
     return type(scorer) in (Binpack, Spread) and weight == 1.0
+
+
+def unknown_filters(profile: Profile) -> tuple[FilterPolicy, ...]:
+    """The filters of ``profile`` the index does not answer, in profile order."""
+    return tuple(f for f in profile.filters if type(f) not in _FILTERS)
+
+
+class ExtraFilters:
+    """The unknown filters of a profile, run on the index's candidates for one key.
+
+    ``passes(name)`` runs each unknown filter's reference ``filter`` on the
+    node, in profile order, and keeps the verdict until the node is reserved
+    on (policies are pure in ``placement_key`` and one node's state). A node
+    any of them rejects drops out; ``vetoed`` records that one did, so a key
+    found blocked is not taken as blocked for the rest of the cycle (an
+    unknown filter need not be monotone in capacity). ``reasons`` are the
+    generic path's (``KeyVerdicts``, built on first need, then caught up):
+    every filter's own rejection status feeds step 4 exactly as there.
+    """
+
+    def __init__(self, job: JobRequest, state: CycleState, profile: Profile) -> None:
+        self._job = job
+        self._state = state
+        self._profile = profile
+        self._filters = unknown_filters(profile)
+        self._ok: dict[str, bool] = {}
+        self._seen = len(state.changes)
+        self._generic: KeyVerdicts | None = None
+        self.vetoed = False
+        self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
+        self._all = (-1, False)  # (``len(state.changes)``, ``_admits_all``)
+
+    def passes(self, name: str) -> bool:
+        """Whether every unknown filter admits node ``name`` now."""
+        self._sync()
+        verdict = self._ok.get(name)
+        if verdict is None:
+            job, node = self._job, self._state.nodes[name]
+            verdict = self._ok[name] = all(f.filter(job, node).ok for f in self._filters)
+        if not verdict:
+            self.vetoed = True
+        return verdict
+
+    def _sync(self) -> None:
+        """Forget the verdicts of the nodes reserved on since the last call."""
+        changes = self._state.changes
+        if self._seen != len(changes):
+            ok = self._ok
+            for changed in changes[self._seen :]:
+                ok.pop(changed, None)
+            self._seen = len(changes)
+
+    def _admits_all(self) -> bool:
+        """Whether the unknown filters admit every node now (memoized until a reservation)."""
+        now = len(self._state.changes)
+        if self._all[0] != now:
+            self._sync()
+            ok, nodes, job, filters = self._ok, self._state.nodes, self._job, self._filters
+            admitted = True
+            for name in self._state.views:
+                verdict = ok.get(name)
+                if verdict is None:
+                    node = nodes[name]
+                    verdict = ok[name] = all(f.filter(job, node).ok for f in filters)
+                if not verdict:
+                    admitted = False
+                    break
+            self._all = (now, admitted)
+        return self._all[1]
+
+    def unchanged(self) -> bool:
+        """True when a search that found nothing saw the state as it is now."""
+        return self.none_at == len(self._state.changes)
+
+    def found(self, name: str | None) -> str | None:
+        """Record a search's answer (``name``); None when it found nothing."""
+        self.none_at = len(self._state.changes) if name is None else -1
+        return name
+
+    def reasons(self, indexed: Callable[[], list[PendingReason]]) -> list[PendingReason]:
+        """The generic path's reasons for this key, on the current state: ``indexed`` (the
+        index's own, worded from the built-in filters alone) when the unknown filters admit
+        every node, for then each node's first failing filter is a built-in one; else a
+        ``KeyVerdicts``'s. Only the nodes reserved on since the last call are re-checked."""
+        if self._admits_all():
+            return indexed()
+        if self._generic is None:
+            self._generic = KeyVerdicts(self._job, self._state, self._profile)
+        else:
+            self._generic.catch_up()
+        return self._generic.reasons()
 
 
 class IndexedCache:
@@ -127,6 +224,7 @@ class IndexedCache:
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
         self._pricing = scorer.pricing if isinstance(scorer, Binpack) else None
         self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``
+        self._unknown = bool(unknown_filters(profile))  # filters run per candidate
 
     def generic(self, job: JobRequest) -> bool:
         """True for the jobs the index leaves to the generic path (see the module doc)."""
@@ -160,6 +258,7 @@ class IndexedCache:
             return verdicts
         if verdicts is None:
             catalog = self._catalog
+            extra = ExtraFilters(job, self._state, self._profile) if self._unknown else None
             if self._pricing is not None and priced(job):
                 verdicts = PricedVerdicts(
                     job,
@@ -168,6 +267,7 @@ class IndexedCache:
                     self._state,
                     self._pricing,
                     bool(job.cpus) and self._cpu_nodes,
+                    extra,
                 )
             elif job.cpus and self._cpu_nodes:
                 verdicts = CpuVerdicts(
@@ -177,9 +277,10 @@ class IndexedCache:
                     self._state,
                     self._cpu_rule,
                     self._shapes,
+                    extra,
                 )
             else:
-                verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job))
+                verdicts = IndexedVerdicts(job, catalog, catalog.model_class(job), extra)
             self._by_key[key] = verdicts
         return verdicts
 
@@ -187,10 +288,17 @@ class IndexedCache:
 class IndexedVerdicts:
     """``KeyVerdicts`` for one placement key, answered from its model class's index."""
 
-    def __init__(self, job: JobRequest, catalog: Catalog, klass: ModelClassIndex) -> None:
+    def __init__(
+        self,
+        job: JobRequest,
+        catalog: Catalog,
+        klass: ModelClassIndex,
+        extra: ExtraFilters | None = None,
+    ) -> None:
         self._job = job  # any job with this key
         self._catalog = catalog
         self._class = klass
+        self._extra = extra
         self.blocked = False
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
 
@@ -200,8 +308,16 @@ class IndexedVerdicts:
             return None
         self._catalog.catch_up(self._class)
         best = first_node(self._class, self._job)
-        self.blocked = best is None  # capacity only shrinks within a cycle
-        return None if best is None else best[1]
+        extra = self._extra
+        if best is None or extra is None:
+            self.blocked = best is None  # capacity only shrinks within a cycle
+            return None if best is None else best[1]
+        if extra.passes(best[1]):
+            return best[1]
+        if extra.unchanged():
+            return None
+        admitted = (name for _, name in walk(self._class, self._job) if extra.passes(name))
+        return extra.found(next(admitted, None))
 
     def ranked(self) -> list[str]:
         """Every feasible node for a whole-GPU request, best first (score, then name).
@@ -221,13 +337,23 @@ class IndexedVerdicts:
             for name in part.index.whole()[key]
         ]
         ranked.sort()
+        extra = self._extra
+        if extra is not None:
+            return [name for _, name in ranked if extra.passes(name)]
         return [name for _, name in ranked]
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order.
 
         Memoized until the next reservation (only step 4 asks, after the last).
+        With unknown filters, the generic path's own (``ExtraFilters.reasons``).
         """
+        if self._extra is not None:
+            return self._extra.reasons(self._indexed_reasons)
+        return self._indexed_reasons()
+
+    def _indexed_reasons(self) -> list[PendingReason]:
+        """``reasons`` as the built-in filters alone word them."""
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             self._reasons = (seen, self._explain())
@@ -301,6 +427,7 @@ class CpuVerdicts:
         state: CycleState,
         cpu_rule: bool,
         shapes: dict[int, Shapes] | None = None,
+        extra: ExtraFilters | None = None,
     ) -> None:
         self._job = job  # any job with this key
         self._catalog = catalog
@@ -308,18 +435,22 @@ class CpuVerdicts:
         self._state = state
         self._cpu_rule = cpu_rule
         self._shapes = shapes if shapes is not None else {}
+        self._extra = extra
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self.blocked = False
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked:
+        extra = self._extra
+        if self.blocked or (extra is not None and extra.unchanged()):
             return None
         self._catalog.catch_up(self._class)
         first = first_node(self._class, self._job)
         if first is None:
             self.blocked = True  # capacity only shrinks within a cycle
             return None
+        if extra is not None:
+            extra.vetoed = False
         judged = self._judge(first[1])  # usually the answer: then no walk
         if judged is not None and (not self._cpu_rule or judged[1] == 0.0):
             return first[1]
@@ -342,8 +473,11 @@ class CpuVerdicts:
                 best = entry
             if stranded == 0.0:
                 break
-        self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
-        return None if best is None else best[1]
+        if extra is None:
+            self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
+            return None if best is None else best[1]
+        self.blocked = best is None and not extra.vetoed
+        return extra.found(None if best is None else best[1])
 
     @cached_property
     def _floor(self) -> Callable[[int], float] | None:
@@ -402,6 +536,8 @@ class CpuVerdicts:
         free = 0.0 if cpus is None else state.nodes.free_cpus_of(name)
         if not cpus_fit_on(job, cpus, free):
             return None
+        if self._extra is not None and not self._extra.passes(name):
+            return None
         if not self._cpu_rule:
             return (0.0, name), 0.0
         fit = state.fit(name)
@@ -414,17 +550,7 @@ class CpuVerdicts:
     def _walk(self) -> Iterator[tuple[int, str]]:
         """Every node that can take the job's GPUs now, by ``(rank, name)``: lazily merged,
         so that a walk that stops early reads only the buckets' heads and what it passed."""
-        job = self._job
-        gpus, share = job.gpus, job.gpu_memory
-        parts: list[Iterator[tuple[int, str]]] = []
-        for part in self._class.parts:
-            index = part.index
-            if share is not None and gpus > 0:  # ``job.shared``
-                levels = index.shared(gpus).read(index.fits).items()
-                parts.append(merged([entries for level, entries in levels if level >= share]))
-            else:
-                parts.append(_whole_walk(index.whole(), index.ranked_whole(), gpus))
-        return parts[0] if len(parts) == 1 else heapq.merge(*parts)
+        return walk(self._class, self._job)
 
     def ranked(self) -> list[str]:
         raise AssertionError("gangs asking for CPUs take the generic path")
@@ -433,7 +559,13 @@ class CpuVerdicts:
         """The generic path's reasons for a blocked key, in filter order, from the index:
         ``cpu_capacity`` rejects the available members of the class that lack the CPUs,
         ``gpu_capacity`` the others (``IndexedVerdicts._explain``). Memoized until the
-        next reservation."""
+        next reservation. With unknown filters, the generic path's own."""
+        if self._extra is not None:
+            return self._extra.reasons(self._indexed_reasons)
+        return self._indexed_reasons()
+
+    def _indexed_reasons(self) -> list[PendingReason]:
+        """``reasons`` as the built-in filters alone word them."""
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             explainer = IndexedVerdicts(self._job, self._catalog, self._class)
@@ -480,8 +612,9 @@ class PricedVerdicts(CpuVerdicts):
         state: CycleState,
         pricing: SharePricing,
         walk: bool,
+        extra: ExtraFilters | None = None,
     ) -> None:
-        super().__init__(job, catalog, klass, state, True)
+        super().__init__(job, catalog, klass, state, True, extra=extra)
         self._pricing = pricing
         self._walks = walk
         self._keys: list[tuple[int, int, GpuKey]] = []  # (loss, part, key), ascending
@@ -490,7 +623,8 @@ class PricedVerdicts(CpuVerdicts):
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked:
+        extra = self._extra
+        if self.blocked or (extra is not None and extra.unchanged()):
             return None
         self._catalog.catch_up(self._class)
         by_part = [part.index.priced() for part in self._class.parts]
@@ -504,11 +638,19 @@ class PricedVerdicts(CpuVerdicts):
                 head = by_part[part].head(key)
                 if head is not None and (found is None or head < found):
                     found, least = head, lost  # keys come by loss: never less than least
-            self.blocked = found is None  # capacity only shrinks within a cycle
-            return None if found is None else str(found[1])
+            if extra is None or found is None:
+                self.blocked = found is None  # capacity only shrinks within a cycle
+                return None if found is None else str(found[1])
+            if extra.passes(str(found[1])):
+                return str(found[1])  # the best node, and the unknown filters admit it
+        if extra is not None:
+            extra.vetoed = False
         name = self._walk_priced(keys, by_part)
-        self.blocked = name is None
-        return name
+        if extra is None:
+            self.blocked = name is None
+            return name
+        self.blocked = name is None and not extra.vetoed
+        return extra.found(name)
 
     def _ordered(self, by_part: list[PricedShares]) -> list[tuple[int, int, GpuKey]]:
         """``_keys`` with the keys each part has made since the last call that hold the share
@@ -534,7 +676,7 @@ class PricedVerdicts(CpuVerdicts):
         """The best node that has the job's CPUs, walking the heaps in ``keys``' order
         merged, each heap in order without popping it (a heap's position ``i`` comes
         before ``2i + 1`` and ``2i + 2``), untrue entries skipped (class doc)."""
-        job, state, pricing = self._job, self._state, self._pricing
+        job, state, pricing, extra = self._job, self._state, self._pricing, self._extra
         views, free_cpus_of = state.views, state.nodes.free_cpus_of
         fits = [part.index.fits for part in self._class.parts]
         heap: list[tuple[int, int, str, int, int, int]] = []  # (loss, entry, walk, at)
@@ -565,6 +707,8 @@ class PricedVerdicts(CpuVerdicts):
             cpus = views[name].cpus
             free = 0.0 if cpus is None else free_cpus_of(name)
             if not cpus_fit_on(job, cpus, free):
+                continue
+            if extra is not None and not extra.passes(name):
                 continue
             fit = next(part[name] for part in fits if name in part)
             judged = pricing.judge(
@@ -637,6 +781,21 @@ def node_shapes(state: CycleState, part: Part) -> Shapes:
             shapes.add((view.cpus, fit.total, fit.sizes[0]))
         most_free = max(most_free, view.cpus - view.used_cpus)
     return shapes, most_free
+
+
+def walk(klass: ModelClassIndex, job: JobRequest) -> Iterator[tuple[int, str]]:
+    """Every node of ``klass`` that can take ``job``'s GPUs now, by ``(rank, name)``, lazily
+    merged (``CpuVerdicts._walk``); the first is ``first_node``'s."""
+    gpus, share = job.gpus, job.gpu_memory
+    parts: list[Iterator[tuple[int, str]]] = []
+    for part in klass.parts:
+        index = part.index
+        if share is not None and gpus > 0:  # ``job.shared``
+            levels = index.shared(gpus).read(index.fits).items()
+            parts.append(merged([entries for level, entries in levels if level >= share]))
+        else:
+            parts.append(_whole_walk(index.whole(), index.ranked_whole(), gpus))
+    return parts[0] if len(parts) == 1 else heapq.merge(*parts)
 
 
 def first_node(klass: ModelClassIndex, job: JobRequest) -> tuple[int, str] | None:
@@ -718,3 +877,18 @@ def _at_least(descending: tuple[int, ...], value: int) -> int:
             break
         count += 1
     return count
+
+
+class CapacityIndex:
+    """The default ``Accelerator`` (``scheduler/acceleration.py``): an ``IndexedCache`` for
+    an ``indexable`` profile (unknown filters included, run on the index's candidates),
+    else the generic path (an unknown scorer, several scorers, other weights)."""
+
+    name = "capacity_index"
+
+    def verdicts(
+        self, state: CycleState, profile: Profile, session: SchedulerSession
+    ) -> VerdictCache:
+        if indexable(profile):
+            return IndexedCache(state, profile, session.catalog)
+        return EquivalenceCache(state, profile)

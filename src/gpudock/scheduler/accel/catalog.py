@@ -29,10 +29,7 @@ from operator import attrgetter
 
 from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState, model_name_matches
-from gpudock.scheduler.equivalence import constraints_reason
-from gpudock.scheduler.framework import Status
-from gpudock.scheduler.index import (
+from gpudock.scheduler.accel.index import (
     ANY_MODEL,
     PRICED,
     ClassIndex,
@@ -40,6 +37,9 @@ from gpudock.scheduler.index import (
     NodeFit,
     class_fit,
 )
+from gpudock.scheduler.capacity import CycleState, model_name_matches
+from gpudock.scheduler.equivalence import constraints_reason
+from gpudock.scheduler.framework import Status
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.node_affinity import NodeAffinity, admits, affinity_reason
 from gpudock.scheduler.snapshot import JobRequest

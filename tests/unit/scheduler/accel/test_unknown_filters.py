@@ -1,0 +1,134 @@
+"""A filter the capacity index does not know keeps the fast path and its Plan.
+
+The index answers the built-in filters from its buckets and runs every other
+filter of the profile on the candidates it returns, in profile order
+(``indexed.ExtraFilters``); step 4 words the reasons as the generic path
+does. These tests compare that answer with the generic path's
+(``run_cycle(..., index=False)``) on the random clusters of ``test_indexed``,
+with a random extra filter: one that rejects nodes by a hash of their name,
+one that rejects nodes by their idle GPUs (not monotone in capacity: a
+reservation may turn a rejected node into an admitted one), at a random place
+in the profile, rejecting as "not now" or "never".
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudock.config import SchedulerConfig
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.accel.indexed import indexable
+from gpudock.scheduler.capacity import NodeState
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.framework import SUCCESS, Profile, Rejection, Status
+from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.snapshot import JobRequest, Snapshot
+
+from ..builders import assert_pending, assert_placed, make_job, make_node, make_snapshot
+from .test_indexed import configs, cpu_snapshots, snapshots, stranding_snapshots
+
+
+@dataclass(frozen=True)
+class HashFilter:
+    """Rejects a node when a hash of its name (and ``salt``) falls under ``share`` of 8;
+    with ``by_idle``, when the node's idle GPU count is odd instead."""
+
+    salt: int
+    share: int
+    never: bool
+    by_idle: bool = False
+    name: str = "hashed"
+    layer: str = "health"
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        if self.by_idle:
+            rejected = node.idle_gpus % 2 == 1
+        else:
+            rejected = zlib.crc32(f"{self.salt}:{node.name}".encode()) % 8 < self.share
+        if not rejected:
+            return SUCCESS
+        if self.never:
+            return Status.unresolvable(self.layer, f"node {node.name} is hashed out")
+        return Status.unschedulable(self.layer, f"node {node.name} is busy by hash")
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        if len(rejections) % 2 == 0:
+            return None  # now and then the others' reasons (or the fallback) must carry it
+        names = ", ".join(r.node.name for r in rejections)
+        return PendingReason(self.layer, f"{len(rejections)} of {total_nodes} hashed: {names}")
+
+
+@st.composite
+def extra_filters(draw: st.DrawFn) -> tuple[HashFilter, int]:
+    """A ``HashFilter`` and where it goes among the six built-in filters."""
+    extra = HashFilter(
+        salt=draw(st.integers(0, 1000)),
+        share=draw(st.integers(0, 8)),
+        never=draw(st.booleans()),
+        by_idle=draw(st.sampled_from([False, False, True])),
+    )
+    return extra, draw(st.integers(0, 6))
+
+
+def with_extra(config: SchedulerConfig, extra: tuple[HashFilter, int]) -> Profile:
+    profile = build_profile(config)
+    policy, at = extra
+    filters = (*profile.filters[:at], policy, *profile.filters[at:])
+    extended = replace(profile, filters=filters)
+    assert indexable(extended)  # the accelerated path, unknown filter and all
+    return extended
+
+
+def assert_same_plans(snapshot: Snapshot, profile: Profile) -> None:
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(snapshots(), configs, extra_filters())
+def test_an_unknown_filter_gives_the_generic_plan(
+    snapshot: Snapshot, config: SchedulerConfig, extra: tuple[HashFilter, int]
+) -> None:
+    assert_same_plans(snapshot, with_extra(config, extra))
+
+
+@settings(max_examples=200, deadline=None)
+@given(cpu_snapshots(), configs, extra_filters())
+def test_an_unknown_filter_gives_the_generic_plan_for_jobs_asking_for_cpus(
+    snapshot: Snapshot, config: SchedulerConfig, extra: tuple[HashFilter, int]
+) -> None:
+    assert_same_plans(snapshot, with_extra(config, extra))
+
+
+@settings(max_examples=200, deadline=None)
+@given(stranding_snapshots(), configs, extra_filters())
+def test_an_unknown_filter_gives_the_generic_plan_where_shares_strand_gpus(
+    snapshot: Snapshot, config: SchedulerConfig, extra: tuple[HashFilter, int]
+) -> None:
+    assert_same_plans(snapshot, with_extra(config, extra))
+
+
+def test_an_unknown_filter_words_its_rejections_and_the_next_best_node_is_taken() -> None:
+    extra = HashFilter(salt=0, share=8, never=False)  # rejects every node
+    nodes = [make_node(f"n{i}").gpus(8).exclusive(*range(2 + i)) for i in range(3)]
+    profile = with_extra(SchedulerConfig(), (extra, 3))
+    snapshot = make_snapshot(nodes, [make_job(1).gpus(2)])
+    plan = run_cycle(snapshot, profile)
+    assert_pending(plan, 1, layer="health", exact="3 of 3 hashed: n0, n1, n2")
+    assert plan == run_cycle(snapshot, profile, index=False)
+    by_idle = HashFilter(salt=0, share=0, never=True, by_idle=True)  # rejects odd idle counts
+    nodes = [
+        make_node("n0").gpus(8).exclusive(*range(5)),
+        make_node("n1").gpus(8).exclusive(*range(4)),
+    ]
+    profile = with_extra(SchedulerConfig(), (by_idle, 0))
+    snapshot = make_snapshot(nodes, [make_job(1).gpus(2)])
+    plan = run_cycle(snapshot, profile)
+    assert_placed(plan, 1, node="n1")  # binpack prefers n0 (3 idle), which is rejected
+    assert plan == run_cycle(snapshot, profile, index=False)
