@@ -295,6 +295,7 @@ def _simulated(policy: str) -> Callable[[], object]:
     def run() -> object:
         cluster = parse_cluster("3x8:A100-80GB:80GiB+2x4:V100-32GB:32GiB")
         record = simulate(trace(7, 60), cluster, POLICIES[policy], SimConfig(cycle_interval=30))
-        return [[j.job_id, j.start, j.end, j.preemptions] for j in record.jobs]
+        # float(): a compiled engine stores times as floats, the source as given (int or float)
+        return [[j.job_id, float(j.start), float(j.end), j.preemptions] for j in record.jobs]
 
     return run
