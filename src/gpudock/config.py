@@ -298,6 +298,14 @@ class NodeConfig(BaseModel):
         return NodeTraits(labels=dict(self.labels), taints=tuple(self.taints), cpus=self.cpus)
 
 
+def _at_least_1kib(value: Any, name: str) -> int:
+    """``value`` as a size in bytes; ``ValueError`` naming ``name`` below 1KiB."""
+    size = parse_size(value)
+    if size < 1024:
+        raise ValueError(f"{name} must be at least 1KiB")
+    return size
+
+
 class ApiConfig(BaseModel):
     """Limits of the REST API."""
 
@@ -310,10 +318,7 @@ class ApiConfig(BaseModel):
     @field_validator("max_body_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
-        size = parse_size(value)
-        if size < 1024:
-            raise ValueError("max_body_bytes must be at least 1KiB")
-        return size
+        return _at_least_1kib(value, "max_body_bytes")
 
 
 class LogsConfig(BaseModel):
@@ -329,10 +334,7 @@ class LogsConfig(BaseModel):
     @field_validator("max_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
-        size = parse_size(value)
-        if size < 1024:
-            raise ValueError("max_bytes must be at least 1KiB")
-        return size
+        return _at_least_1kib(value, "max_bytes")
 
 
 class MetricsConfig(BaseModel):

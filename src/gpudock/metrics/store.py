@@ -85,7 +85,7 @@ def read_store(
     if snapshot is None:
         snapshot = load_snapshot(session, now)
     return StoreFacts(
-        gpus=_gpus(session),
+        gpus=gpu_facts(session),
         held=_held(session),
         nodes=_nodes(session),
         jobs={
@@ -101,7 +101,8 @@ def read_store(
     )
 
 
-def _gpus(session: Session) -> tuple[GpuFacts, ...]:
+def gpu_facts(session: Session) -> tuple[GpuFacts, ...]:
+    """Every GPU's facts, in node and index order (one read; also the dashboard's)."""
     rows = session.execute(
         select(
             GpuRow.uuid,

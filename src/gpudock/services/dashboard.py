@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 from gpudock.core.job import JobState
 from gpudock.gpus.nvml import NvmlUnavailable
 from gpudock.gpus.telemetry import GpuTelemetry, read_telemetry
+from gpudock.metrics.store import gpu_facts
 from gpudock.runtime.context import RuntimeContext
-from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
+from gpudock.store.models import AllocationRow, JobRow, NodeRow
 from gpudock.store.tokens import Principal
 
 log = logging.getLogger("gpudock.web")
@@ -83,32 +84,22 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
 
 
 def _gpus(session: Session) -> list[dict[str, Any]]:
-    rows = session.execute(
-        select(
-            GpuRow.uuid,
-            GpuRow.node,
-            GpuRow.index,
-            GpuRow.name,
-            GpuRow.memory_total,
-            GpuRow.emulated,
-            GpuRow.health,
-            GpuRow.used_memory,
-            GpuRow.exclusive_job,
-        ).order_by(GpuRow.node, GpuRow.index)
-    )
+    """Every GPU as the page shows it, from the same query ``/metrics`` reads."""
     return [
         {
-            "uuid": uuid,
-            "node": node,
-            "index": index,
-            "name": name,
-            "memory_total": total,
-            "emulated": bool(emulated),
-            "health": health,
-            "booked_memory": total if exclusive is not None else used,
-            "allocation": 1.0 if exclusive is not None else (used / total if total else 0.0),
+            "uuid": g.uuid,
+            "node": g.node,
+            "index": g.index,
+            "name": g.name,
+            "memory_total": g.memory_total,
+            "emulated": g.emulated,
+            "health": g.health,
+            "booked_memory": g.memory_total if g.exclusive else g.used_memory,
+            "allocation": 1.0
+            if g.exclusive
+            else (g.used_memory / g.memory_total if g.memory_total else 0.0),
         }
-        for uuid, node, index, name, total, emulated, health, used, exclusive in rows
+        for g in gpu_facts(session)
     ]
 
 
