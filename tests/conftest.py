@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield f"{base}/{name}"
     with psycopg.connect(_pg_admin_conninfo(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """One headless Debian Chromium (a Playwright ``Browser``) for the whole session.
+
+    Session-wide on purpose: Playwright's sync API refuses a second instance
+    while one is open, so every browser test shares this one.
+    """
+    from tests.kit.browser import launch_chromium
+
+    with launch_chromium() as browser:
+        yield browser

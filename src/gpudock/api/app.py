@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from gpudock import __version__, web
+from gpudock.api import openapi
 from gpudock.api.docs import DocsPolicy
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
@@ -48,4 +49,5 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(metrics.router)
     app.include_router(events.router)
     app.include_router(web.router)
+    openapi.install(app)
     return app

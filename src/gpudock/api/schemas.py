@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictFloat, StrictInt
 
 from gpudock.core.inventory import Gpu, Node
 from gpudock.core.job import Job, JobSpec
@@ -181,7 +181,7 @@ class TokenCreate(BaseModel):
     )
     admin: bool = Field(default=False, strict=True)
     name: str | None = Field(default=None, description="a label, e.g. laptop")
-    expires: str | int | float | None = Field(
+    expires: str | StrictInt | StrictFloat | None = Field(  # a boolean is not a lifetime
         default=None,
         description="lifetime: a positive duration such as 30d or 12h, or seconds; "
         "null: never expires",

@@ -9,22 +9,14 @@ import json
 import sys
 import time
 from datetime import datetime
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from gpudock.cli.client import Client, ClientError
+from gpudock.cli.common import check_output, fail
 
-out = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
-err = Console(stderr=True, soft_wrap=True)
 PAGE = 500
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False)
-    raise typer.Exit(code)
 
 
 def summary(event: dict[str, Any]) -> str:
@@ -61,16 +53,16 @@ def _page(client: Client, params: dict[str, Any]) -> dict[str, Any]:
     try:
         page: dict[str, Any] = client.request("GET", "/v1/events", params=params)
     except ClientError as exc:
-        _fail(exc.message, 2 if exc.status == 422 else 1)
+        fail(exc.message, 2 if exc.status == 422 else 1)
     return page
 
 
 def _emit(events: list[dict[str, Any]], output: str) -> None:
+    """One line per event on stdout (plain text: no rich on this path)."""
     for event in events:
-        if output == "json":
-            out.print(json.dumps(event, sort_keys=True), markup=False, soft_wrap=True)
-        else:
-            out.print(escape(line(event)), soft_wrap=True)
+        text = json.dumps(event, sort_keys=True) if output == "json" else line(event)
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def events_command(
@@ -94,10 +86,9 @@ def events_command(
     ),
 ) -> None:
     """Print the event log (state changes, placements, preemptions, health), oldest first."""
-    if output not in ("table", "json"):
-        _fail(f"--output must be 'table' or 'json', got {output!r}", 2)
+    check_output(output)
     if not interval > 0:
-        _fail("--interval must be a positive number of seconds", 2)
+        fail("--interval must be a positive number of seconds", 2)
     client = Client()
     params: dict[str, Any] = {"since": since, "limit": PAGE}
     if job is not None:

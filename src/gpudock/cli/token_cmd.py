@@ -1,45 +1,23 @@
 """``gpudock token create|list|revoke``: the token lifecycle over ``/v1/tokens``.
 
-Imports nothing server-side: the HTTP client and rich only.
+Imports nothing server-side; rich loads only to draw the ``list`` table.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from gpudock.cli.client import Client, ClientError
+from gpudock.cli.common import Output, call, check_output, note, out, print_json
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 token_app = typer.Typer(help="Manage API tokens.", no_args_is_help=True)
-out = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-Output = Annotated[str, typer.Option("--output", "-o", help="table or json")]
 STATE_STYLE = {"active": "green", "expired": "yellow", "revoked": "red"}
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}")
-    raise typer.Exit(code)
-
-
-def _call(method: str, path: str, **kwargs: Any) -> Any:
-    try:
-        return Client().request(method, path, **kwargs)
-    except ClientError as exc:
-        _fail(exc.message, 2 if exc.status == 422 else 1)
-
-
-def _check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        _fail(f"--output must be 'table' or 'json', got {output!r}", 2)
 
 
 def when(at: float | None, never: str = "never") -> str:
@@ -49,6 +27,9 @@ def when(at: float | None, never: str = "never") -> str:
 
 def tokens_table(tokens: list[dict[str, Any]]) -> Table:
     """One row per token: never its secret."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     for col in ("ID", "NAME", "USER", "ROLE", "STATE", "CREATED", "EXPIRES", "LAST USED"):
         table.add_column(col, no_wrap=True)
@@ -78,21 +59,20 @@ def token_create(
     output: Output = "table",
 ) -> None:
     """Create an API token (admin only). The secret is printed once; store it safely."""
-    _check_output(output)
+    check_output(output)
     body: dict[str, Any] = {"user": user, "admin": admin}
     if expires is not None:
         body["expires"] = expires
     if name is not None:
         body["name"] = name
-    result = _call("POST", "/v1/tokens", json=body)
+    result = call("POST", "/v1/tokens", json=body)
     if output == "json":
-        out.print(json.dumps(result), markup=False, soft_wrap=True)
+        print_json(result)
         return
-    out.print(result["token"], markup=False)
+    sys.stdout.write(result["token"] + "\n")
     role = "admin" if result["admin"] else "user"
-    err.print(
-        escape(f"token {result['id']} for {result['user']} ({role}), expires: ")
-        + escape(when(result["expires_at"]))
+    note(
+        f"token {result['id']} for {result['user']} ({role}), expires: {when(result['expires_at'])}"
     )
 
 
@@ -102,13 +82,13 @@ def token_list(
     output: Output = "table",
 ) -> None:
     """List tokens (yours; an admin sees everyone's), never their secrets."""
-    _check_output(output)
+    check_output(output)
     params = {"user": user} if user is not None else {}
-    tokens = _call("GET", "/v1/tokens", params=params)
+    tokens = call("GET", "/v1/tokens", params=params)
     if output == "json":
-        out.print(json.dumps(tokens), markup=False, soft_wrap=True)
+        print_json(tokens)
     elif not tokens:
-        out.print("no tokens")
+        sys.stdout.write("no tokens\n")
     else:
         out.print(tokens_table(tokens))
 
@@ -116,5 +96,5 @@ def token_list(
 @token_app.command("revoke")
 def token_revoke(token_id: Annotated[int, typer.Argument(help="the token's ID")]) -> None:
     """Revoke a token now (yours; an admin may revoke anyone's)."""
-    result = _call("DELETE", f"/v1/tokens/{token_id}")
-    out.print(escape(f"token {token_id} of {result['user']} revoked"))
+    result = call("DELETE", f"/v1/tokens/{token_id}")
+    sys.stdout.write(f"token {token_id} of {result['user']} revoked\n")

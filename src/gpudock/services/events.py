@@ -17,7 +17,7 @@ TYPES_HELP = ", ".join(t.value for t in EventType)
 
 def _type_filter_pattern() -> str:
     names = sorted({t.value for t in EventType} | {t.value.split(".")[0] for t in EventType})
-    item = rf"\s*(?:{'|'.join(re.escape(n) for n in names)})?\s*"
+    item = rf"\s*(?:{'|'.join(re.escape(n) for n in names)})\s*"
     return f"^{item}(?:,{item})*$"
 
 
@@ -34,7 +34,7 @@ def parse_types(values: Sequence[str] | None) -> list[EventType]:
     for value in values or ():
         for part in (p.strip() for p in value.split(",")):
             if not part:
-                continue
+                raise InvalidInput(f"empty event type in {value!r}; one of: {TYPES_HELP}", "type")
             matched = [t for t in EventType if t.value == part or t.value.startswith(part + ".")]
             if not matched:
                 raise InvalidInput(f"unknown event type {part!r}; one of: {TYPES_HELP}", "type")

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session
 
 from gpudock.store.models import TokenRow
 
+MAX_TOKEN_ID = 2**31 - 1  # tokens.id is a 32-bit INTEGER on PostgreSQL
+
 TOKEN_PREFIX = "gpd_"
 TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
 
@@ -119,6 +121,9 @@ def lookup(session: Session, token: str, now: float) -> Principal | None:
 
 
 def get_token(session: Session, token_id: int) -> TokenInfo | None:
+    """The token, or None; also None for an id no row can have (never a database error)."""
+    if not 0 < token_id <= MAX_TOKEN_ID:
+        return None
     row = session.get(TokenRow, token_id)
     return None if row is None else TokenInfo.of(row)
 

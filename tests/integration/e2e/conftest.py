@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.kit.browser import OfflinePage, artifacts_dir, launch_chromium
+from tests.kit.browser import OfflinePage, artifacts_dir
 from tests.kit.docker import cleanup_containers, docker_client, require_gpu_hook, require_test_image
 from tests.kit.server import ServerProcess
 
@@ -73,13 +73,6 @@ def server(
     server = make_server(db_url=db_url).start()
     yield server
     teardown(server, docker)  # before db_url drops the database
-
-
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
-    """One headless Debian Chromium (a Playwright ``Browser``) for the whole session."""
-    with launch_chromium() as browser:
-        yield browser
 
 
 @pytest.fixture

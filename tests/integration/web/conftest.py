@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from tests.kit.browser import artifacts_dir, launch_chromium
+from tests.kit.browser import artifacts_dir
 from tests.kit.docker import (
     cleanup_containers,
     docker_client,
@@ -54,9 +54,9 @@ def server(docker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with launch_chromium() as browser:
-        yield browser
+def browser(chromium: Browser) -> Browser:
+    """The session's one Chromium (``tests/conftest.py``: Playwright's sync API allows one)."""
+    return chromium
 
 
 @pytest.fixture(scope="session")

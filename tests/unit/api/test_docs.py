@@ -59,6 +59,38 @@ def test_every_v1_operation_asks_for_the_bearer_scheme_and_nothing_else_does(
         assert "authorization" not in headers, f"{method.upper()} {path}"
 
 
+def test_every_operation_documents_the_errors_any_route_can_give(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    error = {"$ref": "#/components/schemas/ErrorOut"}
+    assert "ErrorOut" in spec["components"]["schemas"]
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            where = f"{method.upper()} {path}"
+            responses = op["responses"]
+            assert "503" in responses, where  # a database outage
+            if op.get("security"):
+                assert responses["401"]["content"]["application/json"]["schema"] == error, where
+            if "requestBody" in op:
+                assert responses["413"]["content"]["application/json"]["schema"] == error, where
+    # a route's own answer for one of these statuses is kept, not overwritten
+    healthz = spec["paths"]["/healthz"]["get"]["responses"]["503"]
+    assert healthz["content"]["application/json"]["schema"] != error
+
+
+def test_what_the_documented_errors_say_is_what_the_server_sends(client: TestClient) -> None:
+    unauthorized = client.post("/v1/tokens", json={"user": "bob"})
+    too_large = client.post(
+        "/v1/jobs",
+        content=b"x" * (client.app.state.ctx.config.api.max_body_bytes + 1),  # type: ignore[attr-defined]
+        headers={"Authorization": f"Bearer {token(client)}", "Content-Type": "application/json"},
+    )
+
+    assert unauthorized.status_code == 401
+    assert unauthorized.json()["error"]["code"] == "Unauthorized"
+    assert too_large.status_code == 413
+    assert too_large.json()["error"]["code"] == "PayloadTooLarge"
+
+
 @pytest.mark.parametrize(
     ("headers", "message"),
     [

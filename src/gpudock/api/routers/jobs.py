@@ -13,9 +13,10 @@ from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
 from gpudock.core.spec_schema import END
+from gpudock.store.jobs import MAX_JOB_ID
 
 _STATE_NAME = "|".join("".join(f"[{c}{c.lower()}]" for c in s.value) for s in JobState)
-_STATE_ITEM = f" *(?:(?:{_STATE_NAME}) *)?"
+_STATE_ITEM = f" *(?:{_STATE_NAME}) *"
 STATE_FILTER_PATTERN = f"^{_STATE_ITEM}(?:,{_STATE_ITEM})*{END}"
 """What ``parse_states`` accepts, for the schema (ASCII classes: no case-folding surprises)."""
 StateFilter = Annotated[str, WithJsonSchema({"type": "string", "pattern": STATE_FILTER_PATTERN})]
@@ -52,7 +53,11 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=10000, description="page size")] = PAGE_SIZE,
     before: Annotated[
         int | None,
-        Query(ge=1, description="cursor: only jobs with a smaller id (the X-Next-Cursor)"),
+        Query(
+            ge=1,
+            le=MAX_JOB_ID + 1,
+            description="cursor: only jobs with a smaller id (the X-Next-Cursor)",
+        ),
     ] = None,
 ) -> list[JobOut]:
     """Jobs, newest first, one page at a time.
@@ -101,8 +106,8 @@ def logs(job_id: int, user: CurrentUser, jobs: Jobs, follow: bool = False) -> St
 
 
 def parse_states(values: list[str] | None) -> list[JobState] | None:
-    """State names in any (ASCII) case, comma-separated, blanks around them ignored:
-    exactly ``STATE_FILTER_PATTERN``."""
+    """State names in any (ASCII) case, comma-separated, blanks around them ignored,
+    none empty: exactly ``STATE_FILTER_PATTERN``."""
     if not values:
         return None
     out = []
@@ -110,7 +115,7 @@ def parse_states(values: list[str] | None) -> list[JobState] | None:
         for item in value.split(","):
             name = item.strip(" ")
             if not name:
-                continue
+                raise InvalidInput(f"state: empty state name in {value!r}", "state")
             if not (name.isascii() and name.upper() in JobState.__members__):
                 allowed = ", ".join(s.value for s in JobState)
                 raise InvalidInput(

@@ -1,0 +1,49 @@
+"""Every client command stays light: no pydantic, and no rich unless it draws a table.
+
+A client command runs against an unreachable server here, so each one takes its
+error path, which must print plainly; ``rich`` loads only to draw a table.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CLIENT_COMMANDS = [
+    ["jobs"],
+    ["show", "1"],
+    ["why", "1"],
+    ["cancel", "1"],
+    ["gpus"],
+    ["nodes"],
+    ["queues"],
+    ["logs", "1"],
+    ["events"],
+    ["token", "list"],
+    ["token", "revoke", "1"],
+    ["submit", "--gpus", "1", "img"],
+]
+
+
+@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=" ".join)
+def test_a_client_command_that_fails_to_connect_loads_neither_pydantic_nor_rich(
+    argv: list[str],
+) -> None:
+    code = (
+        f"import sys; sys.argv = ['gpudock', *{argv!r}]\n"
+        "from gpudock.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'sqlalchemy'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"GPUDOCK_URL": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+    assert "cannot reach the gpudock server" in done.stderr
