@@ -45,9 +45,7 @@ def test_a_flood_of_cpu_only_jobs_queues_and_gets_the_default_limits(
     small: ServerProcess, docker: Any
 ) -> None:
     with small.api() as api:
-        ids = [
-            submit(api, image=TEST_IMAGE, command=["sleep", "60"], gpus=0) for _ in range(6)
-        ]
+        ids = [submit(api, image=TEST_IMAGE, command=["sleep", "60"], gpus=0) for _ in range(6)]
         wait_for(
             lambda: sum(j["state"] == "RUNNING" for j in states(api, ids).values()) == 2,
             what="two jobs running",

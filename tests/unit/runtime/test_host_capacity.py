@@ -24,7 +24,7 @@ MEMINFO = "MemTotal:       16384000 kB\nMemFree:         1000 kB\n"
 
 def host(tmp_path: Path, cpu_max: str | None, memory_max: str | None) -> HostCapacity:
     cgroup = tmp_path / "cgroup"
-    cgroup.mkdir()
+    cgroup.mkdir(exist_ok=True)
     if cpu_max is not None:
         (cgroup / "cpu.max").write_text(cpu_max + "\n")
     if memory_max is not None:
