@@ -101,6 +101,7 @@ class Server:
             "reconcile_interval": "0.5s",
             "schedule_interval": "0.5s",
             "executor": {"stop_grace": "1s"},
+            "node": {"cpus": 1024, "memory": "4TiB"},  # GPUs, not the host's cores, bound it
         }
         (home / "server.yaml").write_text(yaml.safe_dump(config))
         args = [

@@ -7,7 +7,8 @@ Example::
     node:
       labels: {gpu.family: hopper, zone: rack-3}
       taints: ["reserved=training:NoSchedule"]
-      cpus: 96                 # cores jobs may request here; unset: CPUs not scheduled
+      cpus: 96                 # cores jobs may request here; unset: the host's
+      memory: 512GiB           # memory jobs may request here; unset: the host's
       topology:                # declared GPU topology; overrides what NVML reports
         nvlink: [[0, 1, 2, 3], [4, 5, 6, 7]]
         numa: [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -24,6 +25,7 @@ Example::
           - {name: vision, cohort: research, weight: 2, guarantee: {gpus: 16}, limit: {gpus: 32}}
           - {name: nlp, cohort: research, guarantee: {gpus: 8}, borrow: false}
         fair_share: {half_life: 7d}
+    job_defaults: {cpus: 1, memory: 2GiB}   # for jobs that set none (the defaults)
     reconcile_interval: 10s
 """
 
@@ -47,6 +49,7 @@ from gpudock.core.errors import InvalidInput
 from gpudock.core.events import EventsConfig
 from gpudock.core.gpu_env import check_container_user, parse_capabilities
 from gpudock.core.inventory import NodeTraits
+from gpudock.core.job_defaults import JobDefaults
 from gpudock.core.mounts import AllowedMount, parse_allowlist
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.queue.config import QueuesConfig
@@ -263,11 +266,19 @@ class NodeConfig(BaseModel):
     cpus: float | None = Field(
         default=None,
         gt=0,
-        description="CPU cores jobs may request here (sum of job cpus); unset: not scheduled",
+        description="CPU cores jobs may request here (sum of job cpus); unset: the host's",
+    )
+    memory: int | None = Field(
+        default=None, description="memory jobs may request here (bytes); unset: the host's"
     )
     topology: GpuTopologyConfig | None = Field(
         default=None, description="declared GPU topology; overrides what NVML reports"
     )
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        return None if value is None else _at_least_1kib(value, "memory")
 
     @field_validator("labels")
     @classmethod
@@ -351,6 +362,7 @@ class ServerConfig(BaseModel):
     node_name: str | None = Field(default=None, description="default: the host name")
     node: NodeConfig = Field(default_factory=NodeConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    job_defaults: JobDefaults = Field(default_factory=JobDefaults)  # cpus/memory jobs leave unset
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     logs: LogsConfig = Field(default_factory=LogsConfig)

@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -19,10 +19,11 @@ from fastapi import FastAPI
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
-from gpudock.executors.docker import DockerExecutor
+from gpudock.executors.docker import DockerExecutor, default_client_factory
 from gpudock.gpus import apply_declared_topology, discover
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
+from gpudock.runtime.host_capacity import node_capacity
 from gpudock.scheduler.registry import build_profile
 from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
@@ -52,8 +53,9 @@ def build_server(
     """Open and migrate the store, register this node's GPUs, wire the runtime.
 
     The node is registered with the config's ``node`` labels, taints and CPU
-    cores, and its declared ``node.topology`` replaces the discovered one
-    (declared GPU indices the node lacks are logged as a WARNING and ignored).
+    cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
+    and its declared ``node.topology`` replaces the discovered one (declared
+    GPU indices the node lacks are logged as a WARNING and ignored).
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
@@ -67,10 +69,12 @@ def build_server(
         )
     if inventory.note:
         log.info("%s", inventory.note)
+    capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
     now = time.time()
     with db.write() as session:
         instance = inv_store.instance_id(session)
-        inv_store.register_node(session, inventory, now, config.node.traits())
+        traits = replace(config.node.traits(), cpus=capacity.cpus)
+        inv_store.register_node(session, inventory, now, traits)
         for other in inv_store.disown_other_nodes(session, node_name, now):
             log.warning(
                 "node %s is registered but not this host: marked unavailable",
@@ -92,6 +96,7 @@ def build_server(
         instance_id=instance,
         log_dir=log_dir,
         gpus_emulated=inventory.source == "emulated",
+        node_memory=capacity.memory or None,
     )
     controller = Controller(ctx)
     return Server(ctx, controller, create_app(ctx, controller), new_token)

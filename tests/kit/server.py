@@ -25,6 +25,9 @@ FAST_CONFIG: dict[str, Any] = {
     "reconcile_interval": "0.5s",
     "schedule_interval": "1s",
     "executor": {"stop_grace": "2s"},
+    # Explicit and large: every job takes ``job_defaults`` (1 CPU, 2GiB) unless it says, and
+    # the host's own count (2 cores in CI) would queue tests that run several jobs at once.
+    "node": {"cpus": 64, "memory": "256GiB"},
 }
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
 

@@ -91,7 +91,9 @@ class Controller:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
         ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
-            snapshot = self._snapshots.load(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
+            snapshot = self._snapshots.load(
+                session, ctx.clock(), MAX_PENDING_PER_CYCLE, ctx.host_memory()
+            )
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending:
             ctx.reservations = ()

@@ -126,7 +126,8 @@ class NodeState:
     kept equal to what ``refresh`` computes (``CycleState`` updates them for
     the GPUs it changes) so policies can read them in O(1).
     ``cpus`` is None when the node does not schedule CPUs; otherwise
-    ``free_cpus`` is what jobs asking for CPUs may still take.
+    ``free_cpus`` is what jobs asking for CPUs may still take. Likewise
+    ``host_memory`` and ``free_host_memory`` (bytes) for memory.
     """
 
     name: str
@@ -139,6 +140,8 @@ class NodeState:
     taints: tuple[Taint, ...] = ()
     cpus: float | None = None
     free_cpus: float = 0.0
+    host_memory: int | None = None
+    free_host_memory: int = 0
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -169,6 +172,8 @@ class NodeState:
             taints=view.taints,
             cpus=view.cpus,
             free_cpus=free_cpus,
+            host_memory=view.host_memory,
+            free_host_memory=(view.host_memory or 0) - view.used_host_memory,
         )
         node.refresh()
         return node
@@ -443,6 +448,8 @@ class CycleState:
                     f"{node.free_cpus:g} free"
                 )
             node.free_cpus -= job.cpus
+        if job.memory and node.host_memory is not None:
+            node.free_host_memory -= job.memory  # ``memory_capacity`` checked it fits
         share = self._take(job, node, chosen)
         return Placement(job.id, node_name, tuple([g.uuid for g in chosen]), share)
 

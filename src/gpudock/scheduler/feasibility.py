@@ -104,3 +104,21 @@ def never_fits_cpus(
     if job.cpus <= largest:
         return None
     return f"needs {job.cpus:g} CPUs but the largest node has {largest:g}"
+
+
+def never_fits_memory(job: JobRequest, nodes: Sequence[NodeView]) -> str | None:
+    """Why ``job``'s ``memory`` exceeds every node's memory, or None.
+
+    A node that does not count memory (``host_memory`` None) may fit anything,
+    so then nothing is refused. Message: ``needs 64GiB memory but the largest
+    node has 16GiB``. Pure.
+    """
+    if job.memory is None or not nodes:
+        return None
+    capacities = [node.host_memory for node in nodes]
+    if any(c is None for c in capacities):
+        return None
+    largest = max(c for c in capacities if c is not None)
+    if job.memory <= largest:
+        return None
+    return f"needs {format_size(job.memory)} memory but the largest node has {format_size(largest)}"

@@ -118,6 +118,7 @@ PlacementKey = tuple[
     str | None,
     float | None,
     int,
+    int | None,
 ]
 
 
@@ -125,7 +126,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
     """The only job fields filters and scorers may read.
 
     ``(gpus, gpu_memory, gpu_model, node_selector, tolerations, topology,
-    cpus, nodes)``. Jobs with equal keys get equal verdicts on every node,
+    cpus, nodes, memory)``. Jobs with equal keys get equal verdicts on every node,
     so the cycle shares verdicts between them.
     """
     return (
@@ -137,6 +138,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
         job.topology,
         job.cpus,
         job.nodes,
+        job.memory,
     )
 
 

@@ -37,6 +37,7 @@ from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
+from gpudock.scheduler.policies.memory_capacity import MemoryCapacity
 from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
@@ -53,6 +54,7 @@ FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     GpuModel.name: GpuModel,
     NodeHealth.name: NodeHealth,
     CpuCapacity.name: CpuCapacity,
+    MemoryCapacity.name: MemoryCapacity,
     GpuCapacity.name: GpuCapacity,
     GpuTopology.name: GpuTopology,
 }
@@ -109,8 +111,8 @@ def profile_spec(config: SchedulerConfig) -> ProfileSpec:
     """The profile ``config.policies`` names; the default for every part left unset.
 
     The default: priority then FIFO order; filters ``DEFAULT_FILTERS``
-    (node_affinity, gpu_model, node_health, cpu_capacity, gpu_capacity,
-    gpu_topology); the ``config.placement`` scorer with weight 1; the
+    (node_affinity, gpu_model, node_health, cpu_capacity, memory_capacity,
+    gpu_capacity, gpu_topology); the ``config.placement`` scorer with weight 1; the
     topology-aware best-fit GPU picker. (``fgd_adaptive`` with
     ``fgd_adaptive_picker`` allocates more under GPU sharing but is named
     explicitly: the capacity index cannot answer for it, see

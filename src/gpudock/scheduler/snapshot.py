@@ -60,6 +60,8 @@ class NodeView:
     taints: tuple[Taint, ...] = ()  # jobs must tolerate every one to land here
     cpus: float | None = None  # CPU cores jobs may request here; None: CPUs are not counted
     used_cpus: float = 0.0  # cores held by the jobs placed here (those that asked for CPUs)
+    host_memory: int | None = None  # memory bytes jobs may request here; None: not counted
+    used_host_memory: int = 0  # memory held by the jobs placed here (those that asked for it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ class JobRequest:
     node_selector: tuple[tuple[str, str], ...] = ()  # sorted labels a node must carry
     tolerations: tuple[Toleration, ...] = ()
     topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node
+    memory: int | None = None  # host memory bytes per node (the container's limit)
 
     @property
     def shared(self) -> bool:

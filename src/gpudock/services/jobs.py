@@ -11,10 +11,11 @@ from gpudock.core.affinity import parse_toleration
 from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
 from gpudock.core.gpu_env import EnvRefused, check_job_env
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
+from gpudock.core.job_defaults import with_defaults
 from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
-from gpudock.scheduler.feasibility import never_fits, never_fits_cpus
+from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
@@ -34,7 +35,8 @@ class JobService:
 
         Raises ``InvalidInput`` for a mount outside the admin allowlist (or
         ``:rw`` under a read-only entry) and for env keys the GPU policy refuses,
-        ``Infeasible`` for a job no node could ever hold, and ``Forbidden`` for
+        ``Infeasible`` for a job no node could ever hold (GPUs, CPUs or memory;
+        after ``job_defaults`` filled in its unset ``cpus`` and ``memory``), and ``Forbidden`` for
         a priority or priority class the caller may not use (``priority.py``) or
         a queue the caller is not a member of, and ``TooManyRequests`` over
         the queue's ``max_pending_per_user`` (``queue_access.py``).
@@ -50,6 +52,7 @@ class JobService:
                 field="gpu_memory",
             )
         spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
+        spec = with_defaults(spec, self.ctx.config.job_defaults)  # stored: counted and limits
         self._check_feasible(spec)
         with self.ctx.db.write() as session:
             check_pending_limit(session, principal, spec.queue, queues)
@@ -195,7 +198,7 @@ class JobService:
         selector or the nodes' taints may rule out every node).
         """
         with self.ctx.db.read() as session:
-            nodes = load_nodes(session)
+            nodes = load_nodes(session, self.ctx.host_memory())
         request = JobRequest(
             id=0,
             gpus=spec.gpus,
@@ -207,6 +210,7 @@ class JobService:
             node_selector=tuple(sorted(spec.node_selector.items())),
             tolerations=tuple(parse_toleration(t) for t in spec.tolerations),
             topology=spec.topology,
+            memory=spec.memory,
         )
         why = never_fits(request, nodes)
         if why is not None:
@@ -215,6 +219,9 @@ class JobService:
         why = never_fits_cpus(request, nodes, host)
         if why is not None:
             raise Infeasible(f"job can never be scheduled: {why}", field="cpus")
+        why = never_fits_memory(request, nodes)
+        if why is not None:
+            raise Infeasible(f"job can never be scheduled: {why}", field="memory")
 
 
 def _attempt_of(path: Path) -> int:

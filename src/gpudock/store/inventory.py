@@ -180,6 +180,19 @@ def used_cpus_by_node(session: Session) -> dict[str, float]:
     return {node: float(total or 0.0) for node, total in session.execute(stmt) if node}
 
 
+def used_memory_by_node(session: Session) -> dict[str, int]:
+    """``{node: sum of memory}`` (bytes, from each job's spec) over jobs holding resources
+    that set ``memory``. One aggregate query; nodes without such jobs are absent."""
+    active = [s.value for s in JobState if s.holds_resources]
+    memory = JobRow.spec["memory"].as_float()
+    stmt = (
+        select(JobRow.node, func.sum(memory))
+        .where(JobRow.state.in_(active), memory.is_not(None), JobRow.node.is_not(None))
+        .group_by(JobRow.node)
+    )
+    return {node: round(total or 0) for node, total in session.execute(stmt) if node}
+
+
 def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:
     stmt = select(GpuRow).order_by(GpuRow.node, GpuRow.index)
     if node is not None:

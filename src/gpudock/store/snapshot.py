@@ -14,6 +14,7 @@ by identity).
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 from operator import is_
@@ -26,7 +27,7 @@ from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_tolerati
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
-from gpudock.store.inventory import used_cpus_by_node
+from gpudock.store.inventory import used_cpus_by_node, used_memory_by_node
 from gpudock.store.jobs import ACTIVE_STATES
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 
@@ -36,21 +37,31 @@ _taint = lru_cache(maxsize=4096)(parse_taint)
 _toleration = lru_cache(maxsize=4096)(parse_toleration)
 
 
-def load_snapshot(session: Session, now: float, limit: int | None = None) -> Snapshot:
+def load_snapshot(
+    session: Session,
+    now: float,
+    limit: int | None = None,
+    host_memory: Mapping[str, int] | None = None,
+) -> Snapshot:
     """Nodes with their GPUs' allocation state, up to ``limit`` pending jobs, running jobs."""
     return Snapshot(
         now=now,
-        nodes=load_nodes(session),
+        nodes=load_nodes(session, host_memory),
         pending=_pending(session, limit),
         running=_running(session),
     )
 
 
-def load_nodes(session: Session) -> tuple[NodeView, ...]:
+def load_nodes(
+    session: Session, host_memory: Mapping[str, int] | None = None
+) -> tuple[NodeView, ...]:
     """Every node with its GPUs (topology included) and what is allocated on them.
 
     ``used_cpus`` sums the ``cpus`` of the jobs holding resources on the node.
+    ``host_memory``: the memory each node offers, by name (the store keeps none);
+    a node absent from it does not count memory.
     """
+    memory = host_memory or {}
     gpus: dict[str, list[GpuView]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
         gpus.setdefault(g.node, []).append(
@@ -68,6 +79,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             )
         )
     cpus_used = used_cpus_by_node(session)
+    memory_used = used_memory_by_node(session) if memory else {}
     return tuple(
         NodeView(
             name=n.name,
@@ -78,6 +90,8 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             taints=_taints(n.taints),
             cpus=n.cpus,
             used_cpus=cpus_used.get(n.name, 0.0),
+            host_memory=memory.get(n.name),
+            used_host_memory=memory_used.get(n.name, 0),
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
@@ -109,6 +123,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.node_selector,
             JobRow.tolerations,
             JobRow.topology,
+            JobRow.spec["memory"].as_float().label("memory"),
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -134,6 +149,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
                 node_selector=tuple(sorted((r.node_selector or {}).items())),
                 tolerations=_tolerations(r.tolerations),
                 topology=r.topology,
+                memory=None if r.memory is None else round(r.memory),
             )
         )
     return tuple(out)
@@ -203,9 +219,15 @@ class SnapshotCache:
         self._jobs: dict[int, RunningJob] = {}
         self._running: tuple[RunningJob, ...] = ()
 
-    def load(self, session: Session, now: float, limit: int | None = None) -> Snapshot:
+    def load(
+        self,
+        session: Session,
+        now: float,
+        limit: int | None = None,
+        host_memory: Mapping[str, int] | None = None,
+    ) -> Snapshot:
         """``load_snapshot``, interned."""
-        return self.intern(load_snapshot(session, now, limit))
+        return self.intern(load_snapshot(session, now, limit, host_memory))
 
     def intern(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the previous snapshot's objects wherever they are equal."""

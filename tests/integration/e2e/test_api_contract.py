@@ -205,6 +205,7 @@ NODE_CONFIG: dict[str, Any] = {
         "labels": {"zone": "b", "gpu.family": "hopper"},
         "taints": ["reserved=training"],
         "cpus": 16,
+        "memory": "64GiB",
         "topology": {"nvlink": [[0, 1], [2, 3, 5]]},  # GPU 5: this node has only 4
     },
 }

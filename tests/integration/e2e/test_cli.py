@@ -123,7 +123,7 @@ def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], messa
 def test_placement_flags_and_inventory_columns(make_server: Any) -> None:
     config = {
         **FAST_CONFIG,
-        "node": {"labels": {"zone": "b"}, "taints": ["spot"], "cpus": 8},
+        "node": {"labels": {"zone": "b"}, "taints": ["spot"], "cpus": 8, "memory": "64GiB"},
     }
     server = make_server(config=config).start()
     job_id = server.cli(

@@ -12,6 +12,11 @@ Placement constraints, CPUs and GPU topology::
     make_node("n2").gpus(8).topology(nvlink=[[0, 1, 2, 3], [4, 5, 6, 7]], numa=[[0, 1, 2, 3]])
     make_job(2).gpus(4).selector("zone", "eu").tolerate("dedicated").cpus(8).topology("nvlink")
 
+Host memory::
+
+    make_node("n3").gpus(8).memory("512GiB", used="64GiB")
+    make_job(3).gpus(0).memory("16GiB")
+
 GPU uuids follow ``gpu_uuid(node, index)`` so assertions can speak in indices.
 """
 
@@ -114,6 +119,11 @@ class JobBuilder:
         self._job = replace(self._job, cpus=n)
         return self
 
+    def memory(self, size: Size) -> JobBuilder:
+        """Ask for ``size`` of the node's host memory."""
+        self._job = replace(self._job, memory=parse_size(size))
+        return self
+
     def build(self) -> JobRequest:
         return self._job
 
@@ -125,7 +135,7 @@ def make_job(job_id: int) -> JobBuilder:
 class NodeBuilder:
     """A node; ``gpus()`` appends GPUs with the next indices (call it again to mix models).
 
-    By default it has no taints, does not count CPUs and has no GPU topology.
+    By default it has no taints, does not count CPUs or memory and has no GPU topology.
     """
 
     def __init__(self, name: str) -> None:
@@ -137,6 +147,8 @@ class NodeBuilder:
         self._taints: list[Taint] = []
         self._cpus: float | None = None
         self._used_cpus = 0.0
+        self._memory: int | None = None
+        self._used_memory = 0
         self._nvlink: dict[int, int] = {}  # GPU index -> NVLink domain
         self._numa: dict[int, int] = {}  # GPU index -> NUMA node
 
@@ -188,6 +200,11 @@ class NodeBuilder:
         self._cpus, self._used_cpus = n, used
         return self
 
+    def memory(self, size: Size, used: Size = 0) -> NodeBuilder:
+        """Count ``size`` of host memory here, ``used`` of it held by running jobs."""
+        self._memory, self._used_memory = parse_size(size), parse_size(used)
+        return self
+
     def topology(
         self,
         nvlink: Sequence[Sequence[int]] = (),
@@ -220,6 +237,8 @@ class NodeBuilder:
             taints=tuple(self._taints),
             cpus=self._cpus,
             used_cpus=self._used_cpus,
+            host_memory=self._memory,
+            used_host_memory=self._used_memory,
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpudock.scheduler.feasibility import never_fits, never_fits_cpus
+from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
 
 from .builders import make_job, make_node
 
@@ -111,3 +111,23 @@ def test_a_node_of_unknown_capacity_may_fit_any_cpus() -> None:
 def test_jobs_without_cpus_always_fit_on_cpus() -> None:
     nodes = [make_node("n0").cpus(1).build()]
     assert never_fits_cpus(make_job(1).build(), nodes, {}) is None
+
+
+def test_memory_above_every_node_never_fits() -> None:
+    nodes = [
+        make_node("a").memory("16GiB", used="16GiB").build(),
+        make_node("b").memory("8GiB").build(),
+    ]
+    job = make_job(1).gpus(0)
+    assert never_fits_memory(job.memory("17GiB").build(), nodes) == (
+        "needs 17GiB memory but the largest node has 16GiB"
+    )
+    assert never_fits_memory(job.memory("16GiB").build(), nodes) is None  # busy is not never
+
+
+def test_memory_is_not_refused_without_a_request_or_where_a_node_does_not_count_it() -> None:
+    counted = make_node("a").memory("16GiB").build()
+    assert never_fits_memory(make_job(1).build(), [counted]) is None
+    uncounted = make_node("b").build()
+    assert never_fits_memory(make_job(2).memory("1TiB").build(), [counted, uncounted]) is None
+    assert never_fits_memory(make_job(3).memory("1TiB").build(), []) is None

@@ -32,6 +32,7 @@ def test_every_policy_module_is_registered() -> None:
         "gpu_picker",
         "node_affinity",
         "cpu_capacity",
+        "memory_capacity",
         "gpu_topology",
         "fgd",
         "fgd_adaptive",
@@ -46,6 +47,7 @@ def test_every_policy_module_is_registered() -> None:
         "best_fit",
         "node_affinity",
         "cpu_capacity",
+        "memory_capacity",
         "gpu_topology",
         "fgd",
         "fgd_picker",
@@ -63,6 +65,7 @@ def test_the_config_chooses_the_score_policy(placement: str) -> None:
         "gpu_model",
         "node_health",
         "cpu_capacity",
+        "memory_capacity",
         "gpu_capacity",
         "gpu_topology",
     ]
