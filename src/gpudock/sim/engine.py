@@ -39,8 +39,6 @@ from gpudock.queue.history import UsageHistory
 from gpudock.scheduler.admission import QueuePolicy, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
-from gpudock.scheduler.policies.binpack import prices_shares, unpriced
-from gpudock.scheduler.pricing import MixTracker, priced
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
     GpuView,
@@ -183,12 +181,15 @@ class Simulator:
         if self._queues is not None:
             self._history = UsageHistory(half_life=self._queues.config.fair_share.half_life)
         self._tick_at = math.inf
-        self._mix = MixTracker()  # see ``scheduler/pricing.py``
-        self._session = SchedulerSession()  # this run's cycles reuse each other's work
-        self._profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
-        if not any(priced(job.request) for job in self._jobs):
-            self._profile = unpriced(self._profile)  # no share to price: no check per cycle
-        self._prices = prices_shares(self._profile)
+        # this run's cycles reuse each other's work, and plugins learn across them, as live
+        self._session = SchedulerSession(learn=True)
+        profile = policy.profile(lambda job_id: self._jobs[job_id - 1].trace.duration)
+        self._profile = replace(  # a plugin with nothing to compute for any job: no call per cycle
+            profile,
+            pre_scorers=tuple(
+                p for p in profile.pre_scorers if any(p.relevant(j.request) for j in self._jobs)
+            ),
+        )
         self._estimator = RemainingEstimator(whole_node=gpus_per_node)  # see its docstring
         self._fresh: list[_Job] = []  # dynamic priorities: jobs pending since the last cycle
         self._seen_changes = -1  # the estimator's ``changes`` at the last full refresh
@@ -431,8 +432,6 @@ class Simulator:
         if self._history is not None:  # as the server's controller does each cycle
             self._history = self._history.advance(now, queue_usage(snapshot))
             snapshot = replace(snapshot, queue_history=self._history)
-        if self._prices:
-            snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by, as live
         plan = run_cycle(
             snapshot,
             self._profile,

@@ -35,6 +35,7 @@ def test_every_policy_module_is_registered() -> None:
         "gpu_topology",
         "fgd",
         "fgd_adaptive",
+        "share_price",  # a plugin folder
     }
     assert set(REGISTRY) == {
         "priority_fifo",
@@ -51,6 +52,7 @@ def test_every_policy_module_is_registered() -> None:
         "fgd_picker",
         "fgd_adaptive",
         "fgd_adaptive_picker",
+        "share_price",
     }
 
 
