@@ -54,7 +54,11 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.victims",
     "gpudock.sim.engine",
     "gpudock.sim.estimate",
+    "gpudock.sim.jobs",
     "gpudock.sim.policies",
+    "gpudock.sim.priorities",
+    "gpudock.sim.state",
+    "gpudock.sim.transitions",
 )
 """Compiled together as one group (``GPUDOCK_COMPILE=1``). Each is typed (mypy strict);
 a class subclassed by interpreted code says so
