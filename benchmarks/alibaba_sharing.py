@@ -44,7 +44,7 @@ Policies:
   from the pods that have arrived so far (never from pods yet to come);
 * ``default``: ``build_profile(SchedulerConfig())``, whatever the default is
   (now ``binpack`` with its CPU rule and share prices: one-GPU shares placed
-  by the job mix's share prices, ``scheduler/pricing.py``, after the GPU
+  by the job mix's share prices, ``policies/share_price/``, after the GPU
   capacity they would strand; other pods compared first by the GPU capacity
   they would leave stranded behind the node's free CPUs, see
   ``policies/binpack.py``; then best fit);
