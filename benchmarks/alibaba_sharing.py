@@ -44,7 +44,7 @@ Policies:
   from the pods that have arrived so far (never from pods yet to come);
 * ``default``: ``build_profile(SchedulerConfig())``, whatever the default is
   (now ``binpack`` with its CPU rule and share prices: one-GPU shares placed
-  by the job mix's share prices, ``scheduler/pricing.py``, after the GPU
+  by the job mix's share prices, ``policies/share_price/``, after the GPU
   capacity they would strand; other pods compared first by the GPU capacity
   they would leave stranded behind the node's free CPUs, see
   ``policies/binpack.py``; then best fit);
@@ -101,8 +101,8 @@ from gpudock.scheduler.capacity import NodeState, usable_now  # noqa: E402
 from gpudock.scheduler.cycle import run_cycle  # noqa: E402
 from gpudock.scheduler.framework import Profile  # noqa: E402
 from gpudock.scheduler.policies.binpack import Binpack  # noqa: E402
-from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, TaskType  # noqa: E402
-from gpudock.scheduler.pricing import MixTracker  # noqa: E402
+from gpudock.scheduler.policies.fgd import Fgd, FgdPicker  # noqa: E402
+from gpudock.scheduler.policies.share_price.mix import MixTracker  # noqa: E402
 from gpudock.scheduler.registry import build_profile  # noqa: E402
 from gpudock.scheduler.session import SchedulerSession  # noqa: E402
 from gpudock.scheduler.snapshot import (  # noqa: E402
@@ -113,6 +113,7 @@ from gpudock.scheduler.snapshot import (  # noqa: E402
     Snapshot,
     WorkloadEntry,
 )
+from gpudock.scheduler.workload import TaskType  # noqa: E402
 from gpudock.sim.cluster import alibaba_nodes  # noqa: E402
 from gpudock.sim.traces import TraceJob, load_trace  # noqa: E402
 

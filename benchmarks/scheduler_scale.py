@@ -93,12 +93,10 @@ from _meta import build_info
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.core.job import PendingReason
-from gpudock.scheduler import registry, share_prices
+from gpudock.scheduler import registry
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.framework import SUCCESS, FilterPolicy, Rejection, Status
-from gpudock.scheduler.policies.binpack import prices_shares
-from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
@@ -287,10 +285,9 @@ def config_of(args: argparse.Namespace) -> SchedulerConfig:
 
 
 def timer_of(args: argparse.Namespace) -> Timer:
-    """The ``Timer`` of ``config_of(args)``, keeping a ``MixTracker`` when its profile prices
-    shares (as the controller does)."""
+    """The ``Timer`` of ``config_of(args)``, with a learning session as the controller's."""
     config = config_of(args)
-    return Timer(config, prices=prices_shares(build_profile(config)))
+    return Timer(config)
 
 
 @dataclass
@@ -303,24 +300,23 @@ class Timer:
     cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU time
     gc_seconds: float = 0.0  # garbage collector pauses inside schedule()
     gc_outside_seconds: float = 0.0  # pauses between the calls (schedule() pauses the collector)
-    mix: MixTracker = field(default_factory=MixTracker)  # the job mix binpack prices shares by
-    prices: bool = True  # binpack's ``price_shares`` (off: ``--no-price-shares``)
-    session: SchedulerSession = field(default_factory=SchedulerSession)  # as the controller's
+    session: SchedulerSession = field(  # as the controller's: plugins learn across cycles
+        default_factory=lambda: SchedulerSession(learn=True)
+    )
     _inside: bool = False
     _gc_start: float = 0.0
 
     def __post_init__(self) -> None:
         gc.callbacks.append(self._on_gc)
-        if self.prices:  # the LP solver's import, before any cycle, as the controller's start
-            share_prices.warm()
+        profile = build_profile(self.config)  # what a plugin needs, before any cycle, as the
+        for plugin in profile.pre_scorers:  # controller's start
+            plugin.prepare(profile)
 
     def __call__(self, snapshot: Snapshot) -> Plan:
         if self.profiler is not None:
             self.profiler.enable()
         self._inside = True
         start, start_cpu = time.perf_counter(), time.process_time()
-        if self.prices:  # as the controller does
-            snapshot = self.mix.apply(snapshot)
         plan = schedule(snapshot, self.config, session=self.session)
         self.cpu_seconds.append(time.process_time() - start_cpu)
         self.seconds.append(time.perf_counter() - start)
@@ -676,7 +672,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-price-shares",
         dest="price_shares",
         action="store_false",
-        help="binpack without its share prices (scheduler/pricing.py; on by default)",
+        help="binpack without its share prices (policies/share_price/; on by default)",
     )
     add("--seed", type=int, default=1)
     add(

@@ -44,8 +44,9 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.placing",
     "gpudock.scheduler.policies.gpu_picker",
     "gpudock.scheduler.policies.priority_fifo",
+    "gpudock.scheduler.policies.share_price.mix",
+    "gpudock.scheduler.policies.share_price.pricing",
     "gpudock.scheduler.preemption",
-    "gpudock.scheduler.pricing",
     "gpudock.scheduler.release",
     "gpudock.scheduler.running",
     "gpudock.scheduler.snapshot",
@@ -53,7 +54,11 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.victims",
     "gpudock.sim.engine",
     "gpudock.sim.estimate",
+    "gpudock.sim.jobs",
     "gpudock.sim.policies",
+    "gpudock.sim.priorities",
+    "gpudock.sim.state",
+    "gpudock.sim.transitions",
 )
 """Compiled together as one group (``GPUDOCK_COMPILE=1``). Each is typed (mypy strict);
 a class subclassed by interpreted code says so

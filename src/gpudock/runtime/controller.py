@@ -28,11 +28,8 @@ from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
 from gpudock.runtime.reconciler import reconcile
-from gpudock.scheduler import share_prices
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
-from gpudock.scheduler.policies.binpack import prices_shares
-from gpudock.scheduler.pricing import MixTracker
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
@@ -54,14 +51,14 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._events: EventStream | None = None
         self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
-        self._mix = MixTracker()  # the job mix share prices follow (``scheduler/pricing.py``)
-        self._prices = prices_shares(build_profile(ctx.config.scheduler))
         self._history_saved = 0.0
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
         self._db_failures = 0  # consecutive steps that failed on an unreachable database
         self._outage_lock = threading.Lock()
         self._pruner = EventPruner()  # the event log's age and count bounds
-        self._session = SchedulerSession()  # what each cycle reuses of the last one's work
+        # what each cycle reuses of the last one's work; plugins learn across cycles (the
+        # job mix share prices follow), as a live cluster should
+        self._session = SchedulerSession(learn=True)
 
     def start(self) -> None:
         """Reconcile once (adopt what survived a restart), then start both loops."""
@@ -69,8 +66,7 @@ class Controller:
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
             loops.append(("events", self._event_loop))
-        if self._prices:  # the LP solver's import, off the first cycle that prices shares
-            loops.append(("warm-prices", share_prices.warm))
+        loops.append(("prepare", self._prepare))  # e.g. a solver's import, off the first cycle
         for name, target in loops:
             thread = threading.Thread(target=target, name=f"gpudock-{name}", daemon=True)
             thread.start()
@@ -98,8 +94,6 @@ class Controller:
         if not snapshot.pending:
             ctx.reservations = ()
             return ApplyResult()
-        if self._prices:
-            snapshot = self._mix.apply(snapshot)  # the job mix binpack prices shares by
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
         ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
         result = apply_plan(ctx.db, plan, ctx.clock())
@@ -112,6 +106,12 @@ class Controller:
         if result.preempted:
             ctx.wake_reconciler.set()  # stop the victims now
         return result
+
+    def _prepare(self) -> None:
+        """Let each pre-score plugin load what its first cycle would (``prepare``)."""
+        profile = build_profile(self.ctx.config.scheduler)
+        for plugin in profile.pre_scorers:
+            plugin.prepare(profile)
 
     def _with_history(self, snapshot: Snapshot) -> Snapshot:
         """Advance the queues' decayed usage to ``snapshot.now``; persist it each minute."""

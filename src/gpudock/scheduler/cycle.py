@@ -13,7 +13,9 @@ a function below (Kueue style)::
                    then as the queueing strategies walk them
                    (``gpudock.queue.strategies``: ``borrow-last`` tries jobs
                    that would borrow after all others)
-    2. start       a mutable per-cycle copy of node capacity (``CycleState``,
+    2. start       the profile's pre-score plugins compute their per-cycle
+                   data (share prices); then a mutable per-cycle copy of node
+                   capacity (``CycleState``,
                    each node copied from the snapshot on first use) and the
                    verdict cache, from the registry's ``Accelerator``
                    (``acceleration.py``; the default, ``accel/``: a capacity
@@ -65,7 +67,6 @@ from gpudock.scheduler.equivalence import VerdictCache
 from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_reservation
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.placing import backfill, hold_for_preemptor, place_gang, place_job
-from gpudock.scheduler.policies.binpack import priced_profile
 from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import ACCELERATOR, build_profile
 from gpudock.scheduler.release import RunningOn
@@ -206,7 +207,8 @@ def _run_cycle(
 ) -> Plan:
     """The numbered steps of the module doc, in order; ``reasons``: ``run_cycle``'s
     ``explain``."""
-    profile = priced_profile(profile, snapshot, session.largest)  # binpack's share prices
+    for plugin in profile.pre_scorers:  # 2, first: per-cycle data (framework.PreScorePolicy)
+        profile = plugin.pre_score(snapshot, profile, session.plugins)
     cycle = start(snapshot, profile, index, queues, queueing, session)  # 2
     for job in order(cycle):  # 1
         if admit(cycle, job):  # 3a

@@ -4,6 +4,7 @@ Policy is separated from mechanism as in kube-scheduler: the cycle
 (``cycle.py``) only walks the extension points below, in this order, and every
 policy lives in its own module under ``policies/``, listed in ``registry.py``::
 
+    PreScorePolicy once per cycle: per-cycle data for scorers (what they read this cycle)
     OrderPolicy   sort key for pending jobs                 (who goes first)
     FilterPolicy  (job, node) -> Status                      (which nodes can take it)
                   + explain(rejections) -> PendingReason     (why none could)
@@ -11,6 +12,14 @@ policy lives in its own module under ``policies/``, listed in ``registry.py``::
     GpuPicker     (job, node) -> GPU indices                 (which GPUs on it)
 
 Reserving the picked GPUs is mechanism, not policy: ``CycleState.reserve``.
+
+``PreScorePolicy`` is kube-scheduler's PreScore with its ``CycleState``: a
+plugin that computes, once per cycle, what its scorers and picker read (the
+share-price plugin: the LP prices of the job mix), and keeps what it learns
+between a caller's cycles in that caller's session (``PluginState``), never
+in class variables. Scorers and pickers stay functions of (job, node): the
+plugin hands its data to them by returning the cycle's ``Profile`` with
+policies that carry it.
 
 Contract for every filter and score policy: a pure function of the job's
 ``placement_key`` (what it asks for: GPU count, memory share, model) and of
@@ -33,12 +42,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, NodeState
-from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
 __all__ = [
     "CycleState",
@@ -48,6 +57,8 @@ __all__ = [
     "OrderKey",
     "OrderPolicy",
     "PlacementKey",
+    "PluginState",
+    "PreScorePolicy",
     "Profile",
     "Rejection",
     "ScorePolicy",
@@ -204,16 +215,73 @@ class GpuPicker(Protocol):
         ...
 
 
+T = TypeVar("T")
+
+
+class PluginState:
+    """What pre-score plugins keep between one caller's cycles: one value per kind (a class
+    with a no-argument constructor), made on first use. Owned by the caller's
+    ``SchedulerSession``; a session-less ``schedule`` gets a fresh one per call.
+
+    ``learn``: whether plugins may let what they saw in earlier cycles change this one's
+    Plan (the share-price plugin's ``MixTracker``). False (the default) keeps the
+    session's contract that no Plan depends on it; long-lived callers that want the
+    live behaviour (the controller, the simulator) set it.
+    """
+
+    __slots__ = ("_kept", "learn")
+
+    def __init__(self, learn: bool = False) -> None:
+        self.learn = learn
+        self._kept: dict[type, object] = {}
+
+    def get(self, kind: type[T]) -> T:
+        """The ``kind`` this state keeps, made with ``kind()`` on first use."""
+        found = self._kept.get(kind)
+        if found is None:
+            found = self._kept[kind] = kind()
+        assert isinstance(found, kind)
+        return found
+
+
+class PreScorePolicy(Protocol):
+    """Computes once per cycle what the profile's scorers and picker read (kube-scheduler's
+    PreScore)."""
+
+    name: str
+
+    def pre_score(self, snapshot: Snapshot, profile: Profile, state: PluginState) -> Profile:
+        """The profile this cycle runs: ``profile`` itself when there is nothing to compute,
+        else a copy whose policies carry this cycle's data. Called before step 2, once per
+        cycle; never mutates ``profile`` or ``snapshot``, does no I/O. What it keeps goes in
+        ``state.get(...)``; unless ``state.learn``, the result is a function of
+        ``snapshot`` and ``profile`` alone."""
+        ...
+
+    def prepare(self, profile: Profile) -> None:
+        """Load what ``pre_score`` will need for ``profile`` (a solver's import), for a
+        long-lived caller to run once at start, off its first cycle. Harmless to skip."""
+        ...
+
+    def relevant(self, job: JobRequest) -> bool:
+        """False when ``pre_score`` computes nothing for a cycle whose pending jobs are all
+        like ``job``: a caller that knows every job in advance (the simulator) may drop a
+        plugin for which none is relevant."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """The policies one scheduler runs: built from config by ``registry.build_profile``.
 
     ``filters`` run in order and the first non-success wins, so cheap and
     "never" (unresolvable) filters go first. ``scorers`` are summed with
-    their weights.
+    their weights. ``pre_scorers`` run once per cycle, in order, before any job is
+    scored (``PreScorePolicy``).
     """
 
     order: OrderPolicy
     filters: tuple[FilterPolicy, ...]
     scorers: tuple[tuple[ScorePolicy, float], ...]
     picker: GpuPicker
+    pre_scorers: tuple[PreScorePolicy, ...] = ()

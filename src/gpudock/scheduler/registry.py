@@ -4,9 +4,14 @@ Every policy module in ``policies/`` is listed here once, by name, with its
 factory (kube-scheduler's ``plugins/registry.go``). Which policies run, in
 which order and with which weights, is configuration: ``profile_spec``
 (kube-scheduler's ``default_plugins.go``). The cycle runs the policies of
-the ``Profile`` built here and walks only the extension points; the policy
-code it still imports is ``binpack.priced_profile`` (the cycle's share prices)
-and, in preemption, ``node_affinity.admits``.
+the ``Profile`` built here and walks only the extension points; the one
+policy function the scheduler's mechanism still imports is
+``node_affinity.admits`` (in preemption). The capacity index
+(``accel/``) knows the built-in filters and ``binpack``/``spread`` by class.
+
+To add a policy: write one module under ``policies/`` (a class with ``name``
+and the methods of its ``framework`` Protocol) and add one line to its
+section below; config then names it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from gpudock.scheduler.framework import (
     FilterPolicy,
     GpuPicker,
     OrderPolicy,
+    PreScorePolicy,
     Profile,
     ScorePolicy,
 )
@@ -41,6 +47,7 @@ from gpudock.scheduler.policies.memory_capacity import MemoryCapacity
 from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
+from gpudock.scheduler.policies.share_price.plugin import SharePrice
 from gpudock.scheduler.policies.spread import Spread
 
 ACCELERATOR: Callable[[], Accelerator] = CapacityIndex
@@ -71,12 +78,18 @@ GPU_PICKERS: Mapping[str, Callable[[], GpuPicker]] = {
     FgdPicker.name: FgdPicker,
     AdaptiveFgdPicker.name: AdaptiveFgdPicker,
 }
+PRE_SCORE_POLICIES: Mapping[str, Callable[[], PreScorePolicy]] = {
+    SharePrice.name: SharePrice,
+}
+DEFAULT_PRE_SCORERS: tuple[str, ...] = tuple(PRE_SCORE_POLICIES)
+"""Every profile runs these (each does nothing for a profile it has no data for)."""
 
 _SECTIONS: tuple[Mapping[str, object], ...] = (
     ORDER_POLICIES,
     FILTER_POLICIES,
     SCORE_POLICIES,
     GPU_PICKERS,
+    PRE_SCORE_POLICIES,
 )
 REGISTRY: Mapping[str, object] = {name: f for section in _SECTIONS for name, f in section.items()}
 """Every policy factory by name; names are unique across extension points."""
@@ -98,13 +111,14 @@ OPTION_TYPES: tuple[type, ...] = (bool, int, float, str)
 class ProfileSpec:
     """Policy names per extension point; filters in run order (cheap and "never" first).
 
-    ``scorers``: ``(name, weight, options)``.
+    ``scorers``: ``(name, weight, options)``. ``pre_scorers``: run once per cycle.
     """
 
     order: str
     filters: tuple[str, ...]
     scorers: tuple[tuple[str, float, Options], ...]
     picker: str
+    pre_scorers: tuple[str, ...] = DEFAULT_PRE_SCORERS
 
 
 def profile_spec(config: SchedulerConfig) -> ProfileSpec:
@@ -199,6 +213,7 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
         filters=filters,
         scorers=scorers,
         picker=picker,
+        pre_scorers=tuple(_make(PRE_SCORE_POLICIES, "pre-score", n) for n in spec.pre_scorers),
     )
 
 

@@ -10,11 +10,15 @@ starts from what the previous one worked out for those very objects::
     while True:
         plan = schedule(next_snapshot(), config, session=session)
 
-The session holds only summaries and indexes of immutable snapshot objects,
+The session holds summaries and indexes of immutable snapshot objects,
 looked up by identity (each entry keeps its object, so an id is never
 mistaken), and each part is brought up to date or rebuilt when those
-objects change. No answer depends on it: a cycle with a session returns the
-Plan a fresh call returns (``tests/unit/scheduler/test_session.py``).
+objects change; and what pre-score plugins keep (``plugins``, a
+``framework.PluginState``). No answer depends on it: a cycle with a session
+returns the Plan a fresh call returns (``tests/unit/scheduler/test_session.py``),
+unless the caller asks plugins to learn from earlier cycles
+(``SchedulerSession(learn=True)``, as the controller and the simulator do:
+share prices then follow the job mix as tracked over the cycles).
 
 A session belongs to one caller and one cycle at a time; it holds no lock.
 Two callers (two simulator runs, a benchmark beside a server) each own one.
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 
 from gpudock.scheduler.accel.catalog import CatalogMemo
 from gpudock.scheduler.capacity import FitMemo
-from gpudock.scheduler.pricing import LargestMemo
+from gpudock.scheduler.framework import PluginState
 from gpudock.scheduler.running import RunningMemo
 from gpudock.scheduler.victims import VictimMemo
 
@@ -40,11 +44,16 @@ class SchedulerSession:
     * ``catalog``: the capacity index's per-product indexes (``catalog.py``);
     * ``running``: the latest ``RunningIndex`` of ``snapshot.running``;
     * ``victims``: ``VictimSearch``'s "could the job fit if freed" answers;
-    * ``largest``: the largest GPU memory of the last node tuple (share prices).
+    * ``plugins``: what pre-score plugins keep (``framework.PluginState``);
+      ``learn`` lets them carry what they saw into later Plans.
     """
 
     fits: FitMemo = field(default_factory=FitMemo)
     catalog: CatalogMemo = field(default_factory=CatalogMemo)
     running: RunningMemo = field(default_factory=RunningMemo)
     victims: VictimMemo = field(default_factory=VictimMemo)
-    largest: LargestMemo = field(default_factory=LargestMemo)
+    learn: bool = False
+    plugins: PluginState = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plugins = PluginState(self.learn)

@@ -11,19 +11,10 @@ from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler.capacity import CycleState, NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
-from gpudock.scheduler.policies.fgd import (
-    DEFAULT_WORKLOAD,
-    Fgd,
-    FgdPicker,
-    Fragmentation,
-    TaskType,
-    Workload,
-    best_choice,
-    fragmentation,
-    summarize,
-)
+from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, best_choice, fragmentation, summarize
 from gpudock.scheduler.registry import REGISTRY, build_profile
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Plan
+from gpudock.scheduler.workload import DEFAULT_WORKLOAD, Fragmentation, TaskType, Workload
 
 from .builders import make_job, make_node, make_snapshot
 

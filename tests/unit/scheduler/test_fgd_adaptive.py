@@ -7,29 +7,28 @@ from dataclasses import replace
 import pytest
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
+from gpudock.scheduler import workload as model
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import Profile
-from gpudock.scheduler.policies import fgd_adaptive
-from gpudock.scheduler.policies.fgd import (
-    DEFAULT_WORKLOAD,
-    Fgd,
-    FgdPicker,
-    Fragmentation,
-    TaskType,
-    Workload,
-    summarize,
-)
+from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, summarize
 from gpudock.scheduler.policies.fgd_adaptive import (
     MIN_JOBS,
     AdaptiveFgd,
     AdaptiveFgdPicker,
-    CpuLimitedFragmentation,
-    PricedFragmentation,
     WorkloadLearner,
 )
+from gpudock.scheduler.policies.share_price import fragmentation
+from gpudock.scheduler.policies.share_price.fragmentation import PricedFragmentation
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import NodeView
+from gpudock.scheduler.workload import (
+    DEFAULT_WORKLOAD,
+    CpuLimitedFragmentation,
+    Fragmentation,
+    TaskType,
+    Workload,
+)
 
 from .builders import make_job, make_node, make_snapshot
 
@@ -98,7 +97,7 @@ def test_f_n_is_the_fragments_plus_the_stranded_gpus_weighted() -> None:
     frag = CpuLimitedFragmentation(workload)
     fragments, lost = frag.parts(summarize(state_of(node)))
     assert frag.of(summarize(state_of(node))) == pytest.approx(
-        fragments + fgd_adaptive.STRANDED_WEIGHT * lost
+        fragments + model.STRANDED_WEIGHT * lost
     )
 
 
@@ -143,7 +142,7 @@ def test_a_job_goes_where_it_strands_no_gpus_even_if_fgd_prefers_the_other_node(
     snapshot = make_snapshot([small, roomy], [job])
     plan = run_cycle(snapshot, measure_profile(CpuLimitedFragmentation(workload)))
     assert plan.placements[0].node == "b-roomy"
-    monkeypatch.setattr(fgd_adaptive, "STRANDED_WEIGHT", 0.0)  # the fragments alone
+    monkeypatch.setattr(model, "STRANDED_WEIGHT", 0.0)  # the fragments alone
     plan = run_cycle(snapshot, measure_profile(CpuLimitedFragmentation(workload)))
     assert plan.placements[0].node == "a-small"
 
@@ -207,7 +206,7 @@ def test_the_priced_measure_adds_the_worth_lost_between_stranded_gpus_and_fragme
     assert strand == pytest.approx(1.53)  # every type could use the GPUs, none with 4 CPUs
     worth = 0.5 + 1.0  # value(530) + value(1000)
     assert measure.of(summary) == pytest.approx(
-        fgd_adaptive.STRANDED_WEIGHT * strand - worth + fgd_adaptive.FRAGMENT_WEIGHT * fragments
+        model.STRANDED_WEIGHT * strand - worth + fragmentation.FRAGMENT_WEIGHT * fragments
     )
 
 

@@ -36,6 +36,7 @@ def test_every_policy_module_is_registered() -> None:
         "gpu_topology",
         "fgd",
         "fgd_adaptive",
+        "share_price",  # a plugin folder
     }
     assert set(REGISTRY) == {
         "priority_fifo",
@@ -53,6 +54,7 @@ def test_every_policy_module_is_registered() -> None:
         "fgd_picker",
         "fgd_adaptive",
         "fgd_adaptive_picker",
+        "share_price",
     }
 
 

@@ -1,4 +1,4 @@
-"""binpack places one-GPU shares by the job mix's share prices (``scheduler/pricing.py``)."""
+"""binpack places one-GPU shares by the job mix's share prices (``policies/share_price/``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler.accel.index import NodeFit, PricedShares
 from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.pricing import MixTracker, job_mix, pricing_for
+from gpudock.scheduler.policies.share_price.mix import MixTracker, job_mix
+from gpudock.scheduler.policies.share_price.pricing import pricing_for
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import Snapshot
 

@@ -21,7 +21,7 @@ from gpudock.core.inventory import gpu_model_matches
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.equivalence import KeyVerdicts
-from gpudock.scheduler.policies.binpack import priced_profile
+from gpudock.scheduler.framework import PluginState
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import (
     GangPlacement,
@@ -226,8 +226,11 @@ def test_deterministic_and_independent_of_input_order(
 def _naive_plan(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     """Reference: filter and score every node for every job; explain from scratch at the end.
 
-    The profile is the cycle's: ``binpack`` with the snapshot's share prices."""
-    profile = priced_profile(build_profile(config), snapshot)
+    The profile is the cycle's: ``binpack`` with the snapshot's share prices (the
+    pre-score plugins run once, as the cycle runs them)."""
+    profile = build_profile(config)
+    for plugin in profile.pre_scorers:
+        profile = plugin.pre_score(snapshot, profile, PluginState())
     state = CycleState(snapshot.nodes)
     plan = Plan()
     blocked = []

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gpudock.scheduler import share_prices
-from gpudock.scheduler.share_prices import MILLI, maximal_patterns, priced_size, prices, values
+from gpudock.scheduler.policies.share_price import lp
+from gpudock.scheduler.policies.share_price.lp import (
+    MILLI,
+    maximal_patterns,
+    priced_size,
+    prices,
+    values,
+)
 
 
 def test_two_halves_fill_a_gpu_so_each_is_priced_at_half() -> None:
@@ -81,6 +87,6 @@ def test_the_maximal_patterns_are_those_with_no_room_for_one_more_share() -> Non
 def test_both_ways_of_solving_give_the_lp_prices(
     monkeypatch: pytest.MonkeyPatch, enumerate_up_to: int
 ) -> None:
-    monkeypatch.setattr(share_prices, "ENUMERATE", enumerate_up_to)
+    monkeypatch.setattr(lp, "ENUMERATE", enumerate_up_to)
     assert prices({810: 2, 160: 10}) == pytest.approx({810: 5 / 6, 160: 1 / 6})
     assert prices({470: 4, 320: 2, 680: 1}) == pytest.approx({470: 1 / 2, 320: 1 / 3, 680: 2 / 3})

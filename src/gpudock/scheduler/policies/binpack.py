@@ -6,18 +6,18 @@ scores means changing the index (``accel/test_indexed.py`` fails until they agre
 job asking for CPUs, ``indexed.CpuVerdicts`` scores the nodes it walks with ``packed``
 and ``stranded_gpus``, the functions ``Binpack.score`` uses; for a one-GPU share under
 share prices, ``indexed.PricedVerdicts`` reads ``SharePricing.judge``, as ``score`` does.
+
+How one-GPU shares are priced is the share-price plugin's (``policies/share_price/``):
+its pre-score step gives each cycle's ``Binpack`` the ``SharePricing`` it scores by.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
-
-from gpudock.scheduler.capacity import capacity_left, usable_now
-from gpudock.scheduler.framework import NodeState, Profile
-from gpudock.scheduler.policies.gpu_picker import BestFitPicker
-from gpudock.scheduler.pricing import LargestMemo, Pair, SharePricing, priced, pricing_for
-from gpudock.scheduler.snapshot import JobRequest, Snapshot
+from gpudock.scheduler.capacity import capacity_left
+from gpudock.scheduler.framework import NodeState
+from gpudock.scheduler.policies.share_price.mix import priced
+from gpudock.scheduler.policies.share_price.pricing import SharePricing
+from gpudock.scheduler.snapshot import JobRequest
 
 STRANDED_FIRST = 1e6
 """Score per GPU stranded: 0.001 of a GPU outweighs 1,000 GiB (or GPUs) of capacity left,
@@ -39,12 +39,12 @@ class Binpack:
 
     With ``price_shares`` (the default; figures in ``benchmarks/RESULTS.md``), a
     share of one GPU on one node is
-    scored by the job mix's share prices instead (``scheduler/pricing.py``):
+    scored by the job mix's share prices instead (``SharePricing.score``):
     first the GPU capacity it would strand for the mix's common shapes (if it
     asks for CPUs, on a node that counts them), then the worth its GPU loses
     at the cutting-stock prices of the mix's share sizes, then capacity left.
-    ``priced_profile`` sets ``pricing`` for each cycle (from the snapshot);
-    without it (``pricing`` None) such shares score as above.
+    The share-price plugin's pre-score step sets ``pricing`` for each cycle
+    (``with_pricing``); without it (``pricing`` None) such shares score as above.
     """
 
     name = "binpack"
@@ -55,7 +55,7 @@ class Binpack:
         self.pricing: SharePricing | None = None  # set for a cycle by ``with_pricing``
 
     def with_pricing(self, pricing: SharePricing | None) -> Binpack:
-        """A copy that places one-GPU shares by ``pricing`` (``scheduler/pricing.py``)."""
+        """A copy that places one-GPU shares by ``pricing`` (None unless ``price_shares``)."""
         copy = Binpack(self.cpu_aware, self.price_shares)
         copy.pricing = pricing if self.price_shares else None
         return copy
@@ -63,70 +63,11 @@ class Binpack:
     def score(self, job: JobRequest, node: NodeState) -> float:
         pricing = self.pricing
         if pricing is not None and priced(job):
-            judged = pricing.judge(
-                job,
-                [(g.memory_total, g.memory_total - g.used_memory) for g in node.gpus
-                 if usable_now(job, g)],
-                node_pairs(node),
-                node.free_memory,
-                node.free_cpus if node.cpus is not None else None,
-            )  # fmt: skip
-            return -math.inf if judged is None else judged[0]
+            return pricing.score(job, node)
         left = capacity_left(job, node)
         if not job.cpus or node.cpus is None or not self.cpu_aware:
             return -left
         return packed(left, stranded_after(job, node))
-
-
-def node_pairs(node: NodeState) -> list[Pair]:
-    """``(memory_total, free bytes)`` of each GPU of ``node`` shares may use, in GPU order."""
-    return [
-        (g.memory_total, g.memory_total - g.used_memory)
-        for g in node.gpus
-        if g.healthy and not g.exclusive
-    ]
-
-
-def prices_shares(profile: Profile) -> bool:
-    """True when a scorer of ``profile`` places shares by the job mix's prices (callers then
-    keep a ``MixTracker``)."""
-    return any(isinstance(s, Binpack) and s.price_shares for s, _ in profile.scorers)
-
-
-def unpriced(profile: Profile) -> Profile:
-    """``profile`` with each ``Binpack`` that prices shares made one that does not: the same
-    Plans for job streams without a one-GPU share (``priced_profile`` returns the profile
-    unchanged for them), without the check for one each cycle."""
-    if not prices_shares(profile):
-        return profile
-    scorers = tuple(
-        (Binpack(s.cpu_aware, False) if isinstance(s, Binpack) else s, w)
-        for s, w in profile.scorers
-    )
-    return replace(profile, scorers=scorers)
-
-
-def priced_profile(
-    profile: Profile, snapshot: Snapshot, memo: LargestMemo | None = None
-) -> Profile:
-    """``profile`` for one cycle on ``snapshot``: each ``Binpack`` that prices shares gets the
-    snapshot's ``SharePricing``, and so does a ``best_fit`` picker, to take the GPUs it
-    scored. ``profile`` itself when no pending job is a one-GPU share, no
-    scorer prices shares, or the mix has no share. ``memo``: see ``pricing_for``."""
-    if not prices_shares(profile):
-        return profile
-    if not any(priced(job) for job in snapshot.pending):
-        return profile
-    pricing = pricing_for(snapshot, memo)
-    if pricing is None:
-        return profile
-    scorers = tuple(
-        (s.with_pricing(pricing) if isinstance(s, Binpack) else s, w) for s, w in profile.scorers
-    )
-    picker = profile.picker
-    if isinstance(picker, BestFitPicker):
-        picker = BestFitPicker(pricing)
-    return replace(profile, scorers=scorers, picker=picker)
 
 
 def packed(left: float, stranded: float) -> float:

@@ -49,69 +49,28 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
 from typing import NamedTuple
 
 from gpudock.scheduler.capacity import GpuState, usable_now
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
 from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.workload import (
+    DEFAULT_WORKLOAD,
+    MEMO_LIMIT,
+    MILLI,
+    Fragmentation,
+    NodeSummary,
+    TaskType,
+    Workload,
+)
 
-MILLI = 1000
-"""Free capacity is counted in thousandths of a GPU."""
-CPU_EPSILON = 1e-9  # as the cpu_capacity filter
-MEMO_LIMIT = 200_000
-"""Node states remembered per workload (a few tens of MB at most)."""
 RISE_STEP = 1e-6
 """``Fgd`` compares rises of ``F_n`` to a millionth of a GPU, then breaks ties..."""
 TIE_BREAK = 1e-9
 """...by the free GPU capacity left (``TIE_BREAK`` per GPU: decisive only between
 equal rounded rises, for nodes of under 1,000 GPUs)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TaskType:
-    """One kind of task of the target workload.
-
-    ``gpus``: a share ``d < 1`` of one GPU, or ``k >= 1`` whole GPUs.
-    ``cpus``: cores it asks for (on nodes that count CPUs). CPU-only tasks
-    are not task types: every free GPU is a fragment to them wherever a job
-    goes, which shifts every node's score equally.
-    """
-
-    gpus: float
-    cpus: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not self.gpus > 0:
-            raise ValueError(
-                f"a task type needs GPUs (CPU-only tasks are left out), got {self.gpus}"
-            )
-        if self.gpus >= 1 and self.gpus != int(self.gpus):
-            raise ValueError(f"whole-GPU task types need a whole number of GPUs, got {self.gpus}")
-        if self.gpus < 1 and round(self.gpus * MILLI) < 1:
-            raise ValueError(f"a GPU share must be at least 1/{MILLI}, got {self.gpus}")
-        if self.cpus < 0:
-            raise ValueError(f"cpus must not be negative, got {self.cpus}")
-
-
-Workload = Sequence[tuple[TaskType, float]]
-"""Task types with their popularity (any positive weights; normalised to sum to 1)."""
-
-DEFAULT_WORKLOAD: tuple[tuple[TaskType, float], ...] = tuple(
-    (TaskType(g), 1.0) for g in (0.25, 0.5, 1, 2, 4, 8)
-)
-"""A uniform mix over 0.25, 0.5, 1, 2, 4 and 8 GPUs, no CPUs: the registered policies' workload."""
-
-NodeSummary = tuple[tuple[int, ...], float | None]
-"""``(free thousandths of each GPU with some free, ascending; free CPUs or None)``.
-
-An idle GPU counts ``MILLI``, a partly used one at most ``MILLI - 1``; CPUs
-are None on nodes that do not count them.
-"""
 
 
 def gpu_free(gpu: GpuState) -> int:
@@ -139,60 +98,6 @@ def summarize(node: NodeState) -> NodeSummary:
     free.sort()
     cpus = None if node.cpus is None else round(node.free_cpus, 3)
     return tuple(free), cpus
-
-
-class Fragmentation:
-    """``F_n`` for one workload, in GPUs, memoised on ``NodeSummary``."""
-
-    def __init__(self, workload: Workload) -> None:
-        total = sum(p for _, p in workload)
-        if not workload or total <= 0 or any(p < 0 for _, p in workload):
-            raise ValueError("a workload needs task types with non-negative popularity, not all 0")
-        # (whole GPUs k, or 0 for a share; share in thousandths; cpus; popularity)
-        self._tasks = tuple(
-            (int(t.gpus), 0, t.cpus, p / total)
-            if t.gpus >= 1
-            else (0, round(t.gpus * MILLI), t.cpus, p / total)
-            for t, p in workload
-            if p > 0
-        )
-        self._memo: dict[NodeSummary, float] = {}
-
-    def of(self, summary: NodeSummary) -> float:
-        """``F_n`` of a node in this state: free GPUs the workload cannot use, weighted."""
-        value = self._memo.get(summary)
-        if value is None:
-            if len(self._memo) >= MEMO_LIMIT:
-                self._memo.clear()  # a long-lived scheduler: start over rather than grow
-            value = self._memo[summary] = self._compute(summary)
-        return value
-
-    def _compute(self, summary: NodeSummary) -> float:
-        free, cpus = summary
-        total, below, idle, partial = free_profile(free)
-        if total == 0:
-            return 0.0
-        frag = 0.0
-        for whole, share, task_cpus, p in self._tasks:
-            if cpus is not None and task_cpus > cpus + CPU_EPSILON:
-                frag += p * total
-            elif whole:
-                frag += p * (partial if idle >= whole else total)
-            else:
-                first = bisect_left(free, share)  # GPUs before it have less than the share free
-                frag += p * (below[first] if first < len(free) else total)
-        return frag / MILLI
-
-
-def free_profile(free: tuple[int, ...]) -> tuple[int, list[int], int, int]:
-    """``(total, below, idle, partial)`` of a ``NodeSummary``'s free capacities.
-
-    ``below[i]``: the free capacity of the ``i`` least free GPUs; ``idle``:
-    idle GPUs; ``partial``: the free capacity of the partly used ones.
-    """
-    total = sum(free)
-    idle = len(free) - bisect_left(free, MILLI)
-    return total, [0, *accumulate(free)], idle, total - MILLI * idle
 
 
 @lru_cache(maxsize=16)

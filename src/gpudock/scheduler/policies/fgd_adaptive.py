@@ -37,7 +37,7 @@ Four extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
   doubled or grown by ``REBUILD_EVERY`` since the last build, so that the
   memo of ``F_n`` per node state stays useful.
 * **Shares are placed where they lose least at the workload's cutting-stock
-  prices** (``PricedFragmentation``, ``scheduler/share_prices.py``). FGD's ``F_n``
+  prices** (``PricedFragmentation``, ``policies/share_price/``). FGD's ``F_n``
   says which free capacity the next task cannot use, not which share should
   have used it: a 0.32 share put behind a 0.47 one leaves 0.21 that almost
   nothing fits, where on an idle GPU it would leave 0.68 for a 0.65 share.
@@ -73,106 +73,34 @@ Caveats, stated plainly:
   generation, each round adding for every size the best pattern holding it)
   with a knapsack per round; its cost grows with the number of distinct
   sizes, so sizes are priced on a grid of hundredths of a GPU, rounded up
-  (``share_prices.GRID``). Prices are exact for the sizes seen, not for
+  (``share_price/lp.py``: ``GRID``). Prices are exact for the sizes seen, not for
   sizes yet to come;
 * ``FRAGMENT_WEIGHT`` (0.01) only breaks ties between nodes of equal
   stranded capacity and loss.
 
-Not in the default profile: it takes the generic (unindexed) path for
-every job (``docs/decisions/0005-fgd-adaptive-opt-in.md``).
+The measures it builds on live outside it: ``CpuLimitedFragmentation`` in
+``scheduler/workload.py``, ``PricedFragmentation`` in
+``policies/share_price/fragmentation.py``. Not in the default profile: it
+takes the generic (unindexed) path for every job (``docs/decisions/0005-fgd-adaptive-opt-in.md``).
 """
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left
 from collections import Counter
 from functools import lru_cache
 
-from gpudock.scheduler import share_prices
 from gpudock.scheduler.framework import NodeState
-from gpudock.scheduler.policies.fgd import (
-    CPU_EPSILON,
-    DEFAULT_WORKLOAD,
-    MILLI,
-    Fgd,
-    FgdPicker,
-    Fragmentation,
-    NodeSummary,
-    TaskType,
-    Workload,
-    free_profile,
-)
+from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
+from gpudock.scheduler.policies.share_price.fragmentation import PricedFragmentation
 from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.workload import DEFAULT_WORKLOAD, MILLI, TaskType
 
-COMMON = 0.01
-"""Task types of at least this popularity are the common ones ``stranded`` is judged by."""
-STRANDED_WEIGHT = 1000.0
-"""How many times GPUs stranded by CPUs count in ``F_n``: in effect before anything else."""
 MIN_JOBS = 50
 """GPU jobs seen before the learned workload replaces ``DEFAULT_WORKLOAD``."""
-FRAGMENT_WEIGHT = 0.01
-"""How much FGD's fragments count beside the price lost (``PricedFragmentation``): a tie-break."""
 REBUILD_EVERY = 500
 """At most this many new jobs between two rebuilds of the measure."""
 SEEN_LIMIT = 1_000_000
 """Job ids remembered (to count each once); forgotten all at once beyond it."""
-
-
-class CpuLimitedFragmentation(Fragmentation):
-    """``F_n`` where CPUs limit the copies of each task type a node can hold (module doc).
-
-    ``F_n`` here is ``fragments + STRANDED_WEIGHT x stranded`` of ``parts``.
-    """
-
-    def __init__(self, workload: Workload) -> None:
-        super().__init__(workload)
-        common = tuple(i for i, task in enumerate(self._tasks) if task[3] >= COMMON)
-        self._common = common or tuple(range(len(self._tasks)))
-
-    def _compute(self, summary: NodeSummary) -> float:
-        fragments, stranded = self.parts(summary)
-        return fragments + STRANDED_WEIGHT * stranded
-
-    def parts(self, summary: NodeSummary) -> tuple[float, float]:
-        """``(fragments, stranded)`` of a node in this state, in GPUs.
-
-        ``fragments``: ``sum_t p_t F_n(t)`` with CPU-limited ``F_n(t)``.
-        ``stranded``: the free GPU capacity the common task types could use
-        by its GPUs alone but not with the node's free CPUs: the least
-        ``F_n(t)`` over common types minus the least with CPUs ignored
-        (FGD's ``F_n(t)``); 0 on nodes that do not count CPUs.
-        """
-        free, cpus = summary
-        total, below, idle, partial = free_profile(free)
-        if total == 0:
-            return 0.0, 0.0
-        frag = 0.0
-        limited: list[int] = []  # F_n(t), CPUs counted
-        unlimited: list[int] = []  # F_n(t), CPUs ignored (FGD's)
-        for whole, share, task_cpus, p in self._tasks:
-            copies = _cpu_copies(cpus, task_cpus)
-            if whole:
-                by_gpus = partial if idle >= whole else total
-                if copies is None:
-                    value = by_gpus
-                else:
-                    value = total - MILLI * whole * min(idle // whole, copies)
-            else:
-                first = bisect_left(free, share)  # GPUs before it have less than the share free
-                by_gpus = below[first] if first < len(free) else total
-                value = by_gpus
-                if first < len(free) and copies is not None:
-                    slots = sum(f // share for f in free[first:])
-                    if copies < slots:
-                        value = total - share * copies
-            if copies == 0:
-                value = total
-            frag += p * value
-            limited.append(value)
-            unlimited.append(by_gpus)
-        stranded = min(limited[i] for i in self._common) - min(unlimited[i] for i in self._common)
-        return frag / MILLI, stranded / MILLI
 
 
 @lru_cache(maxsize=1)
@@ -180,42 +108,6 @@ def _default_measure() -> PricedFragmentation:
     """The ``PricedFragmentation`` of ``DEFAULT_WORKLOAD``, built once (every new learner
     starts with it)."""
     return PricedFragmentation(DEFAULT_WORKLOAD)
-
-
-def _cpu_copies(cpus: float | None, task_cpus: float) -> int | None:
-    """Copies of a task asking ``task_cpus`` that ``cpus`` free CPUs allow; None: no limit."""
-    if cpus is None or task_cpus <= 0:
-        return None
-    return math.floor((cpus + CPU_EPSILON) / task_cpus)
-
-
-class PricedFragmentation(CpuLimitedFragmentation):
-    """``CpuLimitedFragmentation`` that ranks placements of shares by what they lose at the
-    workload's cutting-stock prices (``share_prices``), before FGD's fragments.
-
-    ``F_n`` here is ``STRANDED_WEIGHT x stranded - sum_g value(f_g) + FRAGMENT_WEIGHT x
-    fragments``, with ``f_g`` the free thousandths of each GPU and ``value`` the table of
-    ``share_prices.values`` for the workload's share sizes (on the price grid,
-    ``share_prices.priced_size``), weighted by popularity. A placement's rise of the middle
-    term is the worth its GPUs lose at those prices: the same on every node for whole-GPU
-    jobs (an idle GPU is worth 1) and for CPU-only jobs (nothing), so for them nodes are
-    compared as by ``CpuLimitedFragmentation``.
-    """
-
-    def __init__(self, workload: Workload) -> None:
-        super().__init__(workload)
-        demand: dict[int, float] = {}
-        for whole, share, _, p in self._tasks:
-            if not whole:
-                size = share_prices.priced_size(share)
-                demand[size] = demand.get(size, 0.0) + p
-        self._value = share_prices.values(share_prices.prices(demand))
-
-    def _compute(self, summary: NodeSummary) -> float:
-        fragments, stranded = self.parts(summary)
-        value = self._value
-        worth = sum(value[f] for f in summary[0])
-        return STRANDED_WEIGHT * stranded - worth + FRAGMENT_WEIGHT * fragments
 
 
 class WorkloadLearner:
@@ -238,7 +130,7 @@ class WorkloadLearner:
             self._seen.clear()
         self._seen.add(job.id)
         if job.gpus == 0:
-            return  # CPU-only jobs are not task types (fgd.TaskType)
+            return  # CPU-only jobs are not task types (``workload.TaskType``)
         self._gpu_memory = max([self._gpu_memory, *(g.memory_total for g in node.gpus)])
         self._counts[(job.gpus, job.gpu_memory or 0, job.cpus or 0.0)] += 1
         self._jobs += 1

@@ -7,17 +7,14 @@ then lowest indices; with no topology data, simply the lowest indices).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mypy_extensions import mypyc_attr
 
 from gpudock.scheduler.capacity import GpuState, usable_now
 from gpudock.scheduler.framework import NodeState
+from gpudock.scheduler.policies.share_price.mix import priced
+from gpudock.scheduler.policies.share_price.pricing import SharePricing
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.scheduler.topology import choose, groups
-
-if TYPE_CHECKING:  # pricing imports fgd, which imports this module
-    from gpudock.scheduler.pricing import SharePricing
 
 
 def _best_fit_key(gpu: GpuState) -> tuple[bool, int, int]:
@@ -38,10 +35,9 @@ class BestFitPicker:
       to the smallest group with enough of them;
     * CPU-only jobs: no GPUs.
 
-    With ``pricing`` (set for a cycle by ``binpack.priced_profile``), a share of
-    one GPU on one node takes the GPU ``SharePricing.choose`` names: the least
-    loss at the job mix's share prices, then best fit (``scheduler/pricing.py``),
-    the GPU ``binpack`` scored.
+    With ``pricing`` (set for a cycle by the share-price plugin's pre-score step), a
+    share of one GPU on one node takes the GPU ``SharePricing.pick`` names: the least
+    loss at the job mix's share prices, then best fit, the GPU ``binpack`` scored.
 
     Returns None when the node has too few usable GPUs (a filter should
     have rejected it).
@@ -55,13 +51,9 @@ class BestFitPicker:
     def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
         if job.gpus == 0:
             return []
-        share = job.gpu_memory
-        if self.pricing is not None and share is not None and job.gpus == 1 and job.nodes == 1:
-            holders = [g for g in node.gpus if usable_now(job, g)]
-            found = self.pricing.choose(
-                [(g.memory_total, g.memory_total - g.used_memory) for g in holders], share
-            )
-            return None if found is None else [holders[found[1]].index]
+        pricing = self.pricing
+        if pricing is not None and priced(job):
+            return pricing.pick(job, node)
         if job.gpu_memory is None and job.gpu_model is None:  # ``usable_now``, inlined
             usable = [
                 g

@@ -22,8 +22,9 @@ placement of a share of size ``s`` on a GPU with ``f`` free then *loses*
 ``value(f) - y_s - value(f - s)``: nothing when what is left is still worth
 what it was, minus the share's price (putting a 0.47 beside another 0.47);
 a lot when the share spoils a gap better kept for another size (a 0.32
-behind a 0.47 leaves 0.21 that nothing priced fits). ``fgd_adaptive`` ranks
-placements by this loss (``PricedFragmentation``).
+behind a 0.47 leaves 0.21 that nothing priced fits). ``SharePricing``
+(``pricing.py``) ranks placements by this loss, and so does
+``PricedFragmentation`` (``fragmentation.py``).
 
 Prices depend only on the sizes' proportions, not on the counts' scale, so
 popularity weights serve as the demand.
