@@ -23,6 +23,7 @@ Example (sizes accept ``320GiB``, durations ``7d``)::
           max_user_priority: 10    # users may raise their own jobs up to here
           members: [alice, "group:vision"]   # who may submit; unset: everyone
           max_pending_per_user: 20 # a user's PENDING jobs here; over it a submit gets 429
+          max_running_gpus_per_user: 4   # GPUs one user's jobs hold here; over it jobs wait
       groups:
         vision: [alice, bob]
 
@@ -115,7 +116,10 @@ class QueueConfig(BaseModel):
     entries (groups are declared in ``QueuesConfig.groups``); unset, the
     queue is open to every user. Admins may submit to every queue. User
     names are checked against the user pattern only (gpudock has no user
-    table). ``max_pending_per_user`` caps each user's PENDING jobs here.
+    table). ``max_pending_per_user`` caps each user's PENDING jobs here;
+    ``max_running_gpus_per_user`` caps the GPU-equivalents each user's jobs
+    hold here (over it a job waits with a ``quota`` reason:
+    ``queue/user_limits.py``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -139,6 +143,11 @@ class QueueConfig(BaseModel):
     )
     max_pending_per_user: int | None = Field(
         default=None, ge=1, description="each user's PENDING jobs in this queue; unset: no limit"
+    )
+    max_running_gpus_per_user: float | None = Field(
+        default=None,
+        gt=0,
+        description="GPU-equivalents each user's jobs may hold in this queue; unset: no limit",
     )
 
     @field_validator("name")
