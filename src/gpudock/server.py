@@ -24,6 +24,7 @@ from gpudock.gpus import apply_declared_topology, discover
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 from gpudock.scheduler.registry import build_profile
+from gpudock.services.admin import start_config
 from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
@@ -54,6 +55,8 @@ def build_server(
     The node is registered with the config's ``node`` labels, taints and CPU
     cores, and its declared ``node.topology`` replaces the discovered one
     (declared GPU indices the node lacks are logged as a WARNING and ignored).
+    A scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces the
+    file's priority classes, queues and this node's labels and taints.
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
@@ -69,6 +72,7 @@ def build_server(
         log.info("%s", inventory.note)
     now = time.time()
     with db.write() as session:
+        config = start_config(session, config, node_name)  # the last apply, if any, is in force
         instance = inv_store.instance_id(session)
         inv_store.register_node(session, inventory, now, config.node.traits())
         for other in inv_store.disown_other_nodes(session, node_name, now):

@@ -41,6 +41,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpudock.core.spec_schema import NUMBER_OR_TEXT
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.core.users import check_user
 from gpudock.queue.resources import RESOURCES, Resource, amount, exact
@@ -48,6 +49,13 @@ from gpudock.queue.resources import RESOURCES, Resource, amount, exact
 DEFAULT_QUEUE = "default"
 GROUP_PREFIX = "group:"
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
+
+
+def _number_or_text(schema: dict[str, Any]) -> None:
+    """A number or text with a unit (``'7d'``), as the before-validator accepts."""
+    for key in ("type", "exclusiveMinimum", "minimum"):
+        schema.pop(key, None)
+    schema["anyOf"] = [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -80,7 +88,9 @@ class QuotaConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     gpus: float | None = Field(default=None, ge=0, description="GPU-equivalents")
-    gpu_memory: int | None = Field(default=None, description="bytes (accepts '320GiB')")
+    gpu_memory: int | None = Field(
+        default=None, description="bytes (accepts '320GiB')", json_schema_extra=NUMBER_OR_TEXT
+    )
     cpus: float | None = Field(default=None, ge=0, description="CPU cores")
 
     @field_validator("gpu_memory", mode="before")
@@ -226,7 +236,12 @@ class FairShareConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    half_life: float = Field(default=7 * 86400.0, gt=0, description="seconds (accepts '7d')")
+    half_life: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        description="seconds (accepts '7d')",
+        json_schema_extra=_number_or_text,
+    )
     history_weight: float = Field(default=1.0, ge=0)
     resource_weights: ResourceWeights = Field(default_factory=ResourceWeights)
 
