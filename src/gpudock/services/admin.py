@@ -128,16 +128,16 @@ def _admin_only(principal: Principal) -> None:
 def _refuse_if_bad(session: Session, old: ClusterConfig, new: ClusterConfig) -> None:
     """Every rule that needs the store; ``ConfigRefused`` naming each error found."""
     errors = [
-        *_unknown_users(new.queues, store.known_users(session)),
-        *_unknown_nodes(new, set(store.node_traits(session))),
-        *_guarantees_above_capacity(new.queues, *store.gpu_capacity(session)),
+        *unknown_users(new.queues, store.known_users(session)),
+        *unknown_nodes(new, set(store.node_traits(session))),
+        *guarantees_above_capacity(new.queues, *store.gpu_capacity(session)),
         *_classes_in_use(session, old, new),
     ]
     if errors:
         raise ConfigRefused(errors)
 
 
-def _unknown_users(queues: QueuesConfig, known: set[str]) -> list[tuple[str, str]]:
+def unknown_users(queues: QueuesConfig, known: set[str]) -> list[tuple[str, str]]:
     errors = []
     for index, queue in enumerate(queues.queues):
         for position, member in enumerate(queue.members or []):
@@ -152,7 +152,7 @@ def _unknown_users(queues: QueuesConfig, known: set[str]) -> list[tuple[str, str
     return errors
 
 
-def _unknown_nodes(new: ClusterConfig, registered: set[str]) -> list[tuple[str, str]]:
+def unknown_nodes(new: ClusterConfig, registered: set[str]) -> list[tuple[str, str]]:
     names = ", ".join(sorted(registered)) or "none"
     return [
         (f"nodes.{name}", f"unknown node {name!r} (registered: {names})")
@@ -161,7 +161,7 @@ def _unknown_nodes(new: ClusterConfig, registered: set[str]) -> list[tuple[str, 
     ]
 
 
-def _guarantees_above_capacity(
+def guarantees_above_capacity(
     queues: QueuesConfig, gpus: int, memory: int
 ) -> list[tuple[str, str]]:
     """A cohort (or a queue alone) whose guarantees sum above the registered GPUs."""

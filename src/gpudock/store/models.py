@@ -208,4 +208,5 @@ class ClusterConfigRow(Base):
     source: Mapped[str] = mapped_column(String(16))  # api | sighup
     document: Mapped[dict[str, object]] = mapped_column(JSON)
 
+
 Index("jobs_state_priority", JobRow.state, JobRow.priority, JobRow.submitted_at)

@@ -57,7 +57,7 @@ def every_table(server: Server) -> dict[str, list[tuple[Any, ...]]]:
     with server.ctx.db.read() as session:
         for table in Base.metadata.sorted_tables:
             rows = session.execute(select(table)).all()
-            tables[table.name] = sorted((tuple(map(repr, row)) for row in rows))
+            tables[table.name] = sorted(tuple(map(repr, row)) for row in rows)
     return tables
 
 
