@@ -25,6 +25,7 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 from gpudock.runtime.host_capacity import node_capacity
 from gpudock.scheduler.registry import build_profile
+from gpudock.services.admin import start_config
 from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
@@ -55,7 +56,8 @@ def build_server(
     The node is registered with the config's ``node`` labels, taints and CPU
     cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
     and its declared ``node.topology`` replaces the discovered one (declared
-    GPU indices the node lacks are logged as a WARNING and ignored).
+    GPU indices the node lacks are logged as a WARNING and ignored). A scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces the
+    file's priority classes, queues and this node's labels and taints.
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
@@ -72,6 +74,7 @@ def build_server(
     capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
     now = time.time()
     with db.write() as session:
+        config = start_config(session, config, node_name)  # the last apply, if any, is in force
         instance = inv_store.instance_id(session)
         traits = replace(config.node.traits(), cpus=capacity.cpus)
         inv_store.register_node(session, inventory, now, traits)

@@ -18,6 +18,7 @@ import typer
 
 from gpudock import __version__, _native
 from gpudock.cli import params
+from gpudock.cli.admin_cmd import admin_app
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import (
     Output,
@@ -47,6 +48,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: rendering it with rich costs more than the rest
 )
 app.add_typer(token_app, name="token")
+app.add_typer(admin_app, name="admin")
 app.command("events")(events_command)
 app.command("top")(top_command)
 

@@ -56,6 +56,7 @@ def server(
 
     from gpudock.config import load_config
     from gpudock.core.errors import GpudockError
+    from gpudock.runtime.reload import install_sighup
     from gpudock.server import build_server, write_client_config
 
     levels = ("debug", "info", "warning", "error")
@@ -77,6 +78,7 @@ def server(
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         _fail(f"cannot open the database: {detail}")
     write_client_config(home, host, port)
+    install_sighup(srv.ctx, config)  # SIGHUP reloads the file's scheduling config
     if srv.new_admin_token and json_logs:  # never a secret in a log line
         log.warning("admin token created; it is in %s", home / "admin-token")
     elif srv.new_admin_token:

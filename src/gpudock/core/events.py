@@ -23,6 +23,7 @@ class EventType(StrEnum):
     JOB_WATCHDOG_KILL = "job.watchdog_kill"  # stopped for exceeding max_runtime
     NODE_HEALTH = "node.health"  # a node's status changed: status, reason
     GPU_HEALTH = "gpu.health"  # a GPU's health changed: uuid, index, from, to
+    CONFIG_APPLIED = "config.applied"  # admin apply or SIGHUP: version, by, source, changes
 
     @property
     def is_job(self) -> bool:

@@ -23,6 +23,7 @@ Example (sizes accept ``320GiB``, durations ``7d``)::
           max_user_priority: 10    # users may raise their own jobs up to here
           members: [alice, "group:vision"]   # who may submit; unset: everyone
           max_pending_per_user: 20 # a user's PENDING jobs here; over it a submit gets 429
+          max_running_gpus_per_user: 4   # GPUs one user's jobs hold here; over it jobs wait
       groups:
         vision: [alice, bob]
 
@@ -40,6 +41,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpudock.core.spec_schema import NUMBER_OR_TEXT
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.core.users import check_user
 from gpudock.queue.resources import RESOURCES, Resource, amount, exact
@@ -47,6 +49,13 @@ from gpudock.queue.resources import RESOURCES, Resource, amount, exact
 DEFAULT_QUEUE = "default"
 GROUP_PREFIX = "group:"
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
+
+
+def _number_or_text(schema: dict[str, Any]) -> None:
+    """A number or text with a unit (``'7d'``), as the before-validator accepts."""
+    for key in ("type", "exclusiveMinimum", "minimum"):
+        schema.pop(key, None)
+    schema["anyOf"] = [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -79,7 +88,9 @@ class QuotaConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     gpus: float | None = Field(default=None, ge=0, description="GPU-equivalents")
-    gpu_memory: int | None = Field(default=None, description="bytes (accepts '320GiB')")
+    gpu_memory: int | None = Field(
+        default=None, description="bytes (accepts '320GiB')", json_schema_extra=NUMBER_OR_TEXT
+    )
     cpus: float | None = Field(default=None, ge=0, description="CPU cores")
 
     @field_validator("gpu_memory", mode="before")
@@ -115,7 +126,10 @@ class QueueConfig(BaseModel):
     entries (groups are declared in ``QueuesConfig.groups``); unset, the
     queue is open to every user. Admins may submit to every queue. User
     names are checked against the user pattern only (gpudock has no user
-    table). ``max_pending_per_user`` caps each user's PENDING jobs here.
+    table). ``max_pending_per_user`` caps each user's PENDING jobs here;
+    ``max_running_gpus_per_user`` caps the GPU-equivalents each user's jobs
+    hold here (over it a job waits with a ``quota`` reason:
+    ``queue/user_limits.py``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -139,6 +153,11 @@ class QueueConfig(BaseModel):
     )
     max_pending_per_user: int | None = Field(
         default=None, ge=1, description="each user's PENDING jobs in this queue; unset: no limit"
+    )
+    max_running_gpus_per_user: float | None = Field(
+        default=None,
+        gt=0,
+        description="GPU-equivalents each user's jobs may hold in this queue; unset: no limit",
     )
 
     @field_validator("name")
@@ -217,7 +236,12 @@ class FairShareConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    half_life: float = Field(default=7 * 86400.0, gt=0, description="seconds (accepts '7d')")
+    half_life: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        description="seconds (accepts '7d')",
+        json_schema_extra=_number_or_text,
+    )
     history_weight: float = Field(default=1.0, ge=0)
     resource_weights: ResourceWeights = Field(default_factory=ResourceWeights)
 

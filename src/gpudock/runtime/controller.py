@@ -125,6 +125,8 @@ class Controller:
             self._history = (
                 UsageHistory.from_dict(saved) if saved else UsageHistory(half_life=half_life)
             )
+        if self._history.half_life != queues.fair_share.half_life:  # a live change applies
+            self._history = replace(self._history, half_life=queues.fair_share.half_life)
         self._history = self._history.advance(snapshot.now, queue_usage(snapshot))
         self.ctx.queue_history = self._history
         if snapshot.now - self._history_saved >= 60:

@@ -14,8 +14,11 @@ in plain priority order with no quota, exactly as before. With queues::
                   second pass, after every job that fits its own guarantee
                   (as Kueue does), so a borrower never takes capacity that a
                   lender's own job needs in the same cycle
-    3d. charge    a placed job's exact usage is charged to its queue, so later
-                  jobs of the cycle see it
+    3.  users     a queue's ``max_running_gpus_per_user`` (``queue/user_limits.py``):
+                  a job taking its user over it waits (``quota`` reason) and
+                  never reclaims
+    3d. charge    a placed job's exact usage is charged to its queue (and its
+                  user), so later jobs of the cycle see it
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from gpudock.core.job import PendingReason
 from gpudock.queue import (
     FairShare,
     FairShareOrder,
+    Quantity,
     QueuesConfig,
     QueueSet,
     QuotaLedger,
@@ -38,6 +42,7 @@ from gpudock.queue import (
     job_usage,
     pending_usage,
 )
+from gpudock.queue.user_limits import UserLimits
 from gpudock.scheduler.snapshot import JobRequest, Placement, RunningJob, Snapshot
 
 
@@ -74,6 +79,16 @@ def queue_usage(snapshot: Snapshot) -> dict[str, Resources]:
     return usage
 
 
+def user_usage(snapshot: Snapshot) -> dict[tuple[str, str], Quantity]:
+    """GPU-equivalents each user's running jobs hold, per ``(queue, user)``."""
+    totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    held: dict[tuple[str, str], Quantity] = {}
+    for job in snapshot.running:
+        gpus = job_usage(job.memory_per_gpu, [totals.get(u, 0) for u in job.gpu_uuids]).gpus
+        held[job.queue, job.user] = held.get((job.queue, job.user), 0) + gpus
+    return held
+
+
 def usable_capacity(snapshot: Snapshot) -> Resources:
     """Healthy GPUs on available nodes, as ``gpudock.queue`` counts capacity."""
     return capacity_of(
@@ -108,6 +123,7 @@ class Admission:
         self._entitled: dict[str, Resources] | None = None
         self._pending = snapshot.pending
         self._promised: dict[str, Resources] = {}  # reclaims under way, per queue
+        self.users = UserLimits.of(policy.config, user_usage(snapshot))
         waiting = {r.preempted_for for r in snapshot.running if r.preempted_for is not None}
         for job in snapshot.pending:
             if job.id in waiting:
@@ -141,6 +157,12 @@ class Admission:
         verdict = self.ledger.check(job.queue, self.estimate(job))
         return None if verdict.admitted else verdict.reason
 
+    def over_user_limit(self, job: JobRequest) -> PendingReason | None:
+        """Step 3, users: the reason when ``job`` takes its user over the queue's cap."""
+        if self.users is None:
+            return None
+        return self.users.refuse(job.queue, job.user, self.estimate(job).gpus)
+
     def borrows(self, job: JobRequest) -> bool:
         """True when admitting ``job`` now would take borrowed capacity."""
         verdict = self.ledger.check(job.queue, self.estimate(job))
@@ -149,7 +171,10 @@ class Admission:
     def charge(self, job: JobRequest, placement: Placement) -> None:
         """Step 3d: the placed job's exact usage now counts against its queue."""
         totals = [self._totals.get(u, 0) for u in placement.gpu_uuids]
-        self.ledger.charge(job.queue, job_usage(placement.memory_per_gpu, totals, job.cpus))
+        usage = job_usage(placement.memory_per_gpu, totals, job.cpus)
+        self.ledger.charge(job.queue, usage)
+        if self.users is not None:
+            self.users.charge(job.queue, job.user, usage.gpus)
 
     def granted(self, job: JobRequest) -> None:
         """``job`` reclaims capacity (victims chosen): count it against its fair share."""

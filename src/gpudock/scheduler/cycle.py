@@ -26,8 +26,9 @@ a function below (Kueue style)::
                    reserved on since)
     3. for each job, in that order:
        a. admit    the queueing strategies may hold it (``strict-fifo``:
-                   behind its queue's blocked head), then queue quota
-                   (admission.py), else a ``quota`` reason
+                   behind its queue's blocked head), then the queue's
+                   per-user cap and quota (admission.py), else a ``quota``
+                   reason
        b. place    filter and score every node, select the best (ties to
                    the lowest name), pick GPUs there (topology-aware:
                    topology.py) and take them in the capacity model ->
@@ -277,6 +278,10 @@ def admit(cycle: Cycle, job: JobRequest) -> bool:
             return False
     if cycle.admission is None:
         return True
+    refusal = cycle.admission.over_user_limit(job)  # waits; reclaiming would not help
+    if refusal is not None:
+        cycle.plan.pending[job.id] = [refusal]
+        return False
     refusal = cycle.admission.refuse(job)
     if refusal is None:
         return True

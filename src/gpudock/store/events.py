@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from gpudock.core.events import EventType
@@ -84,7 +84,8 @@ def list_events(
     """Events with id > ``since``, oldest first, at most ``limit``.
 
     ``visible_to`` (a user name) keeps that user's job events and the
-    cluster's node and GPU events; None keeps every event (admins).
+    cluster's node and GPU events (not ``config.*``: admins only); None keeps
+    every event (admins).
     """
     if visible_to is not None and "\x00" in visible_to:
         return []
@@ -94,7 +95,8 @@ def list_events(
     if types:
         stmt = stmt.where(EventRow.type.in_([t.value for t in types]))
     if visible_to is not None:
-        stmt = stmt.where(or_(EventRow.user == visible_to, EventRow.job_id.is_(None)))
+        cluster = and_(EventRow.job_id.is_(None), EventRow.type.not_like("config.%"))
+        stmt = stmt.where(or_(EventRow.user == visible_to, cluster))
     stmt = stmt.order_by(EventRow.id).limit(limit)
     return [
         Event(

@@ -197,4 +197,16 @@ class TokenRow(Base):
     created_by: Mapped[str | None] = mapped_column(String(128))
 
 
+class ClusterConfigRow(Base):
+    """Each applied scheduling config (``store/cluster_config.py``); the newest is in force."""
+
+    __tablename__ = "cluster_configs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    applied_at: Mapped[float] = mapped_column(Float)
+    applied_by: Mapped[str] = mapped_column(String(128))  # a user, or "sighup"
+    source: Mapped[str] = mapped_column(String(16))  # api | sighup
+    document: Mapped[dict[str, object]] = mapped_column(JSON)
+
+
 Index("jobs_state_priority", JobRow.state, JobRow.priority, JobRow.submitted_at)

@@ -23,6 +23,7 @@ CLIENT_COMMANDS = [
     ["events"],
     ["token", "list"],
     ["token", "revoke", "1"],
+    ["admin", "get"],
     ["submit", "--gpus", "1", "img"],
 ]
 

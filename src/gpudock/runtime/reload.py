@@ -1,0 +1,69 @@
+"""``SIGHUP``: reload the config file's scheduling part, with the rules of an apply.
+
+The file's priority classes, queues and this node's labels and taints
+replace the config in force (other nodes keep theirs), validated exactly as
+``gpudock admin apply`` is: refused whole on any error, which is logged, and
+the old config stays. Other sections of the file (executor, api, ...) take
+effect only at a restart; a reload never reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from gpudock.cluster_config import ClusterConfig
+from gpudock.config import load_config
+from gpudock.core.errors import GpudockError
+from gpudock.runtime.context import RuntimeContext
+from gpudock.services.admin import AdminService
+
+log = logging.getLogger("gpudock.admin")
+
+
+def reload_file(ctx: RuntimeContext, path: Path | None) -> bool:
+    """Apply the scheduling part of the file at ``path`` as ``sighup``; False if refused.
+
+    Never raises for a bad file or config: the error is logged.
+    """
+    if path is None:
+        log.warning("SIGHUP: the server runs without --config; nothing to reload")
+        return False
+    service = AdminService(ctx)
+    try:
+        file = load_config(path)
+        nodes = dict(service.in_force().config.nodes)
+        mine = ClusterConfig.of_server(file, ctx.node_name).nodes.get(ctx.node_name)
+        nodes.pop(ctx.node_name, None)
+        if mine is not None:
+            nodes[ctx.node_name] = mine
+        new = ClusterConfig(
+            priority_classes=file.scheduler.priority_classes,
+            queues=file.scheduler.queues,
+            nodes=nodes,
+        )
+        version, changes = service.apply_as(new, "sighup", "sighup")
+    except GpudockError as exc:
+        log.error("SIGHUP: config reload refused, the config in force is unchanged: %s", exc)
+        return False
+    except Exception:  # e.g. the database is down: logged, the config stays
+        log.exception("SIGHUP: config reload failed, the config in force is unchanged")
+        return False
+    log.warning(
+        "SIGHUP: %s reloaded as config version %d (%d changes)", path, version, len(changes)
+    )
+    return True
+
+
+def install_sighup(ctx: RuntimeContext, path: Path | None) -> None:
+    """On ``SIGHUP``, reload ``path`` in a thread (never inside the signal handler)."""
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        threading.Thread(
+            target=reload_file, args=(ctx, path), name="gpudock-reload", daemon=True
+        ).start()
+
+    signal.signal(signal.SIGHUP, handler)
