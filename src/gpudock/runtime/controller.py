@@ -27,6 +27,7 @@ from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
+from gpudock.runtime.gating import gate_snapshot
 from gpudock.runtime.reconciler import reconcile
 from gpudock.scheduler import share_prices
 from gpudock.scheduler.admission import queue_usage
@@ -92,6 +93,7 @@ class Controller:
         ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
             snapshot = self._snapshots.load(session, ctx.clock(), limit=MAX_PENDING_PER_CYCLE)
+        snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending:
             ctx.reservations = ()
