@@ -90,6 +90,15 @@ def submit(
     topology: Annotated[
         str | None, typer.Option(help="nvlink or numa: all GPUs in one NVLink domain/NUMA node")
     ] = None,
+    after: Annotated[
+        list[int] | None, typer.Option(help="start after JOB ends; repeatable")
+    ] = None,
+    after_ok: Annotated[
+        list[int] | None, typer.Option(help="start after JOB succeeds (else cancel); repeatable")
+    ] = None,
+    array: Annotated[
+        str | None, typer.Option(help="job array FIRST-LAST[%LIMIT], e.g. 0-99%8")
+    ] = None,
     output: Output = "table",
 ) -> None:
     """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
@@ -113,6 +122,7 @@ def submit(
         "retries": retries,
         "topology": topology,
         "command": command or None,
+        "array": array,
     }
     data.update({k: v for k, v in flags.items() if v is not None})
     for key, items, what in (
@@ -122,7 +132,8 @@ def submit(
     ):
         if items:
             data[key] = {**as_pairs(data.get(key), key), **parse_pairs(items, what)}
-    for key, extra in (("mounts", mount), ("tolerations", toleration)):
+    lists = {"mounts": mount, "tolerations": toleration, "after": after, "after_ok": after_ok}
+    for key, extra in lists.items():
         if extra:
             data[key] = [*as_list(data.get(key), key), *extra]
     if "image" not in data:
@@ -133,6 +144,8 @@ def submit(
         print_json(job)
     else:
         print(job["id"])
+        if job.get("array_id") is not None:
+            note(f"job array {job['id']}: one task per index of {job['spec']['array']}")
 
 
 def check_finite(data: dict[str, Any]) -> None:
@@ -194,9 +207,10 @@ def jobs(
     queue: Annotated[str | None, typer.Option()] = None,
     user: Annotated[str | None, typer.Option()] = None,
     limit: Annotated[int, typer.Option()] = 200,
+    expand: Annotated[bool, typer.Option(help="one line per task of a job array")] = False,
     output: Output = "table",
 ) -> None:
-    """List jobs (newest first)."""
+    """List jobs (newest first); a job array is one line unless --expand."""
     check_output(output)
     params: dict[str, Any] = {"limit": limit}
     if state:
@@ -211,9 +225,11 @@ def jobs(
     elif not items:
         print("no jobs")
     else:
+        from gpudock.cli.arrays_view import fold
         from gpudock.cli.table import print_table
 
-        print_table(JOB_COLUMNS, [job_row(job) for job in items])
+        rows = [job_row(job) for job in items] if expand else fold(items, job_row)
+        print_table(JOB_COLUMNS, rows)
 
 
 JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")

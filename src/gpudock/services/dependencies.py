@@ -25,9 +25,8 @@ def check_dependencies(session: Session, spec: JobSpec, principal: Principal) ->
     wanted = list(dict.fromkeys([*spec.after, *spec.after_ok]))
     if not wanted:
         return
-    owners = dict(
-        session.execute(select(JobRow.id, JobRow.user).where(JobRow.id.in_(wanted))).tuples()
-    )
+    rows = session.execute(select(JobRow.id, JobRow.user).where(JobRow.id.in_(wanted)))
+    owners = {job_id: user for job_id, user in rows.tuples()}
     for job_id in wanted:
         owner = owners.get(job_id)
         if owner is None or not (principal.is_admin or owner == principal.user):
