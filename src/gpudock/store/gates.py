@@ -1,7 +1,7 @@
 """What the gates (``queue/gates.py``) read: pending jobs' dependencies and arrays.
 
 Three queries, never one per job: the gated pending jobs, the states of the
-jobs they name, and each array's tasks holding resources.
+jobs they name, and the tasks of their arrays that hold resources.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from gpudock.core.job import JobState
@@ -24,6 +24,7 @@ class GateFacts:
     reasons: dict[int, list[dict[str, str | None]]] = field(default_factory=dict)  # as stored
     states: dict[int, JobState] = field(default_factory=dict)
     active: dict[int, int] = field(default_factory=dict)  # array id -> tasks holding resources
+    tasks: dict[int, int] = field(default_factory=dict)  # those tasks: job id -> array id
 
 
 def load_gate_facts(session: Session, pending: Collection[int]) -> GateFacts:
@@ -61,17 +62,18 @@ def load_gate_facts(session: Session, pending: Collection[int]) -> GateFacts:
     arrays = sorted(
         {g.array_id for g in gated.values() if g.array_id is not None and g.array_limit is not None}
     )
-    active: dict[int, int] = {
-        a: n
-        for a, n in session.execute(
-            select(JobRow.array_id, func.count())
-            .where(
+    tasks: dict[int, int] = {
+        i: a
+        for i, a in session.execute(
+            select(JobRow.id, JobRow.array_id).where(
                 JobRow.array_id.in_(arrays),
                 JobRow.state.in_([s.value for s in ACTIVE_STATES]),
             )
-            .group_by(JobRow.array_id)
         ).tuples()
         if a is not None
     }
+    active: dict[int, int] = {}
+    for array_id in tasks.values():
+        active[array_id] = active.get(array_id, 0) + 1
     reasons = {r.id: list(r.pending_reasons or []) for r in rows if r.id in gated}
-    return GateFacts(gated, reasons, states, active)
+    return GateFacts(gated, reasons, states, active, tasks)
