@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -208,6 +209,7 @@ def jobs(
     user: Annotated[str | None, typer.Option()] = None,
     limit: Annotated[int, typer.Option()] = 200,
     expand: Annotated[bool, typer.Option(help="one line per task of a job array")] = False,
+    start: Annotated[bool, typer.Option(help="estimated start of each pending job")] = False,
     output: Output = "table",
 ) -> None:
     """List jobs (newest first); a job array is one line unless --expand."""
@@ -220,6 +222,15 @@ def jobs(
     if user:
         params["user"] = user
     items = call("GET", "/v1/jobs", params=params)
+    columns: tuple[str, ...] = JOB_COLUMNS
+    row: Callable[[dict[str, Any]], list[str]] = job_row
+    if start:
+        from gpudock.cli import start_view
+
+        estimates = start_view.fetch()
+        for job in items:
+            job["estimated_start"] = estimates.get(job["id"])
+        columns, row = (*JOB_COLUMNS[:-1], "START", "NOTE"), start_view.with_start(row, estimates)
     if output == "json":
         print_json(items)
     elif not items:
@@ -228,8 +239,7 @@ def jobs(
         from gpudock.cli.arrays_view import fold
         from gpudock.cli.table import print_table
 
-        rows = [job_row(job) for job in items] if expand else fold(items, job_row)
-        print_table(JOB_COLUMNS, rows)
+        print_table(columns, [row(job) for job in items] if expand else fold(items, row))
 
 
 JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")
@@ -261,12 +271,18 @@ def why(job_id: int, output: Output = "table") -> None:
     """Why is this job not running? Structured reasons with what would change it."""
     check_output(output)
     job = call("GET", f"/v1/jobs/{job_id}")
+    from gpudock.cli import start_view
+
+    estimate = start_view.fetch(job_id).get(job_id) if job["state"] == "PENDING" else None
     if output == "json":
-        print_json({"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"]})
+        print_json({"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"],
+                    "estimated_start": estimate})  # fmt: skip
         return
     from gpudock.cli import render
 
     render.explain(out, job)
+    if estimate is not None:
+        print(f"estimated start: {start_view.start_text(estimate)}; {estimate['detail']}")
 
 
 @app.command()

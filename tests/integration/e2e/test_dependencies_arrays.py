@@ -66,7 +66,10 @@ def test_a_dependency_on_a_job_the_user_cannot_see_is_refused_and_nothing_stored
     before = len(api.get("/v1/jobs").json())
     for flag, target in (("--after", theirs), ("--after-ok", theirs), ("--after", 99999)):
         bad = server.cli("submit", flag, str(target), TEST_IMAGE, token=token, check=False)
-        assert bad.returncode == 1 and bad.stderr.strip() == f"error: dependency job {target} not found"
+        assert (
+            bad.returncode == 1
+            and bad.stderr.strip() == f"error: dependency job {target} not found"
+        )
     next_id = theirs + 1  # the id the refused job would have had: never self-dependent
     bad = server.cli("submit", "--after", str(next_id), TEST_IMAGE, token=token, check=False)
     assert bad.stderr.strip() == f"error: dependency job {next_id} not found"
@@ -125,3 +128,38 @@ def test_bad_arrays_get_one_line_and_create_nothing(
     assert bad.returncode == 2, bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and message in bad.stderr
     assert server.api().get("/v1/jobs").json() == []
+
+
+def test_estimated_starts_replay_the_queue_with_max_runtime_as_remaining_time(
+    server: ServerProcess,
+) -> None:
+    api = server.api()
+    bounded = submit(server, "--gpus", "4", "--max-runtime", "1h", TEST_IMAGE, "--", "sleep", "600")
+    started = wait_state(api, bounded, {"RUNNING"})["started_at"]
+    waiting = submit(server, "--gpus", "2", "--max-runtime", "10m", TEST_IMAGE, "--", "true")
+    behind = submit(server, "--gpus", "4", TEST_IMAGE, "--", "true")
+    estimates = {e["job"]: e for e in api.get("/v1/jobs/estimates").json()}
+    assert estimates[waiting]["basis"] == "max_runtime"
+    assert estimates[waiting]["start"] == pytest.approx(started + 3600, abs=1)
+    assert estimates[behind]["start"] == pytest.approx(started + 3600 + 600, abs=1)
+    assert bounded not in estimates  # running: no estimate
+    table = server.cli("jobs", "--start").stdout
+    assert "START" in table.splitlines()[0] and "(max_runtime)" in table
+    why = server.cli("why", str(waiting)).stdout
+    assert "estimated start:" in why and "(max_runtime)" in why
+
+    token = api.post("/v1/tokens", json={"user": "bob"}).json()["token"]
+    bob = server.api(token)
+    assert bob.get("/v1/jobs/estimates").json() == []  # other users' jobs: not shown
+    assert bob.get("/v1/jobs/estimates", params={"job": waiting}).status_code == 404
+    unbounded = submit(server, "--gpus", "0", TEST_IMAGE, "--", "sleep", "600")
+    wait_state(api, unbounded, {"RUNNING"})
+    api.post(f"/v1/jobs/{bounded}/cancel")
+    wait_state(api, bounded, {"CANCELLED"})
+    hog = submit(server, "--gpus", "4", TEST_IMAGE, "--", "sleep", "600")
+    wait_state(api, hog, {"RUNNING"})
+    last = submit(server, "--gpus", "1", TEST_IMAGE, "--", "true")
+    estimate = api.get("/v1/jobs/estimates", params={"job": last}).json()[0]
+    assert (estimate["start"], estimate["basis"]) == (None, "unknown")
+    assert "no max_runtime" in estimate["detail"]
+    assert "unknown" in server.cli("why", str(last)).stdout
