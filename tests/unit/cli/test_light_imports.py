@@ -24,6 +24,8 @@ CLIENT_COMMANDS = [
     ["token", "list"],
     ["token", "revoke", "1"],
     ["submit", "--gpus", "1", "img"],
+    ["jobs", "--start", "--expand"],
+    ["submit", "--array", "0-3%2", "--after", "1", "--after-ok", "2", "img"],
 ]
 
 
