@@ -112,7 +112,7 @@ MAX_LABELS = 64  # labels
 MAX_TEXT = 64 * 1024  # characters in one argument, env value or label value
 MIN_MEMORY = 6 * 1024 * 1024
 MAX_DEPENDENCIES = 64  # job ids in ``after`` plus ``after_ok``
-JobId = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
+JobId = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
 class JobSpec(BaseModel):
@@ -280,9 +280,17 @@ class JobSpec(BaseModel):
             parse_array(value)  # ValueError names the problem
         return value
 
+    @field_validator("after", "after_ok", mode="before")
+    @classmethod
+    def _json_ids(cls, value: Any, info: ValidationInfo) -> Any:
+        """JSON numbers, as the schema says: ``true`` is not 1, ``"2"`` is not 2."""
+        if isinstance(value, list) and any(isinstance(v, bool | str) for v in value):
+            raise ValueError(f"{info.field_name} must hold job ids (numbers)")
+        return value
+
     @field_validator("after", "after_ok")
     @classmethod
-    def _dependencies(cls, value: list[int], info: ValidationInfo) -> list[int]:
+    def _dependencies(cls, value: list[int]) -> list[int]:
         """Each id once, in the order given."""
         return list(dict.fromkeys(value))
 
