@@ -26,7 +26,7 @@ def check_dependencies(session: Session, spec: JobSpec, principal: Principal) ->
     if not wanted:
         return
     rows = session.execute(select(JobRow.id, JobRow.user).where(JobRow.id.in_(wanted)))
-    owners = {job_id: user for job_id, user in rows.tuples()}
+    owners: dict[int, str] = {job_id: user for job_id, user in rows}
     for job_id in wanted:
         owner = owners.get(job_id)
         if owner is None or not (principal.is_admin or owner == principal.user):

@@ -69,7 +69,7 @@ def load_gate_facts(session: Session, pending: Collection[int]) -> GateFacts:
                 JobRow.array_id.in_(arrays),
                 JobRow.state.in_([s.value for s in ACTIVE_STATES]),
             )
-        ).tuples()
+        )
         if a is not None
     }
     active: dict[int, int] = {}
