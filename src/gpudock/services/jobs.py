@@ -58,7 +58,7 @@ class JobService:
         self._check_feasible(spec)
         array = plan_array(spec, self.ctx.config.api.max_array_size)
         with self.ctx.db.write() as session:
-            check_pending_limit(session, principal, spec.queue, queues)
+            check_pending_limit(session, principal, spec.queue, queues, array.size if array else 1)
             check_dependencies(session, spec, principal)
             job = insert_tasks(session, spec, principal.user, self.ctx.clock(), can_preempt, array)
         log.info(
