@@ -46,5 +46,5 @@ class EstimateService:
         if not wanted:
             return []
         gates = Gates(facts.gated, facts.states, facts.tasks)
-        found = estimate_starts(snapshot, self.ctx.config.scheduler, gates)
+        found = estimate_starts(snapshot, self.ctx.config.scheduler, gates, wanted=wanted)
         return [found[i] for i in wanted]

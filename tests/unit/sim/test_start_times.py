@@ -15,7 +15,7 @@ CONFIG = SchedulerConfig()
 
 def test_a_job_that_fits_now_starts_at_the_next_cycle() -> None:
     snapshot = make_snapshot([make_node("n1").gpus(2)], [make_job(1).gpus(1)], now=NOW)
-    estimate = estimate_starts(snapshot, CONFIG)[1]
+    estimate = estimate_starts(snapshot, CONFIG, resolution=1)[1]
     assert (estimate.start, estimate.basis) == (NOW, "now")
 
 
@@ -26,7 +26,7 @@ def test_waiting_jobs_start_when_running_jobs_reach_their_max_runtime_in_queue_o
     ]
     jobs = [make_job(1).gpus(1).max_runtime(1000), make_job(2).gpus(2).submitted(1)]
     snapshot = make_snapshot([make_node("n1").gpus(2)], jobs, now=NOW, running=running)
-    estimates = estimate_starts(snapshot, CONFIG)
+    estimates = estimate_starts(snapshot, CONFIG, resolution=1)
     assert (estimates[1].start, estimates[1].basis) == (NOW + 300, "max_runtime")
     assert estimates[2].start == NOW + 300 + 1000  # behind job 1, which holds a GPU until then
 
@@ -38,10 +38,10 @@ def test_a_running_job_without_a_bound_makes_the_estimate_unknown_or_uses_its_qu
     snapshot = make_snapshot(
         [make_node("n1").gpus(2)], [make_job(1).gpus(1)], now=NOW, running=running
     )
-    unknown = estimate_starts(snapshot, CONFIG)[1]
+    unknown = estimate_starts(snapshot, CONFIG, resolution=1)[1]
     assert (unknown.start, unknown.basis) == (None, "unknown")
     assert "no max_runtime" in unknown.detail
-    defaulted = estimate_starts(snapshot, CONFIG, defaults={"batch": 3600})[1]
+    defaulted = estimate_starts(snapshot, CONFIG, defaults={"batch": 3600}, resolution=1)[1]
     assert (defaulted.start, defaulted.basis) == (NOW - 50 + 3600, "queue_default")
 
 
@@ -56,7 +56,7 @@ def test_dependencies_and_array_limits_are_replayed_with_the_gates() -> None:
     }
     gates = Gates(gated, {10: JobState.RUNNING, 99: JobState.FAILED}, {})
     snapshot = make_snapshot([make_node("n1").gpus(4)], jobs, now=NOW, running=running)
-    estimates = estimate_starts(snapshot, CONFIG, gates)
+    estimates = estimate_starts(snapshot, CONFIG, gates, resolution=1)
     assert estimates[1].start == NOW + 100
     assert (estimates[2].start, estimates[3].start) == (NOW, NOW + 50)  # one task at a time
     assert estimates[4].start is None and "will be cancelled" in estimates[4].detail
@@ -65,6 +65,24 @@ def test_dependencies_and_array_limits_are_replayed_with_the_gates() -> None:
 def test_a_job_that_never_fits_is_unknown_and_the_snapshot_is_untouched() -> None:
     snapshot = make_snapshot([make_node("n1").gpus(2)], [make_job(1).gpus(4)], now=NOW)
     before = repr(snapshot)
-    estimate = estimate_starts(snapshot, CONFIG)[1]
+    estimate = estimate_starts(snapshot, CONFIG, resolution=1)[1]
     assert estimate.start is None and estimate.detail.startswith("unknown")
     assert repr(snapshot) == before
+
+
+def test_the_clock_moves_in_whole_steps_so_an_estimate_is_never_early() -> None:
+    running = [make_running(10).on("n1", 0).started(NOW).max_runtime(61)]
+    snapshot = make_snapshot(
+        [make_node("n1").gpus(1)], [make_job(1).gpus(1)], now=NOW, running=running
+    )
+    assert estimate_starts(snapshot, CONFIG)[1].start == NOW + 120  # 61 s, rounded up to 2 min
+    assert estimate_starts(snapshot, CONFIG, resolution=1)[1].start == NOW + 61
+
+
+def test_with_wanted_jobs_the_replay_stops_once_they_have_started() -> None:
+    running = [make_running(10).on("n1", 0).started(NOW).max_runtime(100)]
+    jobs = [make_job(1).gpus(1).max_runtime(100), make_job(2).gpus(1).submitted(1)]
+    snapshot = make_snapshot([make_node("n1").gpus(1)], jobs, now=NOW, running=running)
+    estimates = estimate_starts(snapshot, CONFIG, wanted=[1], resolution=1)
+    assert estimates[1].start == NOW + 100
+    assert estimates[2].start is None  # not replayed that far
