@@ -325,6 +325,7 @@ class ApiConfig(BaseModel):
     max_body_bytes: int = Field(
         default=1024 * 1024, description="largest request body (413 above it); default 1MiB"
     )
+    max_array_size: int = Field(default=1000, ge=1, description="most tasks in one job array")
 
     @field_validator("max_body_bytes", mode="before")
     @classmethod

@@ -56,8 +56,9 @@ def build_server(
     The node is registered with the config's ``node`` labels, taints and CPU
     cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
     and its declared ``node.topology`` replaces the discovered one (declared
-    GPU indices the node lacks are logged as a WARNING and ignored). A scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces the
-    file's priority classes, queues and this node's labels and taints.
+    GPU indices the node lacks are logged as a WARNING and ignored). A
+    scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces
+    the file's priority classes, queues and this node's labels and taints.
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle

@@ -14,7 +14,17 @@ from gpudock.api.docs import DocsPolicy
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
 from gpudock.api.request_id import RequestId
-from gpudock.api.routers import admin, events, health, inventory, jobs, metrics, queues, tokens
+from gpudock.api.routers import (
+    admin,
+    estimates,
+    events,
+    health,
+    inventory,
+    jobs,
+    metrics,
+    queues,
+    tokens,
+)
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 
@@ -44,6 +54,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.add_middleware(DocsPolicy)
     app.add_middleware(RequestId)  # added last: outermost, so every response carries its id
     install_error_handlers(app)
+    app.include_router(estimates.router)  # before jobs': /v1/jobs/estimates is no job id
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
         app.include_router(router)
     app.include_router(metrics.router)

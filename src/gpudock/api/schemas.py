@@ -44,6 +44,8 @@ class JobOut(BaseModel):
     container: str | None
     allocation: AllocationOut | None = Field(description="what the job holds now")
     cancel_requested: bool
+    array_id: int | None = Field(default=None, description="its job array (first task's id)")
+    array_index: int | None = Field(default=None, description="its index in the array")
     spec: JobSpec
 
     @classmethod
@@ -73,6 +75,8 @@ class JobOut(BaseModel):
             container=job.container_name if job.state.value in ("STARTING", "RUNNING") else None,
             allocation=allocation,
             cancel_requested=job.cancel_requested,
+            array_id=job.array_id,
+            array_index=job.array_index,
             spec=job.spec,
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -92,6 +93,15 @@ def submit(
     topology: Annotated[
         str | None, typer.Option(help="nvlink or numa: all GPUs in one NVLink domain/NUMA node")
     ] = None,
+    after: Annotated[
+        list[int] | None, typer.Option(help="start after JOB ends; repeatable")
+    ] = None,
+    after_ok: Annotated[
+        list[int] | None, typer.Option(help="start after JOB succeeds (else cancel); repeatable")
+    ] = None,
+    array: Annotated[
+        str | None, typer.Option(help="job array FIRST-LAST[%LIMIT], e.g. 0-99%8")
+    ] = None,
     output: Output = "table",
 ) -> None:
     """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
@@ -115,6 +125,7 @@ def submit(
         "retries": retries,
         "topology": topology,
         "command": command or None,
+        "array": array,
     }
     data.update({k: v for k, v in flags.items() if v is not None})
     for key, items, what in (
@@ -124,7 +135,8 @@ def submit(
     ):
         if items:
             data[key] = {**as_pairs(data.get(key), key), **parse_pairs(items, what)}
-    for key, extra in (("mounts", mount), ("tolerations", toleration)):
+    lists = {"mounts": mount, "tolerations": toleration, "after": after, "after_ok": after_ok}
+    for key, extra in lists.items():
         if extra:
             data[key] = [*as_list(data.get(key), key), *extra]
     if "image" not in data:
@@ -135,6 +147,8 @@ def submit(
         print_json(job)
     else:
         print(job["id"])
+        if job.get("array_id") is not None:
+            note(f"job array {job['id']}: one task per index of {job['spec']['array']}")
 
 
 def check_finite(data: dict[str, Any]) -> None:
@@ -196,9 +210,11 @@ def jobs(
     queue: Annotated[str | None, typer.Option()] = None,
     user: Annotated[str | None, typer.Option()] = None,
     limit: Annotated[int, typer.Option()] = 200,
+    expand: Annotated[bool, typer.Option(help="one line per task of a job array")] = False,
+    start: Annotated[bool, typer.Option(help="estimated start of each pending job")] = False,
     output: Output = "table",
 ) -> None:
-    """List jobs (newest first)."""
+    """List jobs (newest first); a job array is one line unless --expand."""
     check_output(output)
     params: dict[str, Any] = {"limit": limit}
     if state:
@@ -208,14 +224,24 @@ def jobs(
     if user:
         params["user"] = user
     items = call("GET", "/v1/jobs", params=params)
+    columns: tuple[str, ...] = JOB_COLUMNS
+    row: Callable[[dict[str, Any]], list[str]] = job_row
+    if start:
+        from gpudock.cli import start_view
+
+        estimates = start_view.fetch()
+        for job in items:
+            job["estimated_start"] = estimates.get(job["id"])
+        columns, row = (*JOB_COLUMNS[:-1], "START", "NOTE"), start_view.with_start(row, estimates)
     if output == "json":
         print_json(items)
     elif not items:
         print("no jobs")
     else:
+        from gpudock.cli.arrays_view import fold
         from gpudock.cli.table import print_table
 
-        print_table(JOB_COLUMNS, [job_row(job) for job in items])
+        print_table(columns, [row(job) for job in items] if expand else fold(items, row))
 
 
 JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")
@@ -247,12 +273,18 @@ def why(job_id: int, output: Output = "table") -> None:
     """Why is this job not running? Structured reasons with what would change it."""
     check_output(output)
     job = call("GET", f"/v1/jobs/{job_id}")
+    from gpudock.cli import start_view
+
+    estimate = start_view.fetch(job_id).get(job_id) if job["state"] == "PENDING" else None
     if output == "json":
-        print_json({"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"]})
+        print_json({"id": job["id"], "state": job["state"], "reasons": job["pending_reasons"],
+                    "estimated_start": estimate})  # fmt: skip
         return
     from gpudock.cli import render
 
     render.explain(out, job)
+    if estimate is not None:
+        print(f"estimated start: {start_view.start_text(estimate)}; {estimate['detail']}")
 
 
 @app.command()

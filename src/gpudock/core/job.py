@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -32,6 +32,7 @@ from pydantic import (
 
 from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
+from gpudock.core.arrays import ARRAY_PATTERN, parse_array
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.image_ref import (
     IMAGE_REFERENCE_PATTERN,
@@ -110,6 +111,8 @@ MAX_ENV = 1024  # env entries
 MAX_LABELS = 64  # labels
 MAX_TEXT = 64 * 1024  # characters in one argument, env value or label value
 MIN_MEMORY = 6 * 1024 * 1024
+MAX_DEPENDENCIES = 64  # job ids in ``after`` plus ``after_ok``
+JobId = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
 class JobSpec(BaseModel):
@@ -225,6 +228,21 @@ class JobSpec(BaseModel):
             "(no effect with fewer than 2 GPUs)"
         ),
     )
+    after: list[JobId] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDENCIES,
+        description="job ids that must end (any way) before this job may start",
+    )
+    after_ok: list[JobId] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDENCIES,
+        description="job ids that must succeed first; if one fails, this job is cancelled",
+    )
+    array: str | None = Field(
+        default=None,
+        description="a job array 'FIRST-LAST[%LIMIT]': one task per index, LIMIT at once",
+        json_schema_extra={"pattern": ARRAY_PATTERN},
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -254,6 +272,27 @@ class JobSpec(BaseModel):
         if isinstance(value, bool | str):
             raise ValueError(f"{info.field_name} must be a number, not {value!r}")
         return value
+
+    @field_validator("array")
+    @classmethod
+    def _array(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_array(value)  # ValueError names the problem
+        return value
+
+    @field_validator("after", "after_ok", mode="before")
+    @classmethod
+    def _json_ids(cls, value: Any, info: ValidationInfo) -> Any:
+        """JSON numbers, as the schema says: ``true`` is not 1, ``"2"`` is not 2."""
+        if isinstance(value, list) and any(isinstance(v, bool | str) for v in value):
+            raise ValueError(f"{info.field_name} must hold job ids (numbers)")
+        return value
+
+    @field_validator("after", "after_ok")
+    @classmethod
+    def _dependencies(cls, value: list[int]) -> list[int]:
+        """Each id once, in the order given."""
+        return list(dict.fromkeys(value))
 
     @field_validator("image")
     @classmethod
@@ -486,6 +525,8 @@ class Job:
     log_path: str | None = None
     gpu_uuids: tuple[str, ...] = ()
     gpu_memory_per_gpu: int | None = None
+    array_id: int | None = None  # the array's first task, for a task of a job array
+    array_index: int | None = None
 
 
 def container_name(instance: str, job_id: int, attempt: int) -> str:

@@ -27,6 +27,7 @@ from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
+from gpudock.runtime.gating import gate_snapshot
 from gpudock.runtime.reconciler import reconcile
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
@@ -90,6 +91,7 @@ class Controller:
             snapshot = self._snapshots.load(
                 session, ctx.clock(), MAX_PENDING_PER_CYCLE, ctx.host_memory()
             )
+        snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending:
             ctx.reservations = ()

@@ -17,6 +17,8 @@ from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
 from gpudock.scheduler.snapshot import JobRequest
+from gpudock.services.arrays import insert_tasks, plan_array
+from gpudock.services.dependencies import check_dependencies
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
 from gpudock.store import jobs as job_store
@@ -39,7 +41,10 @@ class JobService:
         after ``job_defaults`` filled in its unset ``cpus`` and ``memory``), and ``Forbidden`` for
         a priority or priority class the caller may not use (``priority.py``) or
         a queue the caller is not a member of, and ``TooManyRequests`` over
-        the queue's ``max_pending_per_user`` (``queue_access.py``).
+        the queue's ``max_pending_per_user`` (``queue_access.py``). ``NotFound``
+        for a dependency the caller cannot see (``dependencies.py``); ``InvalidInput``
+        for an array over ``api.max_array_size``, whose tasks are then all stored
+        at once (``arrays.py``; the first task is returned).
         """
         queues = self.ctx.config.scheduler.queues
         check_member(principal, spec.queue, queues)
@@ -54,11 +59,11 @@ class JobService:
         spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
         spec = with_defaults(spec, self.ctx.config.job_defaults)  # stored: counted and limits
         self._check_feasible(spec)
+        array = plan_array(spec, self.ctx.config.api.max_array_size)
         with self.ctx.db.write() as session:
-            check_pending_limit(session, principal, spec.queue, queues)
-            job = job_store.insert_job(
-                session, spec, principal.user, self.ctx.clock(), can_preempt=can_preempt
-            )
+            check_pending_limit(session, principal, spec.queue, queues, array.size if array else 1)
+            check_dependencies(session, spec, principal)
+            job = insert_tasks(session, spec, principal.user, self.ctx.clock(), can_preempt, array)
         log.info(
             "job %d submitted by %s to queue %s",
             job.id,

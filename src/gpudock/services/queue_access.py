@@ -38,9 +38,10 @@ def check_member(principal: Principal, queue: str, config: QueuesConfig) -> None
 
 
 def check_pending_limit(
-    session: Session, principal: Principal, queue: str, config: QueuesConfig
+    session: Session, principal: Principal, queue: str, config: QueuesConfig, count: int = 1
 ) -> None:
-    """Raise ``TooManyRequests`` when one more PENDING job would exceed the queue's limit.
+    """Raise ``TooManyRequests`` when ``count`` more PENDING jobs (an array's tasks)
+    would exceed the queue's limit.
 
     Must run in the write transaction that inserts the job.
     """
@@ -48,10 +49,11 @@ def check_pending_limit(
     if limit is None:
         return
     pending = pending_count(session, principal.user, queue)
-    if pending >= limit:
+    if pending + count > limit:
+        adding = f" (this array adds {count})" if count > 1 else ""
         raise TooManyRequests(
             f"queue {queue!r} allows {limit} pending jobs per user (max_pending_per_user) "
-            f"and user {principal.user!r} has {pending}; wait until some start, "
+            f"and user {principal.user!r} has {pending}{adding}; wait until some start, "
             "or cancel one"
         )
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from gpudock.core.arrays import ArrayTask
 from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
 from gpudock.scheduler.snapshot import Preemption
@@ -27,13 +28,19 @@ MAX_JOB_ID = 2**31 - 1  # jobs.id is a 32-bit INTEGER on PostgreSQL
 
 
 def insert_job(
-    session: Session, spec: JobSpec, user: str, now: float, can_preempt: bool = False
+    session: Session,
+    spec: JobSpec,
+    user: str,
+    now: float,
+    can_preempt: bool = False,
+    array: ArrayTask | None = None,
 ) -> Job:
     """Store a new PENDING job and return it (with its id).
 
     ``spec.priority`` must already hold the priority class's value, if any;
     ``can_preempt`` comes from the class (jobs without a preempting one may not
-    preempt; ``services.priority``).
+    preempt; ``services.priority``). ``array`` makes it a task of a job array
+    (an ``array_id`` of None: the first task, whose own id becomes the array's).
     """
     row = JobRow(
         user=user,
@@ -59,9 +66,14 @@ def insert_job(
         version=0,
         submitted_at=now,
         pending_reasons=[],
+        after=list(spec.after) or None,
+        after_ok=list(spec.after_ok) or None,
     )
     session.add(row)
     session.flush()
+    if array is not None:
+        row.array_id = array.array_id if array.array_id is not None else row.id
+        row.array_index, row.array_limit = array.index, array.limit
     session.add(
         JobEventRow(
             job_id=row.id, at=now, attempt=0, from_state="", to_state="PENDING", reason="submitted"
@@ -376,6 +388,8 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         log_path=row.log_path,
         gpu_uuids=tuple(row.gpu_uuids or ()),
         gpu_memory_per_gpu=allocs[0].memory if allocs else None,
+        array_id=row.array_id,
+        array_index=row.array_index,
     )
 
 

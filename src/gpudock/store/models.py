@@ -84,6 +84,12 @@ class JobRow(Base):
     container_id: Mapped[str | None] = mapped_column(String(80))
     container_name: Mapped[str | None] = mapped_column(String(128))
     log_path: Mapped[str | None] = mapped_column(Text)
+    # Dependencies and job arrays (``queue/gates.py``); null when the job has none.
+    after: Mapped[list[int] | None] = mapped_column(JSON(none_as_null=True))
+    after_ok: Mapped[list[int] | None] = mapped_column(JSON(none_as_null=True))
+    array_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    array_index: Mapped[int | None] = mapped_column(Integer)
+    array_limit: Mapped[int | None] = mapped_column(Integer)
 
 
 class JobEventRow(Base):

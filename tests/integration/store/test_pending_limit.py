@@ -99,3 +99,15 @@ def test_membership_is_checked_before_anything_is_stored(server: Server) -> None
     submit(server, carol, queue="open")
     submit(server, ADMIN)  # admins submit anywhere
     assert (pending(server, "carol", "open"), pending(server, "admin")) == (1, 1)
+
+
+def test_an_array_counts_each_task_against_the_limit_and_is_stored_whole_or_not_at_all(
+    server: Server,
+) -> None:
+    submit(server, ALICE)
+    service = JobService(server.ctx)
+    with pytest.raises(TooManyRequests, match=r"has 1 \(this array adds 3\)"):
+        service.submit(JobSpec(image="img", queue="vision", array="0-2"), ALICE)
+    assert pending(server, "alice") == 1
+    service.submit(JobSpec(image="img", queue="vision", array="0-1"), ALICE)
+    assert pending(server, "alice") == 3

@@ -25,6 +25,8 @@ CLIENT_COMMANDS = [
     ["token", "revoke", "1"],
     ["admin", "get"],
     ["submit", "--gpus", "1", "img"],
+    ["jobs", "--start", "--expand"],
+    ["submit", "--array", "0-3%2", "--after", "1", "--after-ok", "2", "img"],
 ]
 
 

@@ -1,7 +1,7 @@
 """admin config: the scheduling config applied live (``gpudock admin apply``)
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 
 One new table, ``cluster_configs``: each applied scheduling config (priority
 classes, queues, node labels and taints) with when, by whom and how (api or
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0006"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
