@@ -15,6 +15,7 @@ from gpudock.api.errors import install_error_handlers
 from gpudock.api.limits import BodyLimit
 from gpudock.api.request_id import RequestId
 from gpudock.api.routers import events, health, inventory, jobs, metrics, queues, tokens
+from gpudock.api.routers.job_controls import router as job_controls_router
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 
@@ -48,6 +49,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
         app.include_router(router)
     app.include_router(metrics.router)
     app.include_router(events.router)
+    app.include_router(job_controls_router)
     app.include_router(web.router)
     openapi.install(app)
     return app

@@ -44,6 +44,8 @@ class JobOut(BaseModel):
     container: str | None
     allocation: AllocationOut | None = Field(description="what the job holds now")
     cancel_requested: bool
+    held_by: str | None = Field(default=None, description="who holds it (gpudock hold)")
+    held_at: float | None = Field(default=None, description="since when it is held")
     spec: JobSpec
 
     @classmethod
@@ -73,6 +75,8 @@ class JobOut(BaseModel):
             container=job.container_name if job.state.value in ("STARTING", "RUNNING") else None,
             allocation=allocation,
             cancel_requested=job.cancel_requested,
+            held_by=job.held_by,
+            held_at=job.held_at,
             spec=job.spec,
         )
 

@@ -15,6 +15,7 @@ import typer
 
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import check_output, fail
+from gpudock.cli.jsontime import iso_times
 
 PAGE = 500
 
@@ -60,7 +61,7 @@ def _page(client: Client, params: dict[str, Any]) -> dict[str, Any]:
 def _emit(events: list[dict[str, Any]], output: str) -> None:
     """One line per event on stdout (plain text: no rich on this path)."""
     for event in events:
-        text = json.dumps(event, sort_keys=True) if output == "json" else line(event)
+        text = json.dumps(iso_times(event), sort_keys=True) if output == "json" else line(event)
         sys.stdout.write(text + "\n")
     sys.stdout.flush()
 

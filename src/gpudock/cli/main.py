@@ -10,6 +10,7 @@ line or two: ``from gpudock.cli.x_cmd import x`` and ``app.command()(x)`` (or
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from gpudock import __version__, _native
-from gpudock.cli import params
+from gpudock.cli import params, watch_cmd
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import (
     Output,
@@ -25,11 +26,13 @@ from gpudock.cli.common import (
     check_output,
     err,
     fail,
+    json_text,
     note,
     out,
     parse_pairs,
     print_json,
 )
+from gpudock.cli.control_cmd import exec_command, hold, release, requeue, update
 from gpudock.cli.events_cmd import events_command
 from gpudock.cli.logs_cmd import logs
 from gpudock.cli.server_cmd import server
@@ -90,6 +93,9 @@ def submit(
     topology: Annotated[
         str | None, typer.Option(help="nvlink or numa: all GPUs in one NVLink domain/NUMA node")
     ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="wait, stream its logs, exit with its exit code")
+    ] = False,
     output: Output = "table",
 ) -> None:
     """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
@@ -132,7 +138,9 @@ def submit(
     if output == "json":
         print_json(job)
     else:
-        print(job["id"])
+        print(job["id"], flush=True)
+    if follow:
+        raise typer.Exit(watch_cmd.follow(job["id"]))
 
 
 def check_finite(data: dict[str, Any]) -> None:
@@ -194,9 +202,10 @@ def jobs(
     queue: Annotated[str | None, typer.Option()] = None,
     user: Annotated[str | None, typer.Option()] = None,
     limit: Annotated[int, typer.Option()] = 200,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="redraw every 2s")] = False,
     output: Output = "table",
 ) -> None:
-    """List jobs (newest first)."""
+    """List jobs (newest first); `--watch` redraws them in place until Ctrl-C."""
     check_output(output)
     params: dict[str, Any] = {"limit": limit}
     if state:
@@ -205,15 +214,21 @@ def jobs(
         params["queue"] = queue
     if user:
         params["user"] = user
-    items = call("GET", "/v1/jobs", params=params)
-    if output == "json":
-        print_json(items)
-    elif not items:
-        print("no jobs")
-    else:
-        from gpudock.cli.table import print_table
+    if watch:
+        watch_cmd.watch(lambda: jobs_text(call("GET", "/v1/jobs", params=params), output))
+        return
+    sys.stdout.write(jobs_text(call("GET", "/v1/jobs", params=params), output) + "\n")
 
-        print_table(JOB_COLUMNS, [job_row(job) for job in items])
+
+def jobs_text(items: list[dict[str, Any]], output: str) -> str:
+    """``gpudock jobs``' output for ``items``: JSON, a table, or ``no jobs``."""
+    if output == "json":
+        return json_text(items)
+    if not items:
+        return "no jobs"
+    from gpudock.cli.table import format_table
+
+    return format_table(JOB_COLUMNS, [job_row(job) for job in items], sys.stdout.isatty())
 
 
 JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")
@@ -320,6 +335,9 @@ def queues(output: Output = "table") -> None:
 app.command()(logs)
 app.command()(server)
 app.command("simulate")(simulate_command)
+for control in (hold, release, requeue, update):
+    app.command()(control)
+app.command("exec", context_settings={"allow_interspersed_args": False})(exec_command)
 
 
 def register_server_command() -> None:

@@ -81,6 +81,7 @@ class JobRequest:
     node_selector: tuple[tuple[str, str], ...] = ()  # sorted labels a node must carry
     tolerations: tuple[Toleration, ...] = ()
     topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node
+    held_by: str | None = None  # held back by this user (``scheduler/hold.py``)
 
     @property
     def shared(self) -> bool:

@@ -109,6 +109,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.node_selector,
             JobRow.tolerations,
             JobRow.topology,
+            JobRow.held_by,
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -134,6 +135,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
                 node_selector=tuple(sorted((r.node_selector or {}).items())),
                 tolerations=_tolerations(r.tolerations),
                 topology=r.topology,
+                held_by=r.held_by,
             )
         )
     return tuple(out)
