@@ -24,6 +24,12 @@ CLIENT_COMMANDS = [
     ["token", "list"],
     ["token", "revoke", "1"],
     ["submit", "--gpus", "1", "img"],
+    ["submit", "--follow", "img"],
+    ["hold", "1"],
+    ["release", "1"],
+    ["requeue", "1"],
+    ["update", "1", "--gpus", "2"],
+    ["exec", "1", "--", "true"],
 ]
 
 
