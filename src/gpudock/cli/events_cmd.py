@@ -33,6 +33,9 @@ def summary(event: dict[str, Any]) -> str:
         who = "/".join(str(p[k]) for k in ("preemptor_user", "preemptor_queue") if p.get(k))
         klass = f", class {p['preemptor_class']}" if p.get("preemptor_class") else ""
         return f"preempted by job {p.get('preemptor')} ({who}{klass})"
+    if kind == "job.changed":
+        changes = ", ".join(f"{k}={v}" for k, v in (p.get("changes") or {}).items())
+        return f"{p.get('action')} by {p.get('by')}" + (f": {changes}" if changes else "")
     if kind == "job.watchdog_kill":
         return f"stopped: ran past max_runtime {p.get('max_runtime')}s"
     if kind == "node.health":
