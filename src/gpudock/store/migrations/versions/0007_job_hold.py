@@ -28,6 +28,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        for name, _ in reversed(_COLUMNS):
-            batch.drop_column(name)
+    """Native ``DROP COLUMN`` everywhere (SQLite >= 3.35): a batch rebuild of ``jobs``
+    on SQLite would cascade-delete its events and allocations."""
+    for name, _ in reversed(_COLUMNS):
+        op.execute(f"ALTER TABLE jobs DROP COLUMN {name}")
