@@ -249,3 +249,26 @@ def test_update_of_a_finished_job_is_409(controls: JobControls) -> None:
     assert conflict(controls.update, job.id, {"gpus": 2}, ALICE) == (
         f"job {job.id} already CANCELLED; it cannot be updated"
     )
+
+
+def test_downgrade_to_0006_and_back_keeps_jobs_and_their_history(controls: JobControls) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from gpudock.store.db import _MIGRATIONS
+
+    job = submit(controls)
+    controls.hold(job.id, ALICE)
+    db = controls.ctx.db
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with db.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0006")
+
+    db.migrate()
+
+    back = controls.get(job.id, ALICE)
+    assert (back.state, back.held_by) == (JobState.PENDING, None)  # the hold went with 0007
+    with db.read() as session:
+        assert [e["to"] for e in job_store.job_events(session, job.id)] == ["PENDING"]
