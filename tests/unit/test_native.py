@@ -196,7 +196,7 @@ samples = {  # every field given, each unlike the others of its type
     JobRequest: dict(id=7, gpus=2, submitted_at=1.5, gpu_memory=5, gpu_model="H100",
                      priority=3, queue="q", user="u", nodes=4, cpus=2.5, max_runtime=99.0,
                      can_preempt=False, node_selector=(("k", "v"),), tolerations=(),
-                     topology=None, memory=3),
+                     topology=None, memory=3, held_by="h"),
     RunningJob: dict(id=7, queue="q", priority=3, node="n1", gpu_uuids=("g0",),
                      memory_per_gpu=5, started_at=1.5, submitted_at=0.5, max_runtime=99.0,
                      min_runtime=9.0, preemptible=False, stopping=True, preempted_for=11,

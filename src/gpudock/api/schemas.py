@@ -46,6 +46,8 @@ class JobOut(BaseModel):
     cancel_requested: bool
     array_id: int | None = Field(default=None, description="its job array (first task's id)")
     array_index: int | None = Field(default=None, description="its index in the array")
+    held_by: str | None = Field(default=None, description="who holds it (gpudock hold)")
+    held_at: float | None = Field(default=None, description="since when it is held")
     spec: JobSpec
 
     @classmethod
@@ -77,6 +79,8 @@ class JobOut(BaseModel):
             cancel_requested=job.cancel_requested,
             array_id=job.array_id,
             array_index=job.array_index,
+            held_by=job.held_by,
+            held_at=job.held_at,
             spec=job.spec,
         )
 

@@ -145,11 +145,13 @@ class Client:
         _raise_for_error(response.status, response.reason, data)
         return _loads(data) if data else None
 
-    def stream(self, path: str, params: dict[str, Any]) -> Iterator[bytes]:
-        """The body of a GET as it arrives (no timeout: a log stream may idle for hours)."""
+    def stream(
+        self, path: str, params: dict[str, Any] | None, method: str = "GET", json: Any = None
+    ) -> Iterator[bytes]:
+        """The body of a response as it arrives (no timeout: a log stream may idle for hours)."""
         import http.client
 
-        response = self._send("GET", path, params, None, None)
+        response = self._send(method, path, params, json, None)
         try:
             if response.status >= 400:
                 _raise_for_error(response.status, response.reason, response.read())

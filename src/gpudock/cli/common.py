@@ -73,8 +73,16 @@ def call(method: str, path: str, **kwargs: Any) -> Any:
 
 
 def print_json(data: Any) -> None:
-    """``-o json``: indented JSON on stdout, unhighlighted (fast for long lists)."""
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """``-o json``: indented JSON on stdout, unhighlighted (fast for long lists);
+    times as ISO 8601 with a timezone (``gpudock.cli.jsontime``)."""
+    sys.stdout.write(json_text(data) + "\n")
+
+
+def json_text(data: Any) -> str:
+    """``data`` as ``-o json`` prints it."""
+    from gpudock.cli.jsontime import iso_times
+
+    return json.dumps(iso_times(data), indent=2, ensure_ascii=False)
 
 
 def check_output(output: str) -> None:

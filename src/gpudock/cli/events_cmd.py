@@ -15,6 +15,7 @@ import typer
 
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import check_output, fail
+from gpudock.cli.jsontime import iso_times
 
 PAGE = 500
 
@@ -32,6 +33,9 @@ def summary(event: dict[str, Any]) -> str:
         who = "/".join(str(p[k]) for k in ("preemptor_user", "preemptor_queue") if p.get(k))
         klass = f", class {p['preemptor_class']}" if p.get("preemptor_class") else ""
         return f"preempted by job {p.get('preemptor')} ({who}{klass})"
+    if kind == "job.changed":
+        changes = ", ".join(f"{k}={v}" for k, v in (p.get("changes") or {}).items())
+        return f"{p.get('action')} by {p.get('by')}" + (f": {changes}" if changes else "")
     if kind == "job.watchdog_kill":
         return f"stopped: ran past max_runtime {p.get('max_runtime')}s"
     if kind == "node.health":
@@ -60,7 +64,7 @@ def _page(client: Client, params: dict[str, Any]) -> dict[str, Any]:
 def _emit(events: list[dict[str, Any]], output: str) -> None:
     """One line per event on stdout (plain text: no rich on this path)."""
     for event in events:
-        text = json.dumps(event, sort_keys=True) if output == "json" else line(event)
+        text = json.dumps(iso_times(event), sort_keys=True) if output == "json" else line(event)
         sys.stdout.write(text + "\n")
     sys.stdout.flush()
 

@@ -10,6 +10,7 @@ line or two: ``from gpudock.cli.x_cmd import x`` and ``app.command()(x)`` (or
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from gpudock import __version__, _native
-from gpudock.cli import params
+from gpudock.cli import params, watch_cmd
 from gpudock.cli.admin_cmd import admin_app
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import (
@@ -27,11 +28,13 @@ from gpudock.cli.common import (
     check_output,
     err,
     fail,
+    json_text,
     note,
     out,
     parse_pairs,
     print_json,
 )
+from gpudock.cli.control_cmd import exec_command, hold, release, requeue, update
 from gpudock.cli.events_cmd import events_command
 from gpudock.cli.logs_cmd import logs
 from gpudock.cli.server_cmd import server
@@ -102,6 +105,9 @@ def submit(
     array: Annotated[
         str | None, typer.Option(help="job array FIRST-LAST[%LIMIT], e.g. 0-99%8")
     ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="wait, stream its logs, exit with its exit code")
+    ] = False,
     output: Output = "table",
 ) -> None:
     """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
@@ -146,9 +152,12 @@ def submit(
     if output == "json":
         print_json(job)
     else:
-        print(job["id"])
+        print(job["id"], flush=True)
         if job.get("array_id") is not None:
             note(f"job array {job['id']}: one task per index of {job['spec']['array']}")
+        print(job["id"], flush=True)
+    if follow:
+        raise typer.Exit(watch_cmd.follow(job["id"]))
 
 
 def check_finite(data: dict[str, Any]) -> None:
@@ -212,9 +221,11 @@ def jobs(
     limit: Annotated[int, typer.Option()] = 200,
     expand: Annotated[bool, typer.Option(help="one line per task of a job array")] = False,
     start: Annotated[bool, typer.Option(help="estimated start of each pending job")] = False,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="redraw every 2s")] = False,
     output: Output = "table",
 ) -> None:
-    """List jobs (newest first); a job array is one line unless --expand."""
+    """List jobs (newest first); a job array is one line unless --expand; `--watch`
+    redraws them in place until Ctrl-C."""
     check_output(output)
     params: dict[str, Any] = {"limit": limit}
     if state:
@@ -223,25 +234,42 @@ def jobs(
         params["queue"] = queue
     if user:
         params["user"] = user
-    items = call("GET", "/v1/jobs", params=params)
-    columns: tuple[str, ...] = JOB_COLUMNS
-    row: Callable[[dict[str, Any]], list[str]] = job_row
+    if watch:
+        watch_cmd.watch(lambda: jobs_text(listed(params, start), output, expand, start))
+        return
+    sys.stdout.write(jobs_text(listed(params, start), output, expand, start) + "\n")
+
+
+def listed(params: dict[str, Any], start: bool) -> list[dict[str, Any]]:
+    """One page of jobs; with ``start``, each carries its ``estimated_start``."""
+    items: list[dict[str, Any]] = call("GET", "/v1/jobs", params=params)
     if start:
         from gpudock.cli import start_view
 
         estimates = start_view.fetch()
         for job in items:
             job["estimated_start"] = estimates.get(job["id"])
-        columns, row = (*JOB_COLUMNS[:-1], "START", "NOTE"), start_view.with_start(row, estimates)
-    if output == "json":
-        print_json(items)
-    elif not items:
-        print("no jobs")
-    else:
-        from gpudock.cli.arrays_view import fold
-        from gpudock.cli.table import print_table
+    return items
 
-        print_table(columns, [row(job) for job in items] if expand else fold(items, row))
+
+def jobs_text(items: list[dict[str, Any]], output: str, expand: bool, start: bool) -> str:
+    """``gpudock jobs``' output for ``items``: JSON, a table, or ``no jobs``."""
+    if output == "json":
+        return json_text(items)
+    if not items:
+        return "no jobs"
+    from gpudock.cli.arrays_view import fold
+    from gpudock.cli.table import format_table
+
+    columns: tuple[str, ...] = JOB_COLUMNS
+    row: Callable[[dict[str, Any]], list[str]] = job_row
+    if start:
+        from gpudock.cli import start_view
+
+        estimates = {j["id"]: j["estimated_start"] for j in items if j.get("estimated_start")}
+        columns, row = (*JOB_COLUMNS[:-1], "START", "NOTE"), start_view.with_start(row, estimates)
+    rows = [row(job) for job in items] if expand else fold(items, row)
+    return format_table(columns, rows, sys.stdout.isatty())
 
 
 JOB_COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRI", "STATE", "GPUS", "NODE", "TIME", "NOTE")
@@ -354,6 +382,9 @@ def queues(output: Output = "table") -> None:
 app.command()(logs)
 app.command()(server)
 app.command("simulate")(simulate_command)
+for control in (hold, release, requeue, update):
+    app.command()(control)
+app.command("exec", context_settings={"allow_interspersed_args": False})(exec_command)
 
 
 def register_server_command() -> None:

@@ -65,6 +65,8 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     ]
     if job.get("reason"):
         rows.append(("reason", job["reason"]))
+    if job.get("held_by") and state == "PENDING":
+        rows.append(("held", f"by {job['held_by']} (gpudock release {job['id']} lets it run)"))
     if job.get("exit_code") is not None:
         rows.append(("exit code", str(job["exit_code"])))
     alloc = job.get("allocation")

@@ -520,13 +520,15 @@ class Job:
     container_name: str | None = None  # set when the attempt starts (STARTING)
     container_id: str | None = None
     cancel_requested: bool = False
-    stop_requested: str | None = None  # "cancel" or "max_runtime" once asked
+    stop_requested: str | None = None  # "cancel", "max_runtime", "preempt" or "requeue"
     stop_requested_by: str | None = None
     log_path: str | None = None
     gpu_uuids: tuple[str, ...] = ()
     gpu_memory_per_gpu: int | None = None
     array_id: int | None = None  # the array's first task, for a task of a job array
     array_index: int | None = None
+    held_by: str | None = None  # a held PENDING job is never scheduled (``gpudock hold``)
+    held_at: float | None = None
 
 
 def container_name(instance: str, job_id: int, attempt: int) -> str:

@@ -153,4 +153,37 @@ class ExecutorWithEvents(Executor):
         """
 
 
+class ExecOutput(ABC):
+    """The output of a command run in a container, then its exit code.
+
+    Iterate for ``(stream, data)`` pairs as they come (``stream`` is
+    ``"stdout"`` or ``"stderr"``); ``exit_code`` is known once the iteration
+    ends. ``close`` stops reading (the command itself is not killed).
+    """
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[tuple[str, bytes]]: ...
+
+    @property
+    @abstractmethod
+    def exit_code(self) -> int | None:
+        """The command's exit code once its output ended; None before, or if unknown."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class ExecutorWithExec(Executor):
+    """Capability: run a command inside a running container (``gpudock exec``)."""
+
+    @abstractmethod
+    def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
+        """Start ``command`` in the container (not in a shell, no TTY, no stdin).
+
+        Raises ``LaunchError`` when the container is absent or not running, or
+        the engine refuses the command (e.g. no such executable), and
+        ``ExecutorUnavailable`` when the engine is unreachable.
+        """
+
+
 Notify = Callable[[str], None]

@@ -63,8 +63,10 @@ from gpudock.executors.base import (
     ContainerStatus,
     EngineFault,
     EventStream,
+    ExecOutput,
     ExecutorUnavailable,
     ExecutorWithEvents,
+    ExecutorWithExec,
     LaunchError,
     LaunchRequest,
 )
@@ -129,7 +131,7 @@ class _DockerEvents(EventStream):
             self._stream.close()
 
 
-class DockerExecutor(ExecutorWithEvents):
+class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     """The ``Executor`` for one Docker Engine.
 
     Every container it makes carries the labels ``gpudock.job``,
@@ -231,6 +233,14 @@ class DockerExecutor(ExecutorWithEvents):
                 yield from stream
             finally:
                 stream.close()
+
+    def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
+        """Run ``command`` in the running container (``_docker_exec.py``)."""
+        from gpudock.executors._docker_exec import start_exec
+
+        client = self._docker()
+        with self._api_errors_unavailable("starting a command in a container"):
+            return start_exec(client, name_or_id, command)
 
     # ---------------------------------------------------------------- commands
 

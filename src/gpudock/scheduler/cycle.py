@@ -8,6 +8,8 @@ same Plan. A caller that runs cycle after cycle may pass a
 one worked out, and the Plan is the same. It reads as numbered steps, each
 a function below (Kueue style)::
 
+    0. withhold    held jobs (``gpudock hold``) leave the cycle with a
+                   ``hold`` reason (hold.py)
     1. order       pending jobs by the order policy (priority, then FIFO);
                    with queues, fair-share order across them (admission.py);
                    then as the queueing strategies walk them
@@ -67,6 +69,7 @@ from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.equivalence import VerdictCache
 from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_reservation
 from gpudock.scheduler.framework import OrderPolicy, Profile
+from gpudock.scheduler.hold import withhold
 from gpudock.scheduler.placing import backfill, hold_for_preemptor, place_gang, place_job
 from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import ACCELERATOR, build_profile
@@ -208,9 +211,11 @@ def _run_cycle(
 ) -> Plan:
     """The numbered steps of the module doc, in order; ``reasons``: ``run_cycle``'s
     ``explain``."""
+    snapshot, held = withhold(snapshot)  # 0
     for plugin in profile.pre_scorers:  # 2, first: per-cycle data (framework.PreScorePolicy)
         profile = plugin.pre_score(snapshot, profile, session.plugins)
     cycle = start(snapshot, profile, index, queues, queueing, session)  # 2
+    cycle.plan.pending.update(held)
     for job in order(cycle):  # 1
         if admit(cycle, job):  # 3a
             place(cycle, job)  # 3b, 3c

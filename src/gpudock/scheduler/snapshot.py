@@ -84,6 +84,7 @@ class JobRequest:
     tolerations: tuple[Toleration, ...] = ()
     topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node
     memory: int | None = None  # host memory bytes per node (the container's limit)
+    held_by: str | None = None  # held back by this user (``scheduler/hold.py``)
 
     @property
     def shared(self) -> bool:

@@ -50,12 +50,7 @@ class JobService:
         check_member(principal, spec.queue, queues)
         self._check_mounts(spec)
         self._check_env(spec)
-        if spec.gpu_memory is not None and spec.gpus == 0:  # else silently a CPU-only job
-            raise InvalidInput(
-                "gpu_memory is a share of each of the job's GPUs: give gpus (1 or more) "
-                "with it, or leave it out for a CPU-only job",
-                field="gpu_memory",
-            )
+        self._check_shares(spec)
         spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
         spec = with_defaults(spec, self.ctx.config.job_defaults)  # stored: counted and limits
         self._check_feasible(spec)
@@ -195,6 +190,15 @@ class JobService:
             check_job_env(spec.env, self.ctx.config.executor.driver_capabilities)
         except EnvRefused as exc:
             raise InvalidInput(str(exc), field="env") from None
+
+    def _check_shares(self, spec: JobSpec) -> None:
+        """A GPU memory share needs GPUs to be a share of (else silently a CPU-only job)."""
+        if spec.gpu_memory is not None and spec.gpus == 0:
+            raise InvalidInput(
+                "gpu_memory is a share of each of the job's GPUs: give gpus (1 or more) "
+                "with it, or leave it out for a CPU-only job",
+                field="gpu_memory",
+            )
 
     def _check_feasible(self, spec: JobSpec) -> None:
         """Raise ``Infeasible`` when ``never_fits`` says no node could ever hold the job.

@@ -176,7 +176,8 @@ def transition(
 ) -> bool:
     """Move a job from ``expected`` to ``target`` if it is still in ``expected``.
 
-    Returns False (and changes nothing) when another writer moved it first.
+    Returns False (and changes nothing) when another writer moved it first,
+    or when a held job (``held_by``) would be ALLOCATED.
     Raises ``IllegalTransition`` for moves the state machine forbids. When the
     job leaves the resource-holding states its GPUs are released; when it is
     requeued to PENDING its attempt counter grows.
@@ -210,11 +211,11 @@ def transition(
             stop_requested_by=None,
             preempted_for=None,
         )
+    guard = [JobRow.id == job_id, JobRow.state == expected.value]
+    if target is JobState.ALLOCATED:
+        guard.append(JobRow.held_by.is_(None))  # a held job is never placed
     result = session.execute(
-        update(JobRow)
-        .where(JobRow.id == job_id, JobRow.state == expected.value)
-        .values(**values)
-        .execution_options(synchronize_session=False)
+        update(JobRow).where(*guard).values(**values).execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return False
@@ -277,7 +278,8 @@ def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]
 def request_stop(
     session: Session, job_id: int, kind: str, by: str, now: float | None = None
 ) -> bool:
-    """Flag an active job to be stopped (``cancel`` or ``max_runtime``). First flag wins.
+    """Flag an active job to be stopped (``cancel``, ``max_runtime`` or ``requeue``).
+    First flag wins.
 
     A ``max_runtime`` stop given ``now`` records a ``job.watchdog_kill`` event.
     """
@@ -390,6 +392,8 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         gpu_memory_per_gpu=allocs[0].memory if allocs else None,
         array_id=row.array_id,
         array_index=row.array_index,
+        held_by=row.held_by,
+        held_at=row.held_at,
     )
 
 

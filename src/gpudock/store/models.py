@@ -73,6 +73,8 @@ class JobRow(Base):
     stop_requested: Mapped[str | None] = mapped_column(String(16))
     stop_requested_by: Mapped[str | None] = mapped_column(String(128))
     preempted_for: Mapped[int | None] = mapped_column(Integer)  # the preemptor's job id
+    held_by: Mapped[str | None] = mapped_column(String(128))  # a held PENDING job is not scheduled
+    held_at: Mapped[float | None] = mapped_column(Float)
 
     submitted_at: Mapped[float] = mapped_column(Float)
     allocated_at: Mapped[float | None] = mapped_column(Float)

@@ -124,6 +124,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.tolerations,
             JobRow.topology,
             JobRow.spec["memory"].as_float().label("memory"),
+            JobRow.held_by,
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -150,6 +151,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
                 tolerations=_tolerations(r.tolerations),
                 topology=r.topology,
                 memory=None if r.memory is None else round(r.memory),
+                held_by=r.held_by,
             )
         )
     return tuple(out)

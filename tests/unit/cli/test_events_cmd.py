@@ -89,3 +89,15 @@ def test_the_command_module_imports_nothing_server_side() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_job_change_reads_as_what_was_done_by_whom() -> None:
+    from gpudock.cli.events_cmd import summary
+
+    held = {"type": "job.changed", "payload": {"action": "hold", "by": "alice"}}
+    updated = {
+        "type": "job.changed",
+        "payload": {"action": "update", "by": "bob", "changes": {"gpus": 2}},
+    }
+    assert summary(held) == "hold by alice"
+    assert summary(updated) == "update by bob: gpus=2"

@@ -27,6 +27,12 @@ CLIENT_COMMANDS = [
     ["submit", "--gpus", "1", "img"],
     ["jobs", "--start", "--expand"],
     ["submit", "--array", "0-3%2", "--after", "1", "--after-ok", "2", "img"],
+    ["submit", "--follow", "img"],
+    ["hold", "1"],
+    ["release", "1"],
+    ["requeue", "1"],
+    ["update", "1", "--gpus", "2"],
+    ["exec", "1", "--", "true"],
 ]
 
 

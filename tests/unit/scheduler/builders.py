@@ -124,6 +124,11 @@ class JobBuilder:
         self._job = replace(self._job, memory=parse_size(size))
         return self
 
+    def held_by(self, user: str) -> JobBuilder:
+        """Held back from scheduling (``gpudock hold``) by ``user``."""
+        self._job = replace(self._job, held_by=user)
+        return self
+
     def build(self) -> JobRequest:
         return self._job
 

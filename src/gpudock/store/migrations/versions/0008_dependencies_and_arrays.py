@@ -1,7 +1,7 @@
 """dependencies and job arrays: after / after_ok ids, array id, index and limit
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 
 Five nullable columns on ``jobs`` and an index on ``array_id``, added with
 plain ``ADD COLUMN`` (no table rebuild, so no ``ON DELETE CASCADE`` row of
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
