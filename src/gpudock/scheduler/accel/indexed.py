@@ -54,6 +54,7 @@ from functools import cached_property
 from typing import TypeVar
 
 from gpudock.core.job import PendingReason
+from gpudock.scheduler.accel.boards import Boards
 from gpudock.scheduler.accel.catalog import (
     Catalog,
     CatalogMemo,
@@ -70,6 +71,7 @@ from gpudock.scheduler.accel.index import (
     PricedShares,
     WholeKey,
 )
+from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.capacity import CycleState, left_after
 from gpudock.scheduler.equivalence import (
     EquivalenceCache,
@@ -87,7 +89,9 @@ from gpudock.scheduler.policies.gpu_topology import GpuTopology
 from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth, health_reason
 from gpudock.scheduler.policies.spread import Spread
+from gpudock.scheduler.preemption import VictimFinder, could_fit_if_freed
 from gpudock.scheduler.pricing import SharePricing, priced
+from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -112,6 +116,13 @@ def unknown_filters(profile: Profile) -> tuple[FilterPolicy, ...]:
     return tuple(f for f in profile.filters if type(f) not in _FILTERS)
 
 
+def last_filters(profile: Profile) -> bool:
+    """True when every unknown filter of ``profile`` comes after every built-in one: then an
+    unknown filter is run, in the generic path, only on nodes every built-in admits."""
+    known = [type(f) in _FILTERS for f in profile.filters]
+    return True not in known[known.index(False) :] if False in known else True
+
+
 class ExtraFilters:
     """The unknown filters of a profile, run on the index's candidates for one key.
 
@@ -122,7 +133,9 @@ class ExtraFilters:
     found blocked is not taken as blocked for the rest of the cycle (an
     unknown filter need not be monotone in capacity). ``reasons`` are the
     generic path's (``KeyVerdicts``, built on first need, then caught up):
-    every filter's own rejection status feeds step 4 exactly as there.
+    every filter's own rejection status feeds step 4 exactly as there. One
+    ``ExtraFilters`` serves every job with the key, and so does its answer to
+    "do the unknown filters admit every node they see" (``_admits_all``).
     """
 
     def __init__(self, job: JobRequest, state: CycleState, profile: Profile) -> None:
@@ -136,6 +149,7 @@ class ExtraFilters:
         self.vetoed = False
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
         self._all = (-1, False)  # (``len(state.changes)``, ``_admits_all``)
+        self._last = last_filters(profile)  # unknown filters see only what built-ins admit
 
     def passes(self, name: str) -> bool:
         """Whether every unknown filter admits node ``name`` now."""
@@ -157,14 +171,17 @@ class ExtraFilters:
                 ok.pop(changed, None)
             self._seen = len(changes)
 
-    def _admits_all(self) -> bool:
-        """Whether the unknown filters admit every node now (memoized until a reservation)."""
+    def _admits_all(self, candidates: Callable[[], Iterable[str]]) -> bool:
+        """Whether the unknown filters admit every node they are run on now (memoized until
+        a reservation). When they come after every built-in filter (``last_filters``), they
+        run only on the nodes the built-ins admit, a subset of ``candidates()`` (the
+        index's feasible nodes: none, usually, for a blocked key); else on every node."""
         now = len(self._state.changes)
         if self._all[0] != now:
             self._sync()
             ok, nodes, job, filters = self._ok, self._state.nodes, self._job, self._filters
             admitted = True
-            for name in self._state.views:
+            for name in candidates() if self._last else self._state.views:
                 verdict = ok.get(name)
                 if verdict is None:
                     node = nodes[name]
@@ -184,12 +201,17 @@ class ExtraFilters:
         self.none_at = len(self._state.changes) if name is None else -1
         return name
 
-    def reasons(self, indexed: Callable[[], list[PendingReason]]) -> list[PendingReason]:
+    def reasons(
+        self,
+        indexed: Callable[[], list[PendingReason]],
+        candidates: Callable[[], Iterable[str]],
+    ) -> list[PendingReason]:
         """The generic path's reasons for this key, on the current state: ``indexed`` (the
         index's own, worded from the built-in filters alone) when the unknown filters admit
-        every node, for then each node's first failing filter is a built-in one; else a
-        ``KeyVerdicts``'s. Only the nodes reserved on since the last call are re-checked."""
-        if self._admits_all():
+        every node they are run on, for then each node's first failing filter is a built-in
+        one; else a ``KeyVerdicts``'s. ``candidates``: every node the built-in filters admit
+        now, or more (``_admits_all``). Only the nodes reserved on since are re-checked."""
+        if self._admits_all(candidates):
             return indexed()
         if self._generic is None:
             self._generic = KeyVerdicts(self._job, self._state, self._profile)
@@ -349,8 +371,14 @@ class IndexedVerdicts:
         With unknown filters, the generic path's own (``ExtraFilters.reasons``).
         """
         if self._extra is not None:
-            return self._extra.reasons(self._indexed_reasons)
+            return self._extra.reasons(self._indexed_reasons, self._feasible)
         return self._indexed_reasons()
+
+    def _feasible(self) -> Iterator[str]:
+        """Every node the built-in filters admit now (``ExtraFilters.reasons``): for a job
+        asking for CPUs, every node with room for its GPUs (the ones ``CpuVerdicts`` walks)."""
+        self._catalog.catch_up(self._class)
+        return (name for _, name in walk(self._class, self._job))
 
     def _indexed_reasons(self) -> list[PendingReason]:
         """``reasons`` as the built-in filters alone word them."""
@@ -561,8 +589,14 @@ class CpuVerdicts:
         ``gpu_capacity`` the others (``IndexedVerdicts._explain``). Memoized until the
         next reservation. With unknown filters, the generic path's own."""
         if self._extra is not None:
-            return self._extra.reasons(self._indexed_reasons)
+            return self._extra.reasons(self._indexed_reasons, self._feasible)
         return self._indexed_reasons()
+
+    def _feasible(self) -> Iterator[str]:
+        """``IndexedVerdicts._feasible``: the nodes with room for the job's GPUs (more than
+        the built-in filters admit: ``cpu_capacity`` may reject some; a superset is safe)."""
+        self._catalog.catch_up(self._class)
+        return (name for _, name in self._walk())
 
     def _indexed_reasons(self) -> list[PendingReason]:
         """``reasons`` as the built-in filters alone word them."""
@@ -892,3 +926,14 @@ class CapacityIndex:
         if indexable(profile):
             return IndexedCache(state, profile, session.catalog)
         return EquivalenceCache(state, profile)
+
+    def victims(
+        self, state: CycleState, running: RunningIndex, session: SchedulerSession
+    ) -> VictimFinder:
+        """``Boards`` over a ``VictimSearch`` (``victims.py``): ``choose_victims``' answers
+        without trying every node for every job."""
+        views = state.views
+        search = VictimSearch(
+            state, running, lambda job, name: could_fit_if_freed(job, views[name]), session.victims
+        )
+        return Boards(search)
