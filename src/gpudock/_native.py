@@ -29,12 +29,13 @@ from pathlib import Path
 from types import ModuleType
 
 MODULES: tuple[str, ...] = (
+    "gpudock.scheduler.accel.boards",
     "gpudock.scheduler.accel.catalog",
     "gpudock.scheduler.accel.index",
     "gpudock.scheduler.accel.indexed",
+    "gpudock.scheduler.accel.victims",
     "gpudock.scheduler.admission",
     "gpudock.scheduler.backfill",
-    "gpudock.scheduler.boards",
     "gpudock.scheduler.capacity",
     "gpudock.scheduler.cycle",
     "gpudock.scheduler.equivalence",
@@ -50,7 +51,7 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.running",
     "gpudock.scheduler.snapshot",
     "gpudock.scheduler.topology",
-    "gpudock.scheduler.victims",
+    "gpudock.scheduler.victim_sets",
     "gpudock.sim.engine",
     "gpudock.sim.estimate",
     "gpudock.sim.policies",
