@@ -27,7 +27,7 @@ from gpudock.scheduler.snapshot import NodeView, RunningJob, Snapshot
 
 from .builders import make_job, make_node, make_running, make_snapshot
 from .test_reuse import assert_same_plans_as_keeping_nothing
-from .test_victim_search import blocked_jobs, clusters
+from .accel.test_victim_search import blocked_jobs, clusters
 
 
 @st.composite
