@@ -11,7 +11,7 @@ verdicts (``equivalence.py``, ``indexed.py``) re-evaluate just that node.
 A node's ``NodeState`` is copied from its ``NodeView`` on first access, so a
 cycle that touches few nodes (the capacity index reads the views) does not
 pay for copying every GPU. ``CycleState.fit`` summarises a node's capacity
-(``index.NodeFit``) once per change, for every reader of the cycle.
+(``node_fit.NodeFit``) once per change, for every reader of the cycle.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from operator import attrgetter
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
-from gpudock.scheduler.accel.index import ANY_MODEL, NodeFit, node_fit, refit
+from gpudock.scheduler.node_fit import ANY_MODEL, NodeFit, node_fit, refit
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement
 
 
