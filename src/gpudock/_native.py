@@ -48,6 +48,7 @@ MODULES: tuple[str, ...] = (
     "gpudock.scheduler.feasibility",
     "gpudock.scheduler.framework",
     "gpudock.scheduler.node_fit",
+    "gpudock.scheduler.node_state",
     "gpudock.scheduler.placing",
     "gpudock.scheduler.policies.gpu_picker",
     "gpudock.scheduler.policies.priority_fifo",
