@@ -81,6 +81,9 @@ class ExtraFilters:
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
         self._all = (-1, False)  # (``len(state.changes)``, ``_admits_all``)
         self._last = last_filters(profile)  # unknown filters see only what built-ins admit
+        self._rejected: set[str] = set()  # the nodes whose verdict in ``_ok`` is False
+        self._scanned = False  # every node has had a verdict (``_admits_all``, not last)
+        self._since: set[str] = set()  # once scanned: the nodes changed since
 
     def passes(self, name: str) -> bool:
         """Whether every unknown filter admits node ``name`` now."""
@@ -89,37 +92,53 @@ class ExtraFilters:
         if verdict is None:
             job, node = self._job, self._state.nodes[name]
             verdict = self._ok[name] = all(f.filter(job, node).ok for f in self._filters)
+            if not verdict:
+                self._rejected.add(name)
         if not verdict:
             self.vetoed = True
+        return verdict
+
+    def _verdict(self, name: str) -> bool:
+        """``passes(name)`` without syncing or recording a veto."""
+        verdict = self._ok.get(name)
+        if verdict is None:
+            job, node = self._job, self._state.nodes[name]
+            verdict = self._ok[name] = all(f.filter(job, node).ok for f in self._filters)
+            if not verdict:
+                self._rejected.add(name)
         return verdict
 
     def _sync(self) -> None:
         """Forget the verdicts of the nodes reserved on since the last call."""
         changes = self._state.changes
         if self._seen != len(changes):
-            ok = self._ok
-            for changed in changes[self._seen :]:
+            ok, rejected = self._ok, self._rejected
+            fresh = changes[self._seen :]
+            for changed in fresh:
                 ok.pop(changed, None)
+                rejected.discard(changed)
+            if self._scanned:
+                self._since.update(fresh)
             self._seen = len(changes)
 
     def _admits_all(self, candidates: Callable[[], Iterable[str]]) -> bool:
         """Whether the unknown filters admit every node they are run on now (memoized until
         a reservation). When they come after every built-in filter (``last_filters``), they
         run only on the nodes the built-ins admit, a subset of ``candidates()`` (the
-        index's feasible nodes: none, usually, for a blocked key); else on every node."""
+        index's feasible nodes: none, usually, for a blocked key). Else on every node: all
+        of them once, then only those reserved on since (the rejected ones are counted)."""
         now = len(self._state.changes)
         if self._all[0] != now:
             self._sync()
-            ok, nodes, job, filters = self._ok, self._state.nodes, self._job, self._filters
-            admitted = True
-            for name in candidates() if self._last else self._state.views:
-                verdict = ok.get(name)
-                if verdict is None:
-                    node = nodes[name]
-                    verdict = ok[name] = all(f.filter(job, node).ok for f in filters)
-                if not verdict:
-                    admitted = False
-                    break
+            verdict = self._verdict
+            if self._last:
+                admitted = all(verdict(name) for name in candidates())
+            else:
+                for name in self._since if self._scanned else self._state.views:
+                    verdict(name)
+                self._scanned = True
+                self._since.clear()
+                admitted = not self._rejected
             self._all = (now, admitted)
         return self._all[1]
 
