@@ -136,7 +136,7 @@ def test_an_edited_source_is_never_shadowed_by_its_stale_compiled_module(
     assert fresh["compiled"] is True, fresh["status"]
     assert all(str(f).endswith(".so") for f in fresh["files"])  # type: ignore[attr-defined]
 
-    edited = root / "gpudock" / "scheduler" / "boards.py"
+    edited = root / "gpudock" / "scheduler" / "accel" / "boards.py"
     edited.write_text(edited.read_text() + "\n# edited after the build\n")
     stale = _python(_WHICH, pure=False, path=root)
     assert stale["compiled"] is False

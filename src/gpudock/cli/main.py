@@ -155,7 +155,6 @@ def submit(
         print(job["id"], flush=True)
         if job.get("array_id") is not None:
             note(f"job array {job['id']}: one task per index of {job['spec']['array']}")
-        print(job["id"], flush=True)
     if follow:
         raise typer.Exit(watch_cmd.follow(job["id"]))
 

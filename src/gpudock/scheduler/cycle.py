@@ -83,7 +83,6 @@ from gpudock.scheduler.snapshot import (
     Plan,
     Snapshot,
 )
-from gpudock.scheduler.victims import VictimMemo
 
 __all__ = ["collector_paused", "run_cycle", "schedule"]
 
@@ -191,7 +190,8 @@ class Cycle:
     walks: tuple[Walk[JobRequest], ...]  # the queueing strategies' walks (step 1, 3a)
     reserves: bool  # False when a strategy forbids EASY reservations
     holders: RunningOn  # for the EASY reservation (step 3c)
-    victims: VictimMemo  # the session's, for step 5
+    accelerator: Accelerator  # for step 5's victim finder
+    session: SchedulerSession
     plan: Plan = field(default_factory=Plan)
     blocked: list[JobRequest] = field(default_factory=list)  # no node could take them
     quota_blocked: list[JobRequest] = field(default_factory=list)  # refused; may reclaim
@@ -250,7 +250,8 @@ def start(
         walks=tuple(s.walk(borrows) for s in chosen),
         reserves=all(s.reserves for s in chosen),
         holders=RunningOn(running),
-        victims=session.victims,
+        accelerator=accelerator,
+        session=session,
     )
 
 
@@ -415,7 +416,7 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
         cycle.admission,
         quota_blocked,
         cycle.running,
-        cycle.victims,
+        cycle.accelerator.victims(cycle.state, cycle.running, cycle.session),
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():

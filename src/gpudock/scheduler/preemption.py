@@ -16,9 +16,10 @@ answers "which eligible victims, on which node, lose the least work":
 A victim is never one that is already stopping, not preemptible, or younger
 than its ``min_runtime``; ``eligible`` need not check those.
 
-``choose_victims`` is the definition; step 5 (``plan_preemptions``) gets
-the same answers from ``victims.VictimSearch``, which does not try every
-node for every blocked job.
+``choose_victims`` is the definition, and ``Definition`` answers step 5
+(``plan_preemptions``) with it; the registry's accelerator gives the same
+answers through the same ``VictimFinder`` Protocol without trying every node
+for every blocked job (``accel/victims.py``).
 """
 
 from __future__ import annotations
@@ -27,17 +28,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.boards import Boards
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
 from gpudock.scheduler.policies.node_affinity import admits
 from gpudock.scheduler.release import Release, pick_victims
 from gpudock.scheduler.running import RunningIndex, victim_order
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
 from gpudock.scheduler.topology import largest_group
-from gpudock.scheduler.victims import VictimMemo, VictimSearch, VictimSet, cost_of, preemptible_now
+from gpudock.scheduler.victim_sets import VictimSet, cost_of, preemptible_now
 
 __all__ = [
+    "Definition",
     "Reclaimer",
+    "VictimFinder",
     "VictimSet",
     "choose_victims",
     "could_fit_if_freed",
@@ -62,7 +64,7 @@ def choose_victims(
 
     ``nodes`` are the nodes that pass every filter except capacity;
     ``holders[node]`` the running jobs holding GPUs there. The definition;
-    the cycle gets the same answers from ``victims.VictimSearch``.
+    the cycle gets the same answers from its accelerator's ``VictimFinder``.
     """
     best: tuple[tuple[float, int, float, str], VictimSet] | None = None
     for node in nodes:
@@ -139,6 +141,66 @@ class Reclaimer(Protocol):
         ...
 
 
+class VictimFinder(Protocol):
+    """Step 5's victim sets for the blocked jobs of one cycle, victims taken as it goes.
+
+    ``Definition`` is the reference; an accelerator's finder (``acceleration.py``)
+    must give its answers, job after job. The cycle's capacity does not change
+    while a finder is used.
+    """
+
+    @property
+    def floor(self) -> Mapping[str, int]:
+        """Per queue, at most the lowest priority of a candidate (a job that is
+        ``preemptible_now``); a queue without one may be missing."""
+        ...
+
+    def choose(self, job: JobRequest) -> VictimSet | None:
+        """The priority kind: ``choose_victims`` over the nodes ``could_fit_if_freed``,
+        with candidates of ``job``'s queue of a lower priority, not yet taken."""
+        ...
+
+    def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
+        """The reclaim kind: ``choose_victims`` with the candidates ``eligible`` admits,
+        not yet taken."""
+        ...
+
+    def take(self, choice: VictimSet) -> None:
+        """The victims of ``choice`` are taken: no later answer of the cycle holds them."""
+        ...
+
+
+class Definition:
+    """``VictimFinder`` by the definition: ``choose_victims`` on every node, per job."""
+
+    def __init__(self, state: CycleState, running: RunningIndex) -> None:
+        self._state = state
+        self._now = running.now
+        self._running = running.running
+        self._taken: set[int] = set()
+        floor: dict[str, int] = {}
+        for victim in self._running:
+            if preemptible_now(victim, self._now):
+                floor[victim.queue] = min(victim.priority, floor.get(victim.queue, victim.priority))
+        self._floor = floor
+
+    @property
+    def floor(self) -> Mapping[str, int]:
+        return self._floor
+
+    def choose(self, job: JobRequest) -> VictimSet | None:
+        return self.any_rule(job, lambda v: v.queue == job.queue and v.priority < job.priority)
+
+    def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
+        taken, nodes = self._taken, self._state.nodes
+        holders = running_by_node([v for v in self._running if v.id not in taken])
+        usable = [nodes[n.name] for n in self._state.views.values() if could_fit_if_freed(job, n)]
+        return choose_victims(job, usable, holders, eligible, self._now)
+
+    def take(self, choice: VictimSet) -> None:
+        self._taken.update(choice.ids)
+
+
 def plan_preemptions(
     blocked: Sequence[JobRequest],
     state: CycleState,
@@ -147,7 +209,7 @@ def plan_preemptions(
     reclaim: Reclaimer | None = None,
     quota_blocked: Sequence[JobRequest] = (),
     index: RunningIndex | None = None,
-    memo: VictimMemo | None = None,
+    search: VictimFinder | None = None,
 ) -> tuple[list[Preemption], dict[int, PendingReason]]:
     """Step 5 of the cycle: preemptions for blocked jobs, highest order first.
 
@@ -163,20 +225,15 @@ def plan_preemptions(
     choosing more. Each victim is chosen at most once per cycle.
     ``quota_blocked`` jobs (refused because borrowers used up what could be
     lent) may only reclaim. Returns the preemptions and, per affected job, a
-    ``priority`` or ``fairness`` reason. Victims are found by
-    ``victims.VictimSearch``: the answers of ``choose_victims``, without
-    trying every node for every job. ``index`` is ``running`` at ``now``
-    indexed (``RunningIndex.of``), when the caller has it; ``memo`` what the
-    search keeps between the caller's cycles (``SchedulerSession.victims``).
+    ``priority`` or ``fairness`` reason. ``index`` is ``running`` at ``now``
+    indexed (``RunningIndex.of``), when the caller has it; ``search`` finds the
+    victims (the cycle's accelerator's; default ``Definition``: try every node).
     """
     if index is None:
         index = RunningIndex.of(running, now)
     stopping = index.preempted_for
-    views = state.views
-    search = VictimSearch(
-        state, index, lambda job, name: could_fit_if_freed(job, views[name]), memo
-    )
-    boards = Boards(search)
+    if search is None:
+        search = Definition(state, index)
     floor = search.floor  # per queue, the lowest priority that may be preempted now
     preemptions: list[Preemption] = []
     reasons: dict[int, PendingReason] = {}
@@ -185,7 +242,7 @@ def plan_preemptions(
             reasons[job.id] = _waiting(stopping[job.id])
             continue
         if may_priority_preempt(job, floor):
-            choice = boards.choose(job)
+            choice = search.choose(job)
             if choice is not None:
                 search.take(choice)
                 why = f"job {job.id} (priority {job.priority})"
@@ -219,7 +276,7 @@ def may_priority_preempt(job: JobRequest, floor: Mapping[str, int]) -> bool:
 
 def _reclaim(
     job: JobRequest,
-    search: VictimSearch,
+    search: VictimFinder,
     reclaim: Reclaimer,
     preemptions: list[Preemption],
     reasons: dict[int, PendingReason],

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from gpudock.scheduler.accel.index import NodeFit
 from gpudock.scheduler.capacity import AnyGpu, model_name_matches, usable_now
+from gpudock.scheduler.node_fit import NodeFit
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 from gpudock.scheduler.topology import group_of
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudock.scheduler.accel.catalog import CatalogMemo
+from gpudock.scheduler.accel.victims import VictimMemo
 from gpudock.scheduler.capacity import FitMemo
 from gpudock.scheduler.framework import PluginState
 from gpudock.scheduler.running import RunningMemo
-from gpudock.scheduler.victims import VictimMemo
 
 
 @dataclass(slots=True)

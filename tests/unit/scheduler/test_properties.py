@@ -119,7 +119,7 @@ configs = st.sampled_from(
     [
         SchedulerConfig(placement="binpack"),
         SchedulerConfig(placement="spread"),
-        SchedulerConfig(  # binpack without its share prices (scheduler/pricing.py)
+        SchedulerConfig(  # binpack without its share prices (policies/share_price/)
             policies=PoliciesConfig(
                 scorers=[ScorerWeight(name="binpack", options={"price_shares": False})]
             )

@@ -21,10 +21,10 @@ from gpudock.scheduler.framework import Profile
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Plan, RunningJob, Snapshot
 
+from .accel.test_victim_search import blocked_jobs, clusters
 from .builders import make_job, make_node, make_running, make_snapshot
 from .test_properties import configs, snapshots
 from .test_queue_properties import scenario
-from .test_victim_search import blocked_jobs, clusters
 
 
 def assert_same_decisions(

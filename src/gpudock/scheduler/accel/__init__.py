@@ -1,7 +1,9 @@
 """Speed-ups of the reference scheduler, behind ``scheduler/acceleration.py``'s ``Accelerator``.
 
-``index``, ``catalog`` and ``indexed``: the capacity index, which answers steps 3b and 4
-from buckets of nodes by free capacity (``indexed.CapacityIndex``, named by
-``registry.ACCELERATOR``). Only the registry and the session import this package;
+``indexed.CapacityIndex`` (named by ``registry.ACCELERATOR``) answers steps 3b and 4
+from buckets of nodes by free capacity (``index``, ``priced_shares``, ``catalog``; the
+verdicts in ``indexed``, ``verdicts``, ``cpu_verdicts``, ``walks``, and ``extra`` for the
+filters it does not know) and step 5 from a best-first victim search (``victims``,
+``boards``). Only the registry, the session and this package's tests import it;
 policies never do.
 """

@@ -2,8 +2,8 @@
 
 A *model class* is the set of GPU product names one model constraint matches
 (a ``frozenset``), or ``ANY_MODEL`` for jobs without one. ``NodeFit``
-summarises a node for a class with the few numbers the built-in filters and
-scorers read. ``ClassIndex`` keeps the class's available nodes in buckets:
+(``scheduler/node_fit.py``) summarises a node for a class with the few numbers
+the built-in filters and scorers read. ``ClassIndex`` keeps the class's available nodes in buckets:
 
 * whole-GPU jobs, by ``(GPUs of the class, idle ones, idle GPUs on the
   node)``: a job of ``g`` GPUs looks only at buckets with ``idle >= g`` and
@@ -19,186 +19,56 @@ bucket structure moves it the next time it is read (O(log nodes)). Building
 an index costs O(nodes); ``ClassIndex.copy`` is the cheap way to start a
 cycle from an index brought up to date (``catalog.py`` keeps the last
 cycle's). ``catalog.py`` assembles classes from indexes, ``indexed.py``
-turns their answers into verdicts; ``tests/unit/scheduler/accel/test_indexed.py``
+turns their answers into verdicts, ``priced_shares.py`` orders one-GPU shares by
+price; ``tests/unit/scheduler/accel/test_indexed.py``
 checks them against the generic path.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
-from heapq import heapify, heappop, heappush
+from collections.abc import Callable
 from itertools import groupby
 from operator import itemgetter
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
-ModelClass = frozenset[str] | None
-ANY_MODEL: ModelClass = None
+from gpudock.scheduler.accel.priced_shares import PricedEntry, PricedShares, distinct
+from gpudock.scheduler.node_fit import (
+    ANY_MODEL,
+    GpuKey,
+    GpuLike,
+    ModelClass,
+    NodeFit,
+    WholeKey,
+    class_fit,
+    node_fit,
+    refit,
+)
 
-WholeKey = tuple[int, int, int]  # (GPUs of the class, idle ones, idle GPUs on the node)
-GpuKey = tuple[int, ...]
-"""``(memory_total, free bytes)`` of a GPU shares may use. Typed as a tuple of any length so
-that compiled code passes the objects as they are: it unboxes a fixed-length tuple into
-its fields and boxes it again (a new tuple and ints) wherever it is used as a dict key."""
-PricedEntry = tuple[Any, ...]
-"""``(free shareable memory on the node, name, stamp)`` in ``PricedShares``' heaps (any
-length: see ``GpuKey``)."""
+__all__ = [  # this module's own, and those of the modules it was split into
+    "ANY_MODEL",
+    "PRICED",
+    "Buckets",
+    "ClassIndex",
+    "GpuKey",
+    "GpuLike",
+    "ModelClass",
+    "NodeFit",
+    "PricedEntry",
+    "PricedShares",
+    "SharedEntry",
+    "WholeKey",
+    "class_fit",
+    "distinct",
+    "node_fit",
+    "refit",
+]
+
 PRICED = 0
 """In ``ClassIndex.shapes``: ``priced`` has been asked for (no shared job has 0 GPUs)."""
 K = TypeVar("K")
 E = TypeVar("E", str, tuple[int, str])
 SharedEntry = tuple[int, str]  # (free memory on the node, negated for spread; name)
-
-
-class GpuLike(Protocol):
-    """What a summary reads of a GPU: a ``GpuView`` or a ``GpuState``."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def memory_total(self) -> int: ...
-    @property
-    def used_memory(self) -> int: ...
-    @property
-    def exclusive(self) -> bool: ...
-    @property
-    def shared_jobs(self) -> int: ...
-    @property
-    def healthy(self) -> bool: ...
-
-
-class NodeFit(NamedTuple):
-    """One node's capacity for one model class, as the built-in policies see it.
-
-    ``total``: GPUs of the class, healthy or not; ``idle``: healthy idle ones
-    (``GpuState.idle``); ``frees``: free memory of each healthy GPU of the
-    class not held exclusively, largest first; ``sizes``: memory of each GPU
-    of the class, largest first. ``idle_all`` and ``free_all`` are the whole
-    node's ``NodeState.idle_gpus`` and ``free_memory`` (what scorers read).
-    ``only_name``: the product name when all the node's GPUs share one.
-    ``shares``: ``(memory_total, free)`` of each healthy GPU of the class not held
-    exclusively, in GPU order (``pricing.Pair``: what share prices read).
-    """
-
-    total: int
-    idle: int
-    frees: tuple[int, ...]
-    sizes: tuple[int, ...]
-    idle_all: int
-    free_all: int
-    only_name: str | None
-    shares: tuple[GpuKey, ...] = ()
-
-    @property
-    def whole_key(self) -> WholeKey:
-        """Its bucket for whole-GPU jobs: ``(total, idle, idle_all)``."""
-        return (self.total, self.idle, self.idle_all)
-
-    def shared_level(self, gpus: int) -> int | None:
-        """The largest share that ``gpus`` GPUs of the class can each take now; None: none can.
-
-        ``GpuCapacity`` passes a shared job of ``gpus`` GPUs and share ``s``
-        iff ``gpus`` GPUs have ``s`` free now and ``gpus`` GPUs have at least
-        ``s`` in all: iff ``s <= shared_level(gpus)``.
-        """
-        if len(self.frees) < gpus:
-            return None
-        free, size = self.frees[gpus - 1], self.sizes[gpus - 1]
-        return free if free < size else size
-
-
-_fit = tuple.__new__
-"""``NodeFit(*fields)`` without the Python-level ``__new__`` of a named tuple (hot paths)."""
-
-
-def node_fit(gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
-    """Summarise one node's GPUs for one model class (``ANY_MODEL``: all of them)."""
-    if members is None:
-        return _any_fit(gpus)
-    total = idle = idle_all = free_all = 0
-    frees: list[int] = []
-    sizes: list[int] = []
-    pairs: list[GpuKey] = []
-    names: set[str] = set()
-    for g in gpus:
-        names.add(g.name)
-        shareable = g.healthy and not g.exclusive
-        is_idle = shareable and g.shared_jobs == 0 and g.used_memory == 0
-        free = g.memory_total - g.used_memory
-        idle_all += is_idle
-        if shareable:
-            free_all += free
-        if g.name in members:
-            total += 1
-            idle += is_idle
-            sizes.append(g.memory_total)
-            if shareable:
-                frees.append(free)
-                pairs.append((g.memory_total, free))
-    frees.sort(reverse=True)
-    sizes.sort(reverse=True)
-    only = next(iter(names)) if len(names) == 1 else None
-    return NodeFit(total, idle, tuple(frees), tuple(sizes), idle_all, free_all, only, tuple(pairs))
-
-
-def _any_fit(gpus: Iterable[GpuLike]) -> NodeFit:
-    """``node_fit(gpus, ANY_MODEL)``: the same sums, in the loop every cycle runs per node."""
-    idle = free_all = 0
-    frees: list[int] = []
-    sizes: list[int] = []
-    pairs: list[GpuKey] = []
-    first: str | None = None
-    only = True
-    for g in gpus:
-        if first is None:
-            first = g.name
-        elif only and g.name != first:
-            only = False
-        size = g.memory_total
-        sizes.append(size)
-        if g.healthy and not g.exclusive:
-            used = g.used_memory
-            frees.append(size - used)
-            pairs.append((size, size - used))
-            free_all += size - used
-            if g.shared_jobs == 0 and used == 0:
-                idle += 1
-    frees.sort(reverse=True)
-    sizes.sort(reverse=True)
-    name = first if only else None
-    return _fit(
-        NodeFit,
-        (len(sizes), idle, tuple(frees), tuple(sizes), idle, free_all, name, tuple(pairs)),
-    )
-
-
-def refit(old: NodeFit, gpus: Iterable[GpuLike], idle_all: int, free_all: int) -> NodeFit:
-    """``node_fit(gpus, ANY_MODEL)`` after a reservation changed the node, given ``old``.
-
-    Reservations change no GPU's name or size, so ``total``, ``sizes`` and
-    ``only_name`` carry over; ``idle_all`` and ``free_all`` are the node's
-    refreshed ``NodeState`` counters.
-    """
-    pairs = tuple(
-        (g.memory_total, g.memory_total - g.used_memory)
-        for g in gpus
-        if g.healthy and not g.exclusive
-    )
-    frees = [free for _, free in pairs]
-    frees.sort(reverse=True)
-    fields = (old.total, idle_all, tuple(frees), old.sizes, idle_all, free_all, old.only_name)
-    return _fit(NodeFit, (*fields, pairs))
-
-
-def class_fit(base: NodeFit, gpus: Iterable[GpuLike], members: ModelClass) -> NodeFit:
-    """``node_fit(gpus, members)``, reusing ``base`` (the ``ANY_MODEL`` fit) when it is the same."""
-    if members is None:
-        return base
-    if base.only_name is not None or base.total == 0:  # one product name, or no GPUs
-        if base.only_name in members:
-            return base
-        return NodeFit(0, 0, (), (), base.idle_all, base.free_all, base.only_name)
-    return node_fit(gpus, members)
 
 
 class Buckets(Generic[K, E]):
@@ -427,125 +297,6 @@ class ClassIndex:
             structure._dirty.add(name)
         if self._priced is not None:
             self._priced.dirty.add(name)
-
-
-class PricedShares:
-    """Members under each distinct ``(memory_total, free)`` of their shareable GPUs
-    (``fit.shares``), each key's members in a min-heap by ``(free_all, name)``: how one-GPU
-    shares placed by price (``scheduler/pricing.py``) find nodes, in O(distinct keys).
-
-    The heaps are lazy. An entry is ``(free_all, name, stamp)``: ``stamp`` numbers the
-    member's states, so an entry is true while its member's stamp is still the one it
-    carries (``valid``). A member marked dirty whose shares or ``free_all`` changed gets a
-    new stamp and is pushed under its keys when next read (O(log members) each, nothing
-    removed); an untrue entry is dropped when it reaches a head (``head``) and skipped by
-    a reader walking a heap. Once more than half the entries are untrue the heaps are
-    rebuilt, so they stay O(members x keys) however long the index lives. ``log`` lists
-    the keys in the order their heaps were made (a key whose heap emptied and came back
-    is listed again), so that a reader can keep its own order of the keys and add only
-    new ones.
-    """
-
-    __slots__ = ("_heaps", "_of", "_size", "_stale", "_stamp", "dirty", "log")
-
-    def __init__(self, fits: dict[str, NodeFit]) -> None:
-        # member -> (its distinct keys, free_all, stamp)
-        self._of: dict[str, tuple[tuple[GpuKey, ...], int, int]] = {
-            name: (distinct(fit.shares), fit.free_all, 0) for name, fit in fits.items()
-        }
-        self.dirty: set[str] = set()
-        self._stamp = 0  # the last stamp given
-        self._heaps: dict[GpuKey, list[PricedEntry]] = {}  # lazy min-heaps (class doc)
-        self._size = 0  # entries in the heaps
-        self._stale = 0  # of which untrue
-        self._build()
-        self.log: list[GpuKey] = list(self._heaps)  # every key in order of its heap's creation
-
-    def _build(self) -> None:
-        """The heaps of ``_of``, with no untrue entry."""
-        heaps: dict[GpuKey, list[PricedEntry]] = {}
-        size = 0
-        for name, (keys, free_all, stamp) in self._of.items():
-            entry = (free_all, name, stamp)
-            size += len(keys)
-            for key in keys:
-                entries = heaps.get(key)
-                if entries is None:
-                    heaps[key] = [entry]
-                else:
-                    entries.append(entry)
-        for entries in heaps.values():
-            heapify(entries)
-        self._heaps, self._size, self._stale = heaps, size, 0
-
-    def copy(self, fits: dict[str, NodeFit]) -> PricedShares:
-        """An independent copy, after pushing the dirty members."""
-        heaps = self.read(fits)
-        clone = PricedShares({})
-        clone._heaps = {key: list(entries) for key, entries in heaps.items()}
-        clone._of = dict(self._of)
-        clone._stamp, clone._size, clone._stale = self._stamp, self._size, self._stale
-        clone.log = list(heaps)
-        return clone
-
-    @property
-    def heaps(self) -> dict[GpuKey, list[PricedEntry]]:
-        """Each key's heap (may hold untrue entries), as of the last ``read``."""
-        return self._heaps
-
-    def valid(self, entry: PricedEntry) -> bool:
-        """True when ``entry`` is true now (its member's state is the one it was pushed in)."""
-        stamp: int = entry[2]
-        return self._of[entry[1]][2] == stamp
-
-    def head(self, key: GpuKey) -> PricedEntry | None:
-        """The least ``(free_all, name)`` entry under ``key`` (untrue entries on top are
-        dropped), or None when no member is under it."""
-        entries = self._heaps.get(key)
-        if entries is None:
-            return None
-        of = self._of
-        while entries:
-            entry = entries[0]
-            if of[entry[1]][2] == entry[2]:
-                return entry
-            heappop(entries)
-            self._size -= 1
-            self._stale -= 1
-        del self._heaps[key]
-        return None
-
-    def read(self, fits: dict[str, NodeFit]) -> dict[GpuKey, list[PricedEntry]]:
-        """The heaps, after pushing each dirty member that changed under its keys."""
-        heaps, of = self._heaps, self._of
-        for name in self.dirty:
-            fit = fits[name]
-            keys, free_all = distinct(fit.shares), fit.free_all
-            old = of.get(name)
-            if old is not None:
-                if old[1] == free_all and old[0] == keys:
-                    continue
-                self._stale += len(old[0])
-            self._stamp += 1
-            of[name] = (keys, free_all, self._stamp)
-            entry = (free_all, name, self._stamp)
-            self._size += len(keys)
-            for key in keys:
-                target = heaps.get(key)
-                if target is None:
-                    heaps[key] = [entry]
-                    self.log.append(key)
-                else:
-                    heappush(target, entry)
-        self.dirty.clear()
-        if self._stale > 64 and 2 * self._stale > self._size:
-            self._build()
-        return self._heaps
-
-
-def distinct(keys: tuple[GpuKey, ...]) -> tuple[GpuKey, ...]:
-    """``keys`` without repeats, in first-seen order."""
-    return keys if len(keys) < 2 else tuple(dict.fromkeys(keys))
 
 
 _free_all = itemgetter(5)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.accel.indexed import indexable
+from gpudock.scheduler.accel.indexed import indexable, last_filters
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import SUCCESS, Profile, Rejection, Status
@@ -132,3 +132,12 @@ def test_an_unknown_filter_words_its_rejections_and_the_next_best_node_is_taken(
     plan = run_cycle(snapshot, profile)
     assert_placed(plan, 1, node="n1")  # binpack prefers n0 (3 idle), which is rejected
     assert plan == run_cycle(snapshot, profile, index=False)
+
+
+def test_unknown_filters_after_every_built_in_one_run_only_where_the_built_ins_admit() -> None:
+    profile = build_profile(SchedulerConfig())
+    extra = HashFilter(salt=1, share=4, never=False)
+    last = replace(profile, filters=(*profile.filters, extra))
+    first = replace(profile, filters=(extra, *profile.filters))
+    assert last_filters(last) and last_filters(profile)
+    assert not last_filters(first)

@@ -1,7 +1,8 @@
 """Step 5's victim search gives the answers of its definition, job after job.
 
-``plan_preemptions`` answers the priority kind with ``victims.VictimSearch``
-and ``boards.Board`` (bounds, best-first, victims taken as the cycle goes);
+The capacity index's ``VictimFinder`` answers the priority kind with
+``victims.VictimSearch`` and ``boards.Board`` (bounds, best-first, victims taken
+as the cycle goes);
 ``preemption.choose_victims`` is the definition: try every node. Here random
 nodes carry running jobs that hold whole GPUs or shares of them, of several
 queues, priorities, ages, some protected or already stopping; blocked jobs of
@@ -13,9 +14,14 @@ come in the order of computing them all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpudock.scheduler.accel.indexed import CapacityIndex
+from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.preemption import (
     Preemption,
@@ -25,10 +31,10 @@ from gpudock.scheduler.preemption import (
     running_by_node,
 )
 from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
-from gpudock.scheduler.victims import VictimSearch
 
-from .builders import GiB, gpu_uuid
+from ..builders import GiB, gpu_uuid
 
 TOTAL = 80 * GiB
 QUEUES = ["a", "b"]
@@ -157,8 +163,11 @@ def test_each_blocked_job_gets_the_victims_of_the_definition(
     cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
 ) -> None:
     nodes, running, now = cluster
-    preemptions, _ = plan_preemptions(blocked, CycleState(nodes), running, now)
+    state, index = CycleState(nodes), RunningIndex(running, now)
+    finder = CapacityIndex().victims(state, index, SchedulerSession())
+    preemptions, _ = plan_preemptions(blocked, state, running, now, None, (), index, finder)
     assert preemptions == by_definition(blocked, nodes, running, now)
+    assert plan_preemptions(blocked, CycleState(nodes), running, now)[0] == preemptions
 
 
 @settings(max_examples=300, deadline=None)
@@ -181,3 +190,31 @@ def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
                 every.append((bound, name))
         multis = search.multis(job)
         assert [multis.at(search, i) for i in range(len(every) + 1)] == [*sorted(every), None]
+
+
+@dataclass
+class OtherQueues:
+    """A ``Reclaimer`` whose every job may reclaim from the other queues' jobs."""
+
+    granted_to: list[int] = field(default_factory=list)
+
+    def reclaim_rule(self, job: JobRequest) -> Callable[[RunningJob], bool] | None:
+        return lambda victim: victim.queue != job.queue
+
+    def granted(self, job: JobRequest) -> None:
+        self.granted_to.append(job.id)
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), blocked_jobs())
+def test_the_reclaim_kind_gets_the_victims_of_the_definition(
+    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+) -> None:
+    nodes, running, now = cluster
+    state, index = CycleState(nodes), RunningIndex(running, now)
+    finder = CapacityIndex().victims(state, index, SchedulerSession())
+    fast, slow = OtherQueues(), OtherQueues()
+    accelerated = plan_preemptions(blocked, state, running, now, fast, blocked, index, finder)
+    defined = plan_preemptions(blocked, CycleState(nodes), running, now, slow, blocked)
+    assert accelerated == defined
+    assert fast.granted_to == slow.granted_to

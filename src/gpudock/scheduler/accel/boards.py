@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Mapping
 
+from gpudock.scheduler.accel.victims import Multis, VictimSearch
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
-from gpudock.scheduler.victims import Cost, Multis, VictimSearch, VictimSet, seconds_run
+from gpudock.scheduler.victim_sets import Cost, VictimSet, seconds_run
 
 
 class Boards:
-    """Step 5's priority kind over one ``VictimSearch``: one ``Board`` per (key, queue).
+    """Step 5's ``VictimFinder`` (``preemption.py``) over one ``VictimSearch``: the priority
+    kind from one ``Board`` per (key, queue), the reclaim kind from the search itself.
 
     Boards point at the search, never the other way round, so that a
     finished cycle is freed by reference counting alone.
@@ -29,6 +32,19 @@ class Boards:
     def __init__(self, search: VictimSearch) -> None:
         self._search = search
         self._boards: dict[tuple[PlacementKey, str], Board] = {}
+
+    @property
+    def floor(self) -> Mapping[str, int]:
+        """Per queue, the lowest priority of a candidate (``VictimSearch.floor``)."""
+        return self._search.floor
+
+    def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
+        """The reclaim kind (``VictimSearch.any_rule``)."""
+        return self._search.any_rule(job, eligible)
+
+    def take(self, choice: VictimSet) -> None:
+        """No later answer holds the victims of ``choice`` (``VictimSearch.take``)."""
+        self._search.take(choice)
 
     def choose(self, job: JobRequest) -> VictimSet | None:
         """``choose_victims`` with victims of ``job``'s queue of lower priority, not yet taken."""

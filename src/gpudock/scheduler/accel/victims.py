@@ -48,8 +48,8 @@ from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
+from gpudock.scheduler.victim_sets import Cost, VictimSet, cost_of, seconds_run
 
-Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
 Singles = dict[str, dict[int, list[RunningJob]]]  # queue -> held -> candidates
 Fits = dict[str, tuple[NodeView, bool]]  # node -> (its view, ``could_fit_if_freed``)
 
@@ -61,40 +61,6 @@ class VictimMemo:
     placement keys the latest search used (each entry with its view, checked by identity)."""
 
     fits: dict[PlacementKey, Fits] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class VictimSet:
-    node: str
-    victims: tuple[RunningJob, ...]
-
-    @property
-    def ids(self) -> tuple[int, ...]:
-        return tuple(v.id for v in self.victims)
-
-
-def preemptible_now(victim: RunningJob, now: float) -> bool:
-    """Not stopping already, preemptible, and past its ``min_runtime``."""
-    if victim.stopping or not victim.preemptible:
-        return False
-    if victim.min_runtime is not None and victim.started_at is not None:
-        return now - victim.started_at >= victim.min_runtime
-    return True
-
-
-def cost_of(victims: Sequence[RunningJob], node: str, now: float) -> Cost:
-    """Lowest first: top victim priority, fewest victims, least work lost, node name."""
-    return (
-        float(max(v.priority for v in victims)),
-        len(victims),
-        sum(now - v.started_at for v in victims if v.started_at is not None),
-        node,
-    )
-
-
-def seconds_run(victim: RunningJob, now: float) -> float:
-    """The work a victim loses: how long it has run (0 before it starts)."""
-    return now - victim.started_at if victim.started_at is not None else 0.0
 
 
 def freed_alone(victim: RunningJob, gpus: Mapping[str, list[AnyGpu]]) -> tuple[int, int]:
