@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpudock.config import NodeConfig, PriorityClass, ServerConfig
+from gpudock.config import NodeConfig, PriorityClass, ServerConfig, unique_classes
 from gpudock.queue.config import QueuesConfig
 
 
@@ -65,11 +65,7 @@ class ClusterConfig(BaseModel):
     @field_validator("priority_classes")
     @classmethod
     def _unique(cls, value: list[PriorityClass]) -> list[PriorityClass]:
-        names = [c.name for c in value]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"priority class names must be unique; repeated: {', '.join(dupes)}")
-        return value
+        return unique_classes(value)
 
     @classmethod
     def of_server(cls, config: ServerConfig, node: str) -> ClusterConfig:

@@ -191,11 +191,7 @@ class SchedulerConfig(BaseModel):
     @field_validator("priority_classes")
     @classmethod
     def _unique(cls, value: list[PriorityClass]) -> list[PriorityClass]:
-        names = [c.name for c in value]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"priority class names must be unique; repeated: {', '.join(dupes)}")
-        return value
+        return unique_classes(value)
 
     def priority_class(self, name: str) -> PriorityClass | None:
         return next((c for c in self.priority_classes if c.name == name), None)
@@ -355,6 +351,15 @@ class MetricsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     token: str | None = Field(default=None, min_length=16, description="default: no token needed")
+
+
+def unique_classes(value: list[PriorityClass]) -> list[PriorityClass]:
+    """``value``, or ``ValueError`` naming the priority class names given twice."""
+    names = [c.name for c in value]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"priority class names must be unique; repeated: {', '.join(dupes)}")
+    return value
 
 
 class ServerConfig(BaseModel):
