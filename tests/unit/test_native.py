@@ -148,7 +148,9 @@ def test_a_build_missing_one_compiled_module_loads_all_from_source(tmp_path: Pat
     """A partial build would also mix compiled and interpreted code: none is loaded."""
     _require_compiled()
     root = _copy_build(tmp_path)
-    for lib in (root / "gpudock" / "scheduler").glob("boards.*.so"):
+    removed = list((root / "gpudock" / "scheduler" / "accel").glob("boards.*.so"))
+    assert removed, "no compiled accel/boards module to remove"
+    for lib in removed:
         lib.unlink()
     partial = _python(_WHICH, pure=False, path=root)
     assert partial["compiled"] is False
@@ -272,7 +274,7 @@ def test_compiled_modules_without_a_manifest_are_never_loaded(tmp_path: Path) ->
     shutil.copytree(PACKAGE, root / "gpudock", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     (root / "gpudock" / _native.MANIFEST).unlink(missing_ok=True)
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    for name in ("cycle", "boards"):
+    for name in ("cycle", "accel/boards"):
         (root / "gpudock" / "scheduler" / f"{name}{suffix}").write_bytes(b"not an ELF file")
     found = _python(_WHICH, pure=False, path=root)
     assert found["compiled"] is False
