@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,10 @@ def test_token_commands_create_list_and_revoke(make_server: Any) -> None:
     assert "laptop" in listed and "active" in listed and secret not in listed
     tokens = json.loads(server.cli("token", "list", "-o", "json").stdout)
     laptop = next(t for t in tokens if t["name"] == "laptop")
-    assert laptop["expires_at"] - laptop["created_at"] == pytest.approx(30 * 86400)
+    lifetime = datetime.fromisoformat(laptop["expires_at"]) - datetime.fromisoformat(
+        laptop["created_at"]
+    )  # -o json times are ISO 8601 with a timezone
+    assert lifetime.total_seconds() == pytest.approx(30 * 86400)
     assert all("token" not in t for t in tokens)
 
     own = server.cli("token", "list", token=secret).stdout
