@@ -43,6 +43,8 @@ schedule_interval: 1s
 reconcile_interval: 0.5s
 executor:
   stop_grace: 2s
+job_defaults:
+  cpus: 0.25          # the demo's jobs are sleeps: a quarter core each, so a small host runs them all
 scheduler:
   priority_classes:
     - name: urgent
