@@ -61,14 +61,12 @@ FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     GpuModel.name: GpuModel,
     NodeHealth.name: NodeHealth,
     CpuCapacity.name: CpuCapacity,
+    MemoryCapacity.name: MemoryCapacity,
     GpuCapacity.name: GpuCapacity,
     GpuTopology.name: GpuTopology,
-    MemoryCapacity.name: MemoryCapacity,
 }
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTER_POLICIES)
-"""The default filter order: "never" (unresolvable) checks first, then capacity, then topology;
-a filter the accelerator does not know (``memory_capacity``) last, so that it runs only on
-the nodes the others admit (``accel/extra.py``: ``last_filters``)."""
+"""The default filter order: "never" (unresolvable) checks first, then capacity, then topology."""
 SCORE_POLICIES: Mapping[str, Callable[[], ScorePolicy]] = {
     Binpack.name: Binpack,
     Spread.name: Spread,
@@ -127,8 +125,8 @@ def profile_spec(config: SchedulerConfig) -> ProfileSpec:
     """The profile ``config.policies`` names; the default for every part left unset.
 
     The default: priority then FIFO order; filters ``DEFAULT_FILTERS``
-    (node_affinity, gpu_model, node_health, cpu_capacity, gpu_capacity,
-    gpu_topology, memory_capacity); the ``config.placement`` scorer with weight 1; the
+    (node_affinity, gpu_model, node_health, cpu_capacity, memory_capacity,
+    gpu_capacity, gpu_topology); the ``config.placement`` scorer with weight 1; the
     topology-aware best-fit GPU picker. (``fgd_adaptive`` with
     ``fgd_adaptive_picker`` allocates more under GPU sharing but is named
     explicitly: the capacity index cannot answer for it, see

@@ -67,9 +67,9 @@ def test_the_config_chooses_the_score_policy(placement: str) -> None:
         "gpu_model",
         "node_health",
         "cpu_capacity",
+        "memory_capacity",
         "gpu_capacity",
         "gpu_topology",
-        "memory_capacity",  # the accelerator runs it: last, on the nodes the others admit
     ]
 
 

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
-from gpudock.scheduler.accel.extra import last_filters
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import StatusCode
@@ -38,9 +37,8 @@ def state(node: NodeBuilder) -> NodeState:
     return NodeState.from_view(node.build())
 
 
-def test_memory_capacity_is_the_last_default_filter_so_it_runs_where_the_others_admit() -> None:
-    assert DEFAULT_FILTERS[-1] == "memory_capacity"
-    assert last_filters(build_profile(SchedulerConfig()))  # the accelerator's cheap path
+def test_memory_capacity_is_a_default_filter_after_cpus() -> None:
+    assert DEFAULT_FILTERS.index("memory_capacity") == DEFAULT_FILTERS.index("cpu_capacity") + 1
 
 
 def test_a_flood_of_cpu_only_jobs_takes_only_the_memory_there_is() -> None:
