@@ -13,6 +13,7 @@ import pytest
 
 CLIENT_COMMANDS = [
     ["jobs"],
+    ["jobs", "--limit", "5", "--state", "PENDING"],
     ["show", "1"],
     ["why", "1"],
     ["cancel", "1"],

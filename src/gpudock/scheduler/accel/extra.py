@@ -88,12 +88,7 @@ class ExtraFilters:
     def passes(self, name: str) -> bool:
         """Whether every unknown filter admits node ``name`` now."""
         self._sync()
-        verdict = self._ok.get(name)
-        if verdict is None:
-            job, node = self._job, self._state.nodes[name]
-            verdict = self._ok[name] = all(f.filter(job, node).ok for f in self._filters)
-            if not verdict:
-                self._rejected.add(name)
+        verdict = self._verdict(name)
         if not verdict:
             self.vetoed = True
         return verdict
