@@ -51,6 +51,7 @@ from gpudock.core.gpu_env import check_container_user, parse_capabilities
 from gpudock.core.inventory import NodeTraits
 from gpudock.core.job_defaults import JobDefaults
 from gpudock.core.mounts import AllowedMount, parse_allowlist
+from gpudock.core.spec_schema import Flag, Integer, Number
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.queue.config import QueuesConfig
 
@@ -137,8 +138,8 @@ class PriorityClass(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
-    value: int = Field(ge=-1_000_000, le=1_000_000)
-    preempt: bool = True
+    value: Integer = Field(ge=-1_000_000, le=1_000_000)
+    preempt: Flag = True
     description: str = ""
     users: list[str] | None = Field(default=None, description="who may use it; unset: everyone")
     queues: list[str] | None = Field(default=None, description="where; unset: every queue")
@@ -155,7 +156,7 @@ class ScorerWeight(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    weight: float = Field(default=1.0, gt=0)
+    weight: Number = Field(default=1.0, gt=0)
     options: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="the policy's keyword parameters; default: none"
     )

@@ -14,7 +14,9 @@ said by a static schema; they answer 422 with a precise message.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Strict
 
 END = r"(?!\n)$"
 """End of text: Python's ``$`` also matches before a final newline, which the validators
@@ -36,6 +38,13 @@ TOLERATION_PATTERN = rf"^\s*(?:\*|{AFFINITY_KEY}(?:={AFFINITY_VALUE})?)(?::NoSch
 """``key=value[:NoSchedule]``, ``key[:NoSchedule]`` or ``*`` (surrounding blanks ignored)."""
 USER_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{{0,63}}{END}"
 """User names given to ``POST /v1/tokens``."""
+
+Number = Annotated[float, Strict()]
+"""A JSON number, as the schema says: an integer is a number, ``true`` and ``"2"`` are not."""
+Integer = Annotated[int, Strict()]
+"""A JSON integer: ``true``, ``2.0`` and ``"2"`` are not."""
+Flag = Annotated[bool, Strict()]
+"""A JSON boolean: ``1`` and ``"yes"`` are not."""
 
 NUMBER_OR_TEXT: dict[str, Any] = {
     "anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}]

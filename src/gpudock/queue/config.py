@@ -41,7 +41,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpudock.core.spec_schema import NUMBER_OR_TEXT
+from gpudock.core.spec_schema import NUMBER_OR_TEXT, Flag, Integer, Number
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.core.users import check_user
 from gpudock.queue.resources import RESOURCES, Resource, amount, exact
@@ -87,11 +87,11 @@ class QuotaConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    gpus: float | None = Field(default=None, ge=0, description="GPU-equivalents")
+    gpus: Number | None = Field(default=None, ge=0, description="GPU-equivalents")
     gpu_memory: int | None = Field(
         default=None, description="bytes (accepts '320GiB')", json_schema_extra=NUMBER_OR_TEXT
     )
-    cpus: float | None = Field(default=None, ge=0, description="CPU cores")
+    cpus: Number | None = Field(default=None, ge=0, description="CPU cores")
 
     @field_validator("gpu_memory", mode="before")
     @classmethod
@@ -136,13 +136,13 @@ class QueueConfig(BaseModel):
 
     name: str
     cohort: str | None = None
-    weight: float = Field(default=1.0, gt=0, description="fair-share weight")
+    weight: Number = Field(default=1.0, gt=0, description="fair-share weight")
     guarantee: QuotaConfig = Field(default_factory=QuotaConfig)
     limit: QuotaConfig = Field(default_factory=QuotaConfig)
-    borrow: bool = True
-    lend: bool = True
-    default_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-    max_user_priority: int | None = Field(
+    borrow: Flag = True
+    lend: Flag = True
+    default_priority: Integer = Field(default=0, ge=-1_000_000, le=1_000_000)
+    max_user_priority: Integer | None = Field(
         default=None,
         ge=-1_000_000,
         le=1_000_000,
@@ -151,10 +151,10 @@ class QueueConfig(BaseModel):
     members: list[Annotated[str, AfterValidator(_check_member)]] | None = Field(
         default=None, description="users and 'group:NAME' who may submit; unset: everyone"
     )
-    max_pending_per_user: int | None = Field(
+    max_pending_per_user: Integer | None = Field(
         default=None, ge=1, description="each user's PENDING jobs in this queue; unset: no limit"
     )
-    max_running_gpus_per_user: float | None = Field(
+    max_running_gpus_per_user: Number | None = Field(
         default=None,
         gt=0,
         description="GPU-equivalents each user's jobs may hold in this queue; unset: no limit",
@@ -211,9 +211,9 @@ class ResourceWeights(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    gpus: float = Field(default=1.0, ge=0)
-    gpu_memory: float = Field(default=1.0, ge=0)
-    cpus: float = Field(default=1.0, ge=0)
+    gpus: Number = Field(default=1.0, ge=0)
+    gpu_memory: Number = Field(default=1.0, ge=0)
+    cpus: Number = Field(default=1.0, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> ResourceWeights:
@@ -242,7 +242,7 @@ class FairShareConfig(BaseModel):
         description="seconds (accepts '7d')",
         json_schema_extra=_number_or_text,
     )
-    history_weight: float = Field(default=1.0, ge=0)
+    history_weight: Number = Field(default=1.0, ge=0)
     resource_weights: ResourceWeights = Field(default_factory=ResourceWeights)
 
     @field_validator("half_life", mode="before")

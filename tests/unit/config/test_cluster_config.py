@@ -41,6 +41,30 @@ def test_an_unknown_group_in_members_is_refused_naming_the_member() -> None:
     assert "queues[0].members[0]: queue 'q' names unknown group 'ghosts'" in message
 
 
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"queues": {"fair_share": {"resource_weights": {"cpus": False}}}}, "weights.cpus"),
+        ({"queues": {"fair_share": {"history_weight": "1"}}}, "fair_share.history_weight"),
+        ({"queues": {"queues": [{"name": "q", "weight": True}]}}, "queues.queues.0.weight"),
+        ({"queues": {"queues": [{"name": "q", "borrow": 1}]}}, "queues.queues.0.borrow"),
+        ({"queues": {"queues": [{"name": "q", "limit": {"gpus": "4"}}]}}, "limit.gpus"),
+        ({"queues": {"queues": [{"name": "q", "default_priority": 1.5}]}}, "default_priority"),
+        ({"priority_classes": [{"name": "a", "value": True}]}, "priority_classes.0.value"),
+    ],
+)
+def test_a_value_of_another_json_type_is_refused_not_coerced(
+    fields: dict[str, Any], where: str
+) -> None:
+    """The schema says number, integer or boolean; ``false`` is not 0 and ``"4"`` is not 4."""
+    assert where in refusal(**fields)
+
+
+def test_integers_are_numbers() -> None:
+    config = cluster(queues={"queues": [{"name": "q", "weight": 2, "limit": {"gpus": 4}}]})
+    assert config.queues.queues[0].weight == 2.0
+
+
 def test_sizes_and_durations_accept_units() -> None:
     config = cluster(
         queues={

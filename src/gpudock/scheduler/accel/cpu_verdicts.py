@@ -197,10 +197,13 @@ class CpuVerdicts:
         return self._indexed_reasons()
 
     def _feasible(self) -> Iterator[str]:
-        """``IndexedVerdicts._feasible``: the nodes with room for the job's GPUs (more than
-        the built-in filters admit: ``cpu_capacity`` may reject some; a superset is safe)."""
+        """``IndexedVerdicts._feasible``: the nodes with room for the job's GPUs and CPUs."""
         self._catalog.catch_up(self._class)
-        return (name for _, name in self._walk())
+        job, state = self._job, self._state
+        for _, name in self._walk():
+            cpus = state.views[name].cpus
+            if cpus_fit_on(job, cpus, 0.0 if cpus is None else state.nodes.free_cpus_of(name)):
+                yield name
 
     def _indexed_reasons(self) -> list[PendingReason]:
         """``reasons`` as the built-in filters alone word them."""

@@ -116,25 +116,18 @@ class ExtraFilters:
                 self._since.update(fresh)
             self._seen = len(changes)
 
-    def _admits_all(self, candidates: Callable[[], Iterable[str]]) -> bool:
-        """Whether the unknown filters admit every node they are run on now (memoized until
-        a reservation). When they come after every built-in filter (``last_filters``), they
-        run only on the nodes the built-ins admit, a subset of ``candidates()`` (the
-        index's feasible nodes: none, usually, for a blocked key). Else on every node: all
-        of them once, then only those reserved on since (the rejected ones are counted)."""
+    def _admits_all(self) -> bool:
+        """Whether the unknown filters admit every node now (memoized until a reservation):
+        every node once, then only those reserved on since (the rejected ones are counted)."""
         now = len(self._state.changes)
         if self._all[0] != now:
             self._sync()
             verdict = self._verdict
-            if self._last:
-                admitted = all(verdict(name) for name in candidates())
-            else:
-                for name in self._since if self._scanned else self._state.views:
-                    verdict(name)
-                self._scanned = True
-                self._since.clear()
-                admitted = not self._rejected
-            self._all = (now, admitted)
+            for name in self._since if self._scanned else self._state.views:
+                verdict(name)
+            self._scanned = True
+            self._since.clear()
+            self._all = (now, not self._rejected)
         return self._all[1]
 
     def unchanged(self) -> bool:
@@ -149,14 +142,20 @@ class ExtraFilters:
     def reasons(
         self,
         indexed: Callable[[], list[PendingReason]],
-        candidates: Callable[[], Iterable[str]],
+        feasible: Callable[[], Iterable[str]],
     ) -> list[PendingReason]:
-        """The generic path's reasons for this key, on the current state: ``indexed`` (the
-        index's own, worded from the built-in filters alone) when the unknown filters admit
-        every node they are run on, for then each node's first failing filter is a built-in
-        one; else a ``KeyVerdicts``'s. ``candidates``: every node the built-in filters admit
-        now, or more (``_admits_all``). Only the nodes reserved on since are re-checked."""
-        if self._admits_all(candidates):
+        """The generic path's reasons for this key, on the current state.
+
+        ``feasible``: the nodes every built-in filter admits now. When there is
+        none, and the unknown filters come last (so the generic path runs them
+        on no node) or admit every node, each node's first failing filter is a
+        built-in one: ``indexed`` (the index's own wording) is the answer. Else
+        a ``KeyVerdicts``'s: an unknown filter rejects some node, or a node
+        passes every filter now (an unknown filter, not monotone in capacity,
+        vetoed it earlier in the cycle). Only the nodes reserved on since are
+        re-checked.
+        """
+        if next(iter(feasible()), None) is None and (self._last or self._admits_all()):
             return indexed()
         if self._generic is None:
             self._generic = KeyVerdicts(self._job, self._state, self._profile)

@@ -108,8 +108,8 @@ class IndexedVerdicts:
         return self._indexed_reasons()
 
     def _feasible(self) -> Iterator[str]:
-        """Every node the built-in filters admit now (``ExtraFilters.reasons``): for a job
-        asking for CPUs, every node with room for its GPUs (the ones ``CpuVerdicts`` walks)."""
+        """Every node the built-in filters admit now (``ExtraFilters.reasons``): those with
+        room for the job's GPUs (it asks for no CPUs, or no node counts them)."""
         self._catalog.catch_up(self._class)
         return (name for _, name in walk(self._class, self._job))
 
