@@ -134,6 +134,21 @@ def test_an_unknown_filter_words_its_rejections_and_the_next_best_node_is_taken(
     assert plan == run_cycle(snapshot, profile, index=False)
 
 
+def test_a_job_an_unknown_filter_vetoed_and_that_fits_at_the_end_gets_the_generic_reason() -> None:
+    """Job 1 is vetoed while n00 has one idle GPU (odd); job 2's share then leaves none idle,
+    so at step 4 every filter admits n00 for job 1: no built-in wording applies."""
+    by_idle = HashFilter(salt=0, share=0, never=False, by_idle=True)
+    snapshot = make_snapshot(
+        [make_node("n00").gpus(1)],
+        [make_job(1).gpu_memory("4GiB"), make_job(2).gpu_memory("4GiB")],
+    )
+    profile = with_extra(SchedulerConfig(), (by_idle, 0))
+    plan = run_cycle(snapshot, profile)
+    assert_placed(plan, 2, node="n00")
+    assert_pending(plan, 1, exact="no node can take it now (1 checked)")
+    assert plan == run_cycle(snapshot, profile, index=False)
+
+
 def test_unknown_filters_after_every_built_in_one_run_only_where_the_built_ins_admit() -> None:
     built = build_profile(SchedulerConfig())  # without the default unknown filter (memory)
     profile = replace(built, filters=tuple(f for f in built.filters if f.name != "memory_capacity"))
