@@ -1,10 +1,13 @@
 """Live administration: read, diff and apply the scheduling config (``ClusterConfig``).
 
 An apply is one database transaction (validate against the store, store the
-config, set the nodes' labels and taints, record ``config.applied``); only
-after it commits does the process swap ``ctx.config`` for a new value (one
-attribute assignment), so the next cycle and the next request see the new
-config whole, and a refused apply changes nothing. Applies are serialised.
+config, set the nodes' labels and taints, record ``config.applied``). Just
+before it commits, still holding the write lock, the process swaps
+``ctx.config`` for a new value (one attribute assignment; put back if the
+commit fails), so the next cycle and the next request see the new config
+whole, a refused apply changes nothing, and a use case that checked a request
+against the old config checks it again before it writes (``config_guard``).
+Applies are serialised.
 Lowering a quota stops no job: the cycle's usual rules (reclaim, priority)
 decide what runs next.
 """
@@ -85,15 +88,21 @@ class AdminService:
     def apply_as(self, new: ClusterConfig, by: str, source: str) -> tuple[int, list[Change]]:
         """``apply`` for ``by`` (a user, or ``sighup``) without the role check."""
         with _APPLY_LOCK:
-            with self.ctx.db.write() as session:
-                old = self._in_force(session).config
-                _refuse_if_bad(session, old, new)
-                changes = diff(old, new)
-                nodes = {name: (t.labels, t.taints) for name, t in new.nodes.items()}
-                document, now = new.document(), self.ctx.clock()
-                dicts = [c.to_dict() for c in changes]
-                version = store.save(session, document, nodes, by, source, now, dicts)
-            self.ctx.config = new.into(self.ctx.config, self.ctx.node_name)  # the atomic swap
+            previous = self.ctx.config
+            try:
+                with self.ctx.db.write() as session:
+                    old = self._in_force(session).config
+                    _refuse_if_bad(session, old, new)
+                    changes = diff(old, new)
+                    nodes = {name: (t.labels, t.taints) for name, t in new.nodes.items()}
+                    document, now = new.document(), self.ctx.clock()
+                    dicts = [c.to_dict() for c in changes]
+                    version = store.save(session, document, nodes, by, source, now, dicts)
+                    # The atomic swap, under the write lock (``config_guard``).
+                    self.ctx.config = new.into(previous, self.ctx.node_name)
+            except BaseException:
+                self.ctx.config = previous  # the commit failed: the old config stays
+                raise
         self.ctx.wake_scheduler.set()
         log.info(
             "config version %d applied by %s (%s): %d changes", version, by, source, len(dicts)

@@ -25,11 +25,13 @@ import logging
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput
 from gpudock.core.job import Job, JobSpec, JobState
 from gpudock.core.units import format_duration
 from gpudock.scheduler.hold import held_reason
+from gpudock.services.config_guard import write_checked
 from gpudock.services.jobs import JobService
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member
@@ -118,14 +120,20 @@ class JobControls(JobService):
     def _update_pending(
         self, job: Job, spec: JobSpec, changes: dict[str, Any], principal: Principal
     ) -> Job:
-        check_member(principal, spec.queue, self.ctx.config.scheduler.queues)
-        self._check_shares(spec)
-        spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
-        self._check_feasible(spec)
-        with self.ctx.db.write() as session:
-            done = control_store.update_pending(
-                session, job.id, spec, can_preempt, principal.user, self.ctx.clock(), changes
+        def check() -> tuple[JobSpec, bool]:
+            check_member(principal, spec.queue, self.ctx.config.scheduler.queues)
+            self._check_shares(spec)
+            final, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
+            self._check_feasible(final)
+            return final, can_preempt
+
+        def write(session: Session, checked: tuple[JobSpec, bool]) -> bool:
+            final, can_preempt = checked
+            return control_store.update_pending(
+                session, job.id, final, can_preempt, principal.user, self.ctx.clock(), changes
             )
+
+        done = write_checked(self.ctx, check, write)  # agrees with the config in force
         if not done:
             current = self.get(job.id, principal)
             raise Conflict(

@@ -7,7 +7,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from sqlalchemy.orm import Session
+
 from gpudock.core.affinity import parse_toleration
+from gpudock.core.arrays import ArrayRange
 from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
 from gpudock.core.gpu_env import EnvRefused, check_job_env
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
@@ -18,6 +21,7 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.services.arrays import insert_tasks, plan_array
+from gpudock.services.config_guard import write_checked
 from gpudock.services.dependencies import check_dependencies
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
@@ -46,24 +50,31 @@ class JobService:
         for an array over ``api.max_array_size``, whose tasks are then all stored
         at once (``arrays.py``; the first task is returned).
         """
-        queues = self.ctx.config.scheduler.queues
-        check_member(principal, spec.queue, queues)
-        self._check_mounts(spec)
-        self._check_env(spec)
-        self._check_shares(spec)
-        spec, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
-        spec = with_defaults(spec, self.ctx.config.job_defaults)  # stored: counted and limits
-        self._check_feasible(spec)
-        array = plan_array(spec, self.ctx.config.api.max_array_size)
-        with self.ctx.db.write() as session:
-            check_pending_limit(session, principal, spec.queue, queues, array.size if array else 1)
-            check_dependencies(session, spec, principal)
-            job = insert_tasks(session, spec, principal.user, self.ctx.clock(), can_preempt, array)
+
+        def check() -> tuple[JobSpec, bool, ArrayRange | None]:
+            config = self.ctx.config
+            check_member(principal, spec.queue, config.scheduler.queues)
+            self._check_mounts(spec)
+            self._check_env(spec)
+            self._check_shares(spec)
+            final, can_preempt = resolve_priority(spec, principal, config.scheduler)
+            final = with_defaults(final, config.job_defaults)  # stored: counted and limits
+            self._check_feasible(final)
+            return final, can_preempt, plan_array(final, config.api.max_array_size)
+
+        def write(session: Session, checked: tuple[JobSpec, bool, ArrayRange | None]) -> Job:
+            final, can_preempt, array = checked
+            queues, now = self.ctx.config.scheduler.queues, self.ctx.clock()
+            check_pending_limit(session, principal, final.queue, queues, array.size if array else 1)
+            check_dependencies(session, final, principal)
+            return insert_tasks(session, final, principal.user, now, can_preempt, array)
+
+        job = write_checked(self.ctx, check, write)
         log.info(
             "job %d submitted by %s to queue %s",
             job.id,
             principal.user,
-            spec.queue,
+            job.spec.queue,
             extra={"job": job.id},
         )
         self.ctx.wake_scheduler.set()

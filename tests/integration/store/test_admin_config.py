@@ -12,9 +12,10 @@ from sqlalchemy import select
 
 from gpudock.cluster_config import ClusterConfig
 from gpudock.config import SchedulerConfig, ServerConfig
-from gpudock.core.errors import Forbidden
+from gpudock.core.errors import Forbidden, InvalidInput
 from gpudock.core.job import JobSpec
 from gpudock.server import Server, build_server
+from gpudock.services import jobs as jobs_service
 from gpudock.services.admin import AdminService, ConfigRefused
 from gpudock.services.jobs import JobService
 from gpudock.store import events as event_store
@@ -137,6 +138,30 @@ def test_a_refused_apply_names_every_error_and_leaves_every_table_as_it_was(
     assert caught.value.status_code == 422
     assert every_table(server) == before
     assert server.ctx.config is config_before
+
+
+def test_a_submit_checked_before_an_apply_that_removes_its_class_is_checked_again(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The apply lands between the submit's checks and its write: the submit is checked
+    again against the new config, so no job is left naming a class that is gone."""
+    real, calls = jobs_service.resolve_priority, []
+
+    def checked_then_applied(*args: Any) -> Any:
+        calls.append(args[0].priority_class)
+        answer = real(*args)
+        if len(calls) == 1:
+            AdminService(server.ctx).apply(ADMIN, doc(priority_classes=[]))
+        return answer
+
+    monkeypatch.setattr(jobs_service, "resolve_priority", checked_then_applied)
+    with pytest.raises(InvalidInput, match="priority_class 'urgent' is unknown"):
+        JobService(server.ctx).submit(
+            JobSpec(image="img", queue="vision", priority_class="urgent"), ADMIN
+        )
+    assert calls == ["urgent", "urgent"]
+    assert JobService(server.ctx).query(ADMIN) == []
+    assert server.ctx.config.scheduler.priority_classes == []
 
 
 def test_a_diff_changes_nothing(server: Server) -> None:
