@@ -53,9 +53,12 @@ _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 
 def _number_or_text(schema: dict[str, Any]) -> None:
     """A number or text with a unit (``'7d'``), as the before-validator accepts."""
+    nullable = {"type": "null"} in schema.get("anyOf", [])
     for key in ("type", "exclusiveMinimum", "minimum"):
         schema.pop(key, None)
     schema["anyOf"] = [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]
+    if nullable:
+        schema["anyOf"].append({"type": "null"})
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -129,7 +132,8 @@ class QueueConfig(BaseModel):
     table). ``max_pending_per_user`` caps each user's PENDING jobs here;
     ``max_running_gpus_per_user`` caps the GPU-equivalents each user's jobs
     hold here (over it a job waits with a ``quota`` reason:
-    ``queue/user_limits.py``).
+    ``queue/user_limits.py``). ``default_runtime`` is how long start
+    estimates assume a job without ``max_runtime`` runs (``sim/start_times.py``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -159,11 +163,23 @@ class QueueConfig(BaseModel):
         gt=0,
         description="GPU-equivalents each user's jobs may hold in this queue; unset: no limit",
     )
+    default_runtime: Number | None = Field(
+        default=None,
+        gt=0,
+        description="seconds (accepts '4h') a job without max_runtime is assumed to run, for "
+        "start estimates only (it stops no job); unset: such a job's end is unknown",
+        json_schema_extra=_number_or_text,
+    )
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return _check_name("queue", value)
+
+    @field_validator("default_runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        return None if value is None else parse_duration(value)
 
     @field_validator("cohort")
     @classmethod

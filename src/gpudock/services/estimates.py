@@ -2,7 +2,8 @@
 
 Each call reads one snapshot and the gate facts in one short read
 transaction, then replays them outside it, on the caller's thread: it never
-takes the controller's ``SchedulerSession`` or waits for a cycle. The
+takes the controller's ``SchedulerSession`` or waits for a cycle. A running
+job ends at its ``max_runtime``, or its queue's ``default_runtime``. The
 replay sees every user's jobs (they share the GPUs); a caller gets only
 the estimates of the jobs they may see, and their wording names no other
 user's job.
@@ -46,5 +47,7 @@ class EstimateService:
         if not wanted:
             return []
         gates = Gates(facts.gated, facts.states, facts.tasks)
-        found = estimate_starts(snapshot, self.ctx.config.scheduler, gates, wanted=wanted)
+        scheduler = self.ctx.config.scheduler
+        defaults = {q.name: q.default_runtime for q in scheduler.queues.queues if q.default_runtime}
+        found = estimate_starts(snapshot, scheduler, gates, defaults, wanted=wanted)
         return [found[i] for i in wanted]

@@ -179,3 +179,11 @@ def test_estimated_starts_replay_the_queue_with_max_runtime_as_remaining_time(
     assert (estimate["start"], estimate["basis"]) == (None, "unknown")
     assert "no max_runtime" in estimate["detail"]
     assert "unknown" in server.cli("why", str(last)).stdout
+
+    queues = {"queues": [{"name": "default", "default_runtime": "2h"}]}  # applied live
+    assert api.put("/v1/admin/config", json={"queues": queues}).status_code == 200
+    estimate = api.get("/v1/jobs/estimates", params={"job": last}).json()[0]
+    assert estimate["basis"] == "queue_default", estimate
+    hog_started = job_state(api, hog)["started_at"]
+    assert hog_started + 7200 <= estimate["start"] < hog_started + 7200 + 60
+    assert "(queue_default)" in server.cli("why", str(last)).stdout
