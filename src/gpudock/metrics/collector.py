@@ -64,7 +64,7 @@ def render_gauges(families: Iterable[Metric]) -> bytes:
         for sample in family.samples:
             labels = formatted.get(id(sample.labels))
             if labels is None:
-                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels.items())
+                labels = ",".join([f'{k}="{_escape(v)}"' for k, v in sample.labels.items()])
                 formatted[id(sample.labels)] = labels
             out.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
     return "".join(out).encode()

@@ -75,6 +75,10 @@ class Resources:
             self.gpus - other.gpus, self.gpu_memory - other.gpu_memory, self.cpus - other.cpus
         )
 
+    def times(self, count: int) -> Resources:
+        """``count`` of this amount (``count`` jobs alike)."""
+        return Resources(self.gpus * count, self.gpu_memory * count, self.cpus * count)
+
     def positive(self) -> Resources:
         """Each component clamped at zero: ``max(0, x)``."""
         return Resources(max(ZERO, self.gpus), max(ZERO, self.gpu_memory), max(ZERO, self.cpus))

@@ -10,7 +10,7 @@ without the setting, and users without jobs there, are never refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpudock.core.job import PendingReason
 from gpudock.queue.config import QueuesConfig
@@ -34,15 +34,16 @@ class UserLimits:
 
     @classmethod
     def of(
-        cls, config: QueuesConfig, held: Mapping[tuple[str, str], Quantity]
+        cls, config: QueuesConfig, held: Callable[[], Mapping[tuple[str, str], Quantity]]
     ) -> UserLimits | None:
-        """None when no queue sets ``max_running_gpus_per_user`` (no step at all)."""
+        """None when no queue sets ``max_running_gpus_per_user`` (no step at all); else the
+        limits, with ``held()`` (what each ``(queue, user)`` holds now)."""
         limits = {
             q.name: exact(q.max_running_gpus_per_user)
             for q in config.queues
             if q.max_running_gpus_per_user is not None
         }
-        return cls(limits, held) if limits else None
+        return cls(limits, held()) if limits else None
 
     def refuse(self, queue: str, user: str, gpus: Quantity) -> PendingReason | None:
         """None when ``user`` may hold ``gpus`` more in ``queue``; else the reason."""

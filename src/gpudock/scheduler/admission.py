@@ -23,7 +23,8 @@ in plain priority order with no quota, exactly as before. With queues::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpudock.core.inventory import gpu_model_matches
@@ -70,12 +71,17 @@ class QueuePolicy:
 
 
 def queue_usage(snapshot: Snapshot) -> dict[str, Resources]:
-    """What each queue's running jobs hold now (``job_usage`` of each job)."""
+    """What each queue's running jobs hold now (``job_usage`` of each job; jobs alike in
+    queue, share, GPU sizes and CPUs are counted once, times their number: exact)."""
     totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    alike = Counter(
+        (job.queue, job.memory_per_gpu, tuple(totals.get(u, 0) for u in job.gpu_uuids), job.cpus)
+        for job in snapshot.running
+    )
     usage: dict[str, Resources] = {}
-    for job in snapshot.running:
-        held = job_usage(job.memory_per_gpu, [totals.get(u, 0) for u in job.gpu_uuids], job.cpus)
-        usage[job.queue] = usage.get(job.queue, Resources()) + held
+    for (queue, share, sizes, cpus), count in alike.items():
+        held = job_usage(share, sizes, cpus).times(count)
+        usage[queue] = usage.get(queue, Resources()) + held
     return usage
 
 
@@ -99,7 +105,13 @@ def usable_capacity(snapshot: Snapshot) -> Resources:
 class Admission:
     """Steps 1 and 3 for one cycle; mutable (the ledger), never touches the snapshot."""
 
-    def __init__(self, policy: QueuePolicy, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        policy: QueuePolicy,
+        snapshot: Snapshot,
+        usage: Mapping[str, Resources] | None = None,
+    ) -> None:
+        """``usage``: ``queue_usage(snapshot)``, when the caller has it already."""
         self._totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
         self._gpus = [
             (g.name, g.memory_total)
@@ -109,7 +121,9 @@ class Admission:
             if g.healthy
         ]
         capacity = usable_capacity(snapshot)
-        self.ledger = QuotaLedger(policy.queues, capacity, queue_usage(snapshot))
+        self.ledger = QuotaLedger(
+            policy.queues, capacity, queue_usage(snapshot) if usage is None else usage
+        )
         self.fair = FairShare.build(
             policy.queues, policy.config.fair_share, capacity, policy.history
         )
@@ -123,7 +137,7 @@ class Admission:
         self._entitled: dict[str, Resources] | None = None
         self._pending = snapshot.pending
         self._promised: dict[str, Resources] = {}  # reclaims under way, per queue
-        self.users = UserLimits.of(policy.config, user_usage(snapshot))
+        self.users = UserLimits.of(policy.config, lambda: user_usage(snapshot))
         waiting = {r.preempted_for for r in snapshot.running if r.preempted_for is not None}
         for job in snapshot.pending:
             if job.id in waiting:

@@ -36,8 +36,8 @@ def queue_report(
 ) -> QueuesReport:
     """The queue report for ``snapshot`` (pure; ``/v1/queues`` and ``/metrics`` share it)."""
     policy = QueuePolicy.build(config, history)
-    admission = Admission(policy, snapshot)
     usage = queue_usage(snapshot)
+    admission = Admission(policy, snapshot, usage)
     running: dict[str, int] = {}
     for job in snapshot.running:
         running[job.queue] = running.get(job.queue, 0) + 1

@@ -8,6 +8,7 @@ lower priority or of borrowing queues, and the Plan is deterministic.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from hypothesis import given, settings
@@ -119,3 +120,34 @@ def test_gpus_are_never_over_committed_and_victims_are_legitimate(
         same_queue_lower = victim.queue == preemptor.queue and victim.priority < preemptor.priority
         assert same_queue_lower or victim.queue != preemptor.queue
     assert schedule(snapshot, config) == plan  # deterministic
+
+
+@st.composite
+def running_mixes(draw: st.DrawFn) -> Snapshot:
+    """Nodes of two GPU sizes; running jobs exclusive or shared, alike or not, with CPUs."""
+    nodes = [make_node("big").gpus(4, memory="80GiB"), make_node("small").gpus(4, "L4", "24GiB")]
+    running = []
+    for job_id in range(draw(st.integers(0, 30))):
+        job = make_running(job_id).on(
+            draw(st.sampled_from(["big", "small"])), draw(st.integers(0, 3))
+        )
+        job = job.queue(draw(st.sampled_from(QUEUES)))
+        share = draw(st.sampled_from([None, "5GiB", "20GiB", "24GiB"]))
+        if share is not None:
+            job = job.share(share)
+        built = job.build()
+        cpus = draw(st.sampled_from([None, 0.5, 2.0, 1 / 3]))
+        running.append(replace(built, cpus=cpus))
+    return make_snapshot(nodes, [], running=running)
+
+
+@settings(max_examples=200, deadline=None)
+@given(running_mixes())
+def test_queue_usage_is_the_sum_of_each_running_jobs_usage(snapshot: Snapshot) -> None:
+    """Jobs alike are counted once times their number: the very per-job sum, exactly."""
+    totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    expected: dict[str, Resources] = {}
+    for job in snapshot.running:
+        held = job_usage(job.memory_per_gpu, [totals[u] for u in job.gpu_uuids], job.cpus)
+        expected[job.queue] = expected.get(job.queue, Resources()) + held
+    assert queue_usage(snapshot) == expected

@@ -77,4 +77,4 @@ def test_shared_gpus_count_as_fractions() -> None:
 
 
 def test_no_queue_with_the_setting_means_no_step() -> None:
-    assert UserLimits.of(QueuesConfig.model_validate({"queues": [{"name": "a"}]}), {}) is None
+    assert UserLimits.of(QueuesConfig.model_validate({"queues": [{"name": "a"}]}), dict) is None
