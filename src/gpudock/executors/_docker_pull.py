@@ -99,12 +99,13 @@ def pull_failure(image: str, text: str, login: RegistryLogin | None, cached: boo
     if not _AUTH_REFUSED.search(text):
         return f"{prefix}: {short}"
     registry = registry_of(image)
+    detail = short.removeprefix(f"registry {registry}: ")
     if login is None:
         return (
-            f"{prefix}: registry {registry} refused a pull without a login ({short}); "
+            f"{prefix}: registry {registry} refused a pull without a login ({detail}); "
             f"store one with: gpudock registry login {registry}"
         )
     return (
         f"{prefix}: registry {registry} refused the login of {login.owner} "
-        f"(username {login.username!r}): {short}"
+        f"(username {login.username!r}): {detail}"
     )

@@ -33,7 +33,10 @@ def server(tmp_path: Path, db_url: str) -> Iterator[Server]:
         {
             "executor": {
                 "registries": {
-                    "shared.example.com": {"username": "puller", "password_file": str(password_file)}
+                    "shared.example.com": {
+                        "username": "puller",
+                        "password_file": str(password_file),
+                    }
                 }
             }
         }
@@ -158,8 +161,7 @@ def test_a_login_the_key_cannot_open_is_ignored_with_a_warning(
 ) -> None:
     login(user(server, "alice"), REGISTRY, "alice-ci", SECRET)
     assert server.ctx.vault is not None
-    server.ctx.vault.path.write_text("")  # a new key, as after a lost home
-    server.ctx.vault.path.unlink()
+    server.ctx.vault.path.unlink()  # a new key is made: as after a lost home
     server.ctx.vault = type(server.ctx.vault)(server.ctx.vault.path)
 
     with caplog.at_level(logging.WARNING), server.ctx.db.read() as session:
