@@ -59,6 +59,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             ):
                 return  # cancelled or requeued meanwhile
             job.state, job.container_name = JobState.STARTING, name
+    with ctx.db.read() as session:  # decrypting a login is no work for a write lock
         pull = pull_login(ctx, session, job.user, job.spec.image)
     try:
         status = ctx.executor.launch(build_request(ctx, job, pull))
