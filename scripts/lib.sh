@@ -7,6 +7,7 @@
 #
 #   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static
 #                            prometheus chromium (promtool; browser tests)
+#                            docker-registry apache2-utils (private registry tests)
 #                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
 #                            dockerd without systemd; by default with the stand-in
@@ -39,7 +40,8 @@ _gpudock_pkg_installed() {
 
 ensure_packages() {  # [PKG...]; default: everything the test suite needs
     local pkg missing=() wanted=("$@")
-    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static prometheus chromium)
+    ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static prometheus chromium
+        docker-registry apache2-utils)
     for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done

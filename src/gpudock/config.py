@@ -17,6 +17,8 @@ Example::
       default_memory: 16GiB
       allowed_mounts: ["/datasets:ro", "/scratch:rw"]   # plain path: read-only
       user: "1000:1000"        # run every container as this non-root uid:gid
+      registries:              # logins every user's pulls use; the password is in a file
+        registry.example.com: {username: puller, password_file: /etc/gpudock/registry.pw}
     scheduler:
       placement: binpack
       queues:
@@ -51,6 +53,7 @@ from gpudock.core.gpu_env import check_container_user, parse_capabilities
 from gpudock.core.inventory import NodeTraits
 from gpudock.core.job_defaults import JobDefaults
 from gpudock.core.mounts import AllowedMount, parse_allowlist
+from gpudock.core.registries import ConfiguredLogin, check_registries
 from gpudock.core.spec_schema import Flag, Integer, Number
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.queue.config import QueuesConfig
@@ -101,6 +104,15 @@ class ExecutorConfig(BaseModel):
     stop_grace: float = Field(default=10.0, ge=0)
     pull_timeout: float = Field(default=300.0, gt=0)
     log_dir: str | None = Field(default=None, description="default: $GPUDOCK_HOME/logs")
+    registries: dict[str, ConfiguredLogin] = Field(
+        default_factory=dict,
+        description="logins every user's pulls use: {HOST[:PORT]: {username, password_file}}",
+    )
+
+    @field_validator("registries")
+    @classmethod
+    def _registries(cls, value: dict[str, ConfiguredLogin]) -> dict[str, ConfiguredLogin]:
+        return check_registries(value)
 
     @field_validator("default_memory", "log_max_size", mode="before")
     @classmethod

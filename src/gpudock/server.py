@@ -29,6 +29,7 @@ from gpudock.services.admin import start_config
 from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
+from gpudock.vault import KEY_FILE, Vault
 
 log = logging.getLogger("gpudock.server")
 
@@ -101,6 +102,7 @@ def build_server(
         log_dir=log_dir,
         gpus_emulated=inventory.source == "emulated",
         node_memory=capacity.memory or None,
+        vault=Vault(home / KEY_FILE),
     )
     controller = Controller(ctx)
     return Server(ctx, controller, create_app(ctx, controller), new_token)

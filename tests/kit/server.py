@@ -137,11 +137,16 @@ class ServerProcess:
         )
 
     def cli(
-        self, *args: str, token: str | None = None, check: bool = True
+        self, *args: str, token: str | None = None, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, "GPUDOCK_URL": self.url, "GPUDOCK_TOKEN": token or self.admin_token}
         result = subprocess.run(
-            [gpudock_bin(), *args], env=env, capture_output=True, text=True, timeout=120
+            [gpudock_bin(), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            input=stdin,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"gpudock {' '.join(args)} failed: {result.stderr}{result.stdout}")

@@ -26,6 +26,7 @@ from gpudock.api.routers import (
     tokens,
 )
 from gpudock.api.routers.job_controls import router as job_controls_router
+from gpudock.api.routers.registries import router as registries_router
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 
@@ -62,6 +63,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(events.router)
     app.include_router(admin.router)
     app.include_router(job_controls_router)
+    app.include_router(registries_router)
     app.include_router(web.router)
     openapi.install(app)
     return app

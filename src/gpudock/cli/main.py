@@ -37,6 +37,7 @@ from gpudock.cli.common import (
 from gpudock.cli.control_cmd import exec_command, hold, release, requeue, update
 from gpudock.cli.events_cmd import events_command
 from gpudock.cli.logs_cmd import logs
+from gpudock.cli.registry_cmd import registry_app
 from gpudock.cli.server_cmd import server
 from gpudock.cli.simulate_cmd import simulate_command
 from gpudock.cli.token_cmd import token_app
@@ -53,6 +54,7 @@ app = typer.Typer(
 )
 app.add_typer(token_app, name="token")
 app.add_typer(admin_app, name="admin")
+app.add_typer(registry_app, name="registry")
 app.command("events")(events_command)
 app.command("top")(top_command)
 

@@ -29,6 +29,9 @@ _DOMAIN = (
     rf"|localhost"
     rf"|\[[a-fA-F0-9:]+\]{_PORT}?)"
 )
+REGISTRY_PATTERN = rf"^{_DOMAIN}$"
+"""A registry host as an image reference names it: ``host.domain[:port]``,
+``host:port``, ``localhost[:port]`` or ``[ipv6][:port]`` (``core/registries.py``)."""
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpudock.core.job import Mount
+from gpudock.core.registries import RegistryLogin
 
 
 class ExecutorUnavailable(Exception):
@@ -71,6 +72,8 @@ class LaunchRequest:
     shm_size: int | None = None
     mounts: tuple[Mount, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    pull_login: RegistryLogin | None = None  # the job owner's login for the image's registry
+    always_pull: bool = False  # a private registry: pull (check access) even if cached
 
 
 @dataclass(frozen=True, slots=True)

@@ -363,11 +363,14 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             realpath=self._realpath(),
         )
         host_config = client.api.create_host_config(**spec.host)
+        pull_timeout, login = self.config.pull_timeout, request.pull_login
+        if request.always_pull:  # a private registry: the owner's access is checked each time
+            pull_image(client, request.image, pull_timeout, login, cached=True)
         try:
             try:
                 created = client.api.create_container(host_config=host_config, **spec.container)
             except docker.errors.ImageNotFound:
-                pull_image(client, request.image, self.config.pull_timeout)
+                pull_image(client, request.image, pull_timeout, login)
                 created = client.api.create_container(host_config=host_config, **spec.container)
         except docker.errors.APIError as exc:
             if exc.status_code == 409:

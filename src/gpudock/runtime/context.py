@@ -18,6 +18,7 @@ from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
 from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
 from gpudock.store.db import Database
+from gpudock.vault import Vault
 
 log = logging.getLogger("gpudock.runtime")
 
@@ -61,6 +62,7 @@ class RuntimeContext:
     queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
+    vault: Vault | None = None  # encrypts users' registry logins; None: none can be stored
     clock: Clock = field(default=time.time)
     metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)

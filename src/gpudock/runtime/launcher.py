@@ -28,6 +28,7 @@ from gpudock.core.job import Job, JobState, container_name, parse_mount
 from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
 from gpudock.runtime import node_health
 from gpudock.runtime.context import RuntimeContext
+from gpudock.services.registries import PullPlan, pull_login
 from gpudock.store import jobs as job_store
 
 log = logging.getLogger("gpudock.launcher")
@@ -58,8 +59,10 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             ):
                 return  # cancelled or requeued meanwhile
             job.state, job.container_name = JobState.STARTING, name
+    with ctx.db.read() as session:  # decrypting a login is no work for a write lock
+        pull = pull_login(ctx, session, job.user, job.spec.image)
     try:
-        status = ctx.executor.launch(build_request(ctx, job))
+        status = ctx.executor.launch(build_request(ctx, job, pull))
     except EngineFault as exc:
         requeue_after_engine_fault(ctx, job, exc)
         return
@@ -131,8 +134,9 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
         log.warning("job %s: %s", job.id, reason)
 
 
-def build_request(ctx: RuntimeContext, job: Job) -> LaunchRequest:
-    """The executor request for the job's current attempt and allocation."""
+def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -> LaunchRequest:
+    """The executor request for the job's current attempt and allocation; ``pull``
+    is the job owner's login for the image's registry (``services/registries.py``)."""
     spec = job.spec
     labels = dict(spec.labels)
     labels.update({"gpudock.user": job.user, "gpudock.queue": spec.queue})
@@ -151,4 +155,6 @@ def build_request(ctx: RuntimeContext, job: Job) -> LaunchRequest:
         shm_size=spec.shm_size,
         mounts=tuple(parse_mount(m) for m in spec.mounts),
         labels=labels,
+        pull_login=None if pull is None else pull.login,
+        always_pull=pull is not None and pull.always,
     )

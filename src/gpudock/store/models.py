@@ -217,4 +217,19 @@ class ClusterConfigRow(Base):
     document: Mapped[dict[str, object]] = mapped_column(JSON)
 
 
+class RegistryCredentialRow(Base):
+    """A user's own registry login (``store/registries.py``); ``secret`` is the
+    password encrypted with the server's key (``gpudock.vault``)."""
+
+    __tablename__ = "registry_credentials"
+    __table_args__ = (UniqueConstraint("user", "registry", name="registry_credential_user"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user: Mapped[str] = mapped_column(String(128))
+    host: Mapped[str] = mapped_column("registry", String(255), index=True)  # the registry
+    username: Mapped[str] = mapped_column(String(255))
+    secret: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 Index("jobs_state_priority", JobRow.state, JobRow.priority, JobRow.submitted_at)

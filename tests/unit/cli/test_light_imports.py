@@ -34,6 +34,9 @@ CLIENT_COMMANDS = [
     ["requeue", "1"],
     ["update", "1", "--gpus", "2"],
     ["exec", "1", "--", "true"],
+    ["registry", "list"],
+    ["registry", "logout", "registry.example.com:5000"],
+    ["registry", "login", "registry.example.com", "--username", "u", "--password-stdin"],
 ]
 
 
@@ -53,6 +56,7 @@ def test_a_client_command_that_fails_to_connect_loads_neither_pydantic_nor_rich(
         capture_output=True,
         text=True,
         timeout=120,
+        input="pw\n" if "--password-stdin" in argv else None,
     )
 
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
