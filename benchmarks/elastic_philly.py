@@ -120,8 +120,7 @@ def main() -> None:
         "restart_overhead_s": args.restart_overhead,
         "scaling": "linear (upper bound)",
         "load_seconds": round(load_seconds, 2),
-        "variants": {v: {k: r.get(k) for k in (*FIGURES, "preemptions", "resizes", "sim_seconds")}
-                     for v, r in results.items()},  # fmt: skip
+        "variants": {v: _figures(r) for v, r in results.items()},
         **{
             f"{v.replace('-', '_')}_jct_vs_fixed": _ratio(results[v], fixed, "avg_jct_s")
             for v in VARIANTS[1:]
@@ -135,6 +134,10 @@ def main() -> None:
         **build_info(),
     }
     print(json.dumps(out, indent=2))
+
+
+def _figures(result: dict[str, object]) -> dict[str, object]:
+    return {k: result.get(k) for k in (*FIGURES, "preemptions", "resizes", "sim_seconds")}
 
 
 def _ratio(a: dict[str, object], b: dict[str, object], key: str) -> float | None:

@@ -408,9 +408,10 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
 
     First, blocked jobs take back elastic jobs' GPUs above their minimum
-    (``elastic.shrink``); only the jobs still blocked go on to preempt. Their ``priority`` or ``fairness`` reason goes first; the capacity
-    reasons stay after it. A reserved job that preempts (or waits for its
-    victims) starts on their GPUs, not at its ETA: the ETA reason is dropped.
+    (``elastic.shrink``); only the jobs still blocked go on to preempt. Their
+    ``priority`` or ``fairness`` reason goes first; the capacity reasons stay after it.
+    A reserved job that preempts (or waits for its victims) starts on their GPUs, not
+    at its ETA: the ETA reason is dropped.
     """
     blocked, quota_blocked, snapshot, plan = (
         cycle.blocked,

@@ -82,7 +82,7 @@ def shrink(
     ``finder`` takes them, so that ordinary preemption does not choose them again.
     Returns the jobs still blocked, for ordinary preemption.
     """
-    views = {job.id: job for job in running}
+    by_id = {job.id: job for job in running}
     spare = [s for s in map(surplus, running) if s is not None]
     if not spare:
         return list(blocked)
@@ -92,12 +92,13 @@ def shrink(
         choice = None
         if job.id not in waiting:
             holders = running_by_node([s for s in spare if s.id not in taken])
-            nodes = [state.nodes[v.name] for v in state.views.values() if could_fit_if_freed(job, v)]
+            fit = [v.name for v in state.views.values() if could_fit_if_freed(job, v)]
+            nodes = [state.nodes[name] for name in fit]
             choice = choose_victims(job, nodes, holders, lambda _: True, now)
         if choice is None:
             left.append(job)
             continue
-        victims = tuple(views[v.id] for v in choice.victims)
+        victims = tuple(by_id[v.id] for v in choice.victims)
         taken.update(v.id for v in victims)
         finder.take(VictimSet(choice.node, victims))
         why = f"job {job.id} (taking back GPUs above the elastic minimum)"

@@ -210,9 +210,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
     )
 
 
-def _restartable(
-    gpus: int, max_gpus: float | None, elastic: str | None
-) -> tuple[int, int] | None:
+def _restartable(gpus: int, max_gpus: float | None, elastic: str | None) -> tuple[int, int] | None:
     """``RunningJob.elastic``: the GPU range of an ``elastic: restart`` job, else None."""
     if elastic != "restart" or max_gpus is None or round(max_gpus) <= gpus:
         return None

@@ -36,9 +36,7 @@ def test_an_elastic_job_starts_at_2_and_is_restarted_on_4_when_gpus_free_up(
     instance = api.get("/healthz").json()["instance"]
     other = submit(api, image=TEST_IMAGE, command=["sleep", "6"], gpus=2)
     wait_state(api, other, {"RUNNING"})
-    elastic = submit(
-        api, image=TEST_IMAGE, command=["sleep", "300"], gpus="2-4", elastic="restart"
-    )
+    elastic = submit(api, image=TEST_IMAGE, command=["sleep", "300"], gpus="2-4", elastic="restart")
     wait_state(api, elastic, {"RUNNING"})
     first = job_state(api, elastic)
     assert len(first["gpus"]) == 2 and first["attempt"] == 0

@@ -3,6 +3,8 @@ only into GPUs no job waits for, and give back what they hold above it first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpudock.config import SchedulerConfig
@@ -78,8 +80,6 @@ def test_a_resize_takes_only_gpus_of_the_model_the_job_holds() -> None:
     node = make_node("n0").gpus(2, model="A100-80GB")
     other = make_node("n0").gpus(4, model="H100-80GB").build().gpus[2:]
     view = node.build()
-    from dataclasses import replace
-
     view = replace(view, gpus=view.gpus + tuple(replace(g, index=g.index) for g in other))
     running = [make_running(5).on("n0", 0, 1).elastic(2, 4)]
     assert run(make_snapshot([view], [], 0, running)).resizes == []
@@ -124,8 +124,6 @@ def test_a_job_preempts_as_usual_when_the_elastic_surplus_is_too_small() -> None
     ]
     job = make_job(1).gpus(2).priority(10)
     snapshot = make_snapshot([make_node("n0").gpus(5)], [job.build()], 0, running)
-    from dataclasses import replace
-
     snapshot = replace(snapshot, pending=(replace(snapshot.pending[0], can_preempt=True),))
     plan = both_paths(snapshot)
     assert [p.victim_id for p in plan.preemptions] == [6]
