@@ -34,6 +34,11 @@ def test_an_elastic_job_starts_at_2_and_is_restarted_on_4_when_gpus_free_up(
     server.wait_healthy(timeout=120)
     api = server.api()
     instance = api.get("/healthz").json()["instance"]
+    refused = api.post("/v1/jobs", json={"image": TEST_IMAGE, "min_gpus": 4, "max_gpus": 2})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["message"].endswith(
+        "min_gpus (4) must not be greater than max_gpus (2)"
+    )
     other = submit(api, image=TEST_IMAGE, command=["sleep", "6"], gpus=2)
     wait_state(api, other, {"RUNNING"})
     elastic = submit(api, image=TEST_IMAGE, command=["sleep", "300"], gpus="2-4", elastic="restart")
