@@ -26,6 +26,15 @@ GPU_RANGE_PATTERN = r"^\s*[0-9]{1,4}\s*-\s*[0-9]{1,4}\s*$"
 _RANGE_RE = re.compile(GPU_RANGE_PATTERN)
 
 
+def gpus_schema(schema: dict[str, Any]) -> None:
+    """``gpus`` in the JSON Schema: an integer in its bounds, or a range (``'2-4'``)."""
+    integer = {"type": schema.pop("type", "integer")}
+    for bound in ("minimum", "maximum"):
+        if bound in schema:
+            integer[bound] = schema.pop(bound)
+    schema["anyOf"] = [integer, {"type": "string", "pattern": GPU_RANGE_PATTERN}]
+
+
 def parse_gpu_range(text: str) -> tuple[int, int]:
     """``"2-4"`` as ``(2, 4)``; ``ValueError`` naming the problem."""
     if not _RANGE_RE.fullmatch(text):

@@ -33,7 +33,7 @@ from pydantic import (
 from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.arrays import ARRAY_PATTERN, parse_array
-from gpudock.core.elastic import GPU_RANGE_PATTERN, ElasticMode, normalise_range, range_problem
+from gpudock.core.elastic import ElasticMode, gpus_schema, normalise_range, range_problem
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.image_ref import (
     IMAGE_REFERENCE_PATTERN,
@@ -165,9 +165,7 @@ class JobSpec(BaseModel):
         ge=0,
         le=1024,
         description="number of GPUs (0 for CPU-only), or a range '2-4' (an elastic job)",
-        json_schema_extra={
-            "anyOf": [{"type": "integer"}, {"type": "string", "pattern": GPU_RANGE_PATTERN}]
-        },
+        json_schema_extra=gpus_schema,
     )
     max_gpus: int | None = Field(
         default=None,
