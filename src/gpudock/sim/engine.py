@@ -10,6 +10,9 @@ server's applier and controller do:
 
 * a placement takes its GPUs and the job runs for its remaining work;
 * a gang takes its part on every node at once;
+* a resize (``Plan.resizes``, elastic jobs) stops the job as a preemption does,
+  without a preemptor; an elastic job's work scales linearly with the GPUs it
+  got (``_Job.speed``);
 * a preemption stops the victim: from then on it makes no progress, holds
   its GPUs for ``preempt_grace`` seconds (SIGTERM, grace, SIGKILL: the
   executor's ``stop_grace``), then returns to pending with its original
