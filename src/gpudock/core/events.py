@@ -21,6 +21,7 @@ class EventType(StrEnum):
     JOB_PLACED = "job.placed"  # the scheduler's placement committed: node, gpus, memory_per_gpu
     JOB_PREEMPTED = "job.preempted"  # a victim asked to stop: preemptor id, user, queue, class
     JOB_WATCHDOG_KILL = "job.watchdog_kill"  # stopped for exceeding max_runtime
+    JOB_RESIZED = "job.resized"  # an elastic job restarted to grow: from, to (GPUs)
     JOB_CHANGED = "job.changed"  # held, released, requeued or updated by a user: action, by
     NODE_HEALTH = "node.health"  # a node's status changed: status, reason
     GPU_HEALTH = "gpu.health"  # a GPU's health changed: uuid, index, from, to

@@ -33,6 +33,7 @@ from pydantic import (
 from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.arrays import ARRAY_PATTERN, parse_array
+from gpudock.core.elastic import ElasticMode, gpus_schema, normalise_range, range_problem
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.image_ref import (
     IMAGE_REFERENCE_PATTERN,
@@ -159,7 +160,23 @@ class JobSpec(BaseModel):
         max_length=MAX_ENV,
         json_schema_extra=schema.text_map(schema.ENV_KEY_ALLOWED_PATTERN, MAX_TEXT),
     )
-    gpus: int = Field(default=0, ge=0, le=1024, description="number of GPUs (0 for CPU-only)")
+    gpus: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="number of GPUs (0 for CPU-only), or a range '2-4' (an elastic job)",
+        json_schema_extra=gpus_schema,
+    )
+    max_gpus: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="elastic job: the most GPUs it may get (gpus, or min_gpus, is the least)",
+    )
+    elastic: ElasticMode | None = Field(
+        default=None,
+        description="'restart': a running elastic job may be restarted on more GPUs",
+    )
     gpu_memory: int | None = Field(
         default=None,
         description="per-GPU memory share in bytes (accepts '20GiB'); shared job",
@@ -254,6 +271,8 @@ class JobSpec(BaseModel):
             if "gpus" in data and data["gpus"] != per_node:
                 raise ValueError("give gpus_per_node or gpus (GPUs per node), not both")
             data["gpus"] = per_node
+        if isinstance(data, dict):
+            data = normalise_range(data)  # ``gpus: '2-4'``, ``min_gpus``: ``gpus`` + ``max_gpus``
         return data
 
     @field_validator("*", mode="before")
@@ -265,7 +284,7 @@ class JobSpec(BaseModel):
             raise ValueError(f"{info.field_name} must not contain NUL (\\x00) characters")
         return value
 
-    @field_validator("gpus", "priority", "retries", "nodes", "cpus", mode="before")
+    @field_validator("gpus", "max_gpus", "priority", "retries", "nodes", "cpus", mode="before")
     @classmethod
     def _json_number(cls, value: Any, info: ValidationInfo) -> Any:
         """A JSON number, as the schema says: ``true`` is not 1, ``"2"`` is not 2."""
@@ -434,6 +453,23 @@ class JobSpec(BaseModel):
                 canonical.append(toleration)
         return canonical
 
+    @model_validator(mode="after")
+    def _gpu_range(self) -> JobSpec:
+        """An elastic job's range is sound (``gpudock.core.elastic``)."""
+        problem = range_problem(
+            self.gpus, self.max_gpus, self.elastic, self.shared, self.nodes, self.topology
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def elastic_range(self) -> tuple[int, int] | None:
+        """``(min, max)`` GPUs of an elastic job; None for a fixed count."""
+        if self.max_gpus is None or self.max_gpus <= self.gpus:
+            return None
+        return (self.gpus, self.max_gpus)
+
     @property
     def shared(self) -> bool:
         """A shared job holds a memory share of each GPU instead of whole GPUs."""
@@ -520,7 +556,7 @@ class Job:
     container_name: str | None = None  # set when the attempt starts (STARTING)
     container_id: str | None = None
     cancel_requested: bool = False
-    stop_requested: str | None = None  # "cancel", "max_runtime", "preempt" or "requeue"
+    stop_requested: str | None = None  # "cancel", "max_runtime", "preempt", "requeue", "resize"
     stop_requested_by: str | None = None
     log_path: str | None = None
     gpu_uuids: tuple[str, ...] = ()

@@ -26,7 +26,7 @@ CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 # Stop kinds the server itself enforces (a watchdog), as opposed to a user's
 # cancel or a scheduler's preemption.
-USER_OR_SCHEDULER_STOPS = frozenset({None, "cancel", "preempt", "requeue"})
+USER_OR_SCHEDULER_STOPS = frozenset({None, "cancel", "preempt", "requeue", "resize"})
 
 
 class RuntimeMetrics:

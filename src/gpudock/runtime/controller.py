@@ -31,6 +31,7 @@ from gpudock.runtime.gating import gate_snapshot
 from gpudock.runtime.reconciler import reconcile
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.elastic import may_grow
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
@@ -93,7 +94,7 @@ class Controller:
             )
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
-        if not snapshot.pending:
+        if not snapshot.pending and not any(map(may_grow, snapshot.running)):
             ctx.reservations = ()
             return ApplyResult()
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
@@ -105,8 +106,8 @@ class Controller:
             ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))
         if result.rejected:
             ctx.wake_scheduler.set()  # retry on fresh state
-        if result.preempted:
-            ctx.wake_reconciler.set()  # stop the victims now
+        if result.preempted or result.resized:
+            ctx.wake_reconciler.set()  # stop the victims (and the jobs to resize) now
         return result
 
     def _prepare(self) -> None:

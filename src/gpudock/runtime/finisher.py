@@ -109,6 +109,8 @@ def outcome(job: Job, status: ContainerStatus | None) -> Outcome:
         return Outcome(JobState.FAILED, f"exceeded max_runtime of {limit}; stopped")
     if job.stop_requested == "preempt":
         return Outcome(JobState.PENDING, f"preempted by {job.stop_requested_by}; requeued")
+    if job.stop_requested == "resize":
+        return Outcome(JobState.PENDING, f"restarted by {job.stop_requested_by}; no retry used")
     if job.stop_requested == "requeue":
         return Outcome(JobState.PENDING, f"requeued by {job.stop_requested_by}; no retry used")
     if status is None:

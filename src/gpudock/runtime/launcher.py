@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 
 from gpudock.core.arrays import array_env
+from gpudock.core.elastic import size_env
 from gpudock.core.job import Job, JobState, container_name, parse_mount
 from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
 from gpudock.runtime import node_health
@@ -146,7 +147,7 @@ def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -
         name=job.container_name or container_name(ctx.instance_id, job.id, job.attempt),
         image=spec.image,
         command=spec.command,
-        env={**spec.env, **array_env(job.array_id, job.array_index)},
+        env={**spec.env, **array_env(job.array_id, job.array_index), **size_env(spec, job)},
         gpu_uuids=job.gpu_uuids,
         gpu_memory=job.gpu_memory_per_gpu,
         gpus_emulated=ctx.gpus_emulated,

@@ -45,9 +45,14 @@ a function below (Kueue style)::
     4. explain     jobs no node could take get PendingReasons, worded
                    against the capacity left at the end of the cycle
                    (``explain.py``); the reserved job gets its ETA
-    5. preempt     blocked jobs that may preempt choose victims
-                   (preemption.py): priority within a queue, reclaim
-                   across queues
+    5. preempt     blocked jobs first take back elastic jobs' GPUs above
+                   their minimum (elastic.py); those still blocked that may
+                   preempt choose victims (preemption.py): priority within
+                   a queue, reclaim across queues
+    6. grow        when no job is blocked and nothing is preempted: elastic
+                   jobs placed this cycle take free GPUs of their node up to
+                   their maximum; running ``elastic: restart`` jobs that could
+                   grow are restarted to (``Plan.resizes``; elastic.py)
 
 A blocked job does not block the ones after it (unless a strategy says so).
 Gangs neither preempt nor hold reservations.
@@ -66,6 +71,7 @@ from gpudock.scheduler.acceleration import Accelerator, Reference
 from gpudock.scheduler.admission import Admission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
 from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.elastic import grow, shrink
 from gpudock.scheduler.equivalence import VerdictCache
 from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_reservation
 from gpudock.scheduler.framework import OrderPolicy, Profile
@@ -198,6 +204,7 @@ class Cycle:
     gangs_blocked: list[JobRequest] = field(default_factory=list)
     reservation: Reservation | None = None  # the EASY reservation (step 3c)
     reservation_tries: int = 0
+    elastic: dict[int, JobRequest] = field(default_factory=dict)  # placed elastic jobs (step 6)
 
 
 def _run_cycle(
@@ -221,6 +228,8 @@ def _run_cycle(
             place(cycle, job)  # 3b, 3c
     eta = explain(cycle, reasons)  # 4
     preempt(cycle, eta)  # 5
+    if not (cycle.blocked or cycle.gangs_blocked or cycle.plan.preemptions):  # 6
+        grow(cycle.state, cycle.plan, cycle.elastic, snapshot.running, cycle.admission)
     return cycle.plan
 
 
@@ -328,6 +337,8 @@ def place(cycle: Cycle, job: JobRequest) -> None:
     elif isinstance(outcome, Placement):
         placed(cycle, job, (outcome,))
         cycle.plan.placements.append(outcome)
+        if job.elastic:
+            cycle.elastic[job.id] = job
     else:
         cycle.plan.pending[job.id] = [outcome]
 
@@ -396,9 +407,11 @@ def explain(cycle: Cycle, reasons: bool) -> PendingReason | None:
 def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     """Step 5: blocked jobs that may preempt choose victims (``preemption.py``).
 
-    Their ``priority`` or ``fairness`` reason goes first; the capacity
-    reasons stay after it. A reserved job that preempts (or waits for its
-    victims) starts on their GPUs, not at its ETA: the ETA reason is dropped.
+    First, blocked jobs take back elastic jobs' GPUs above their minimum
+    (``elastic.shrink``); only the jobs still blocked go on to preempt. Their
+    ``priority`` or ``fairness`` reason goes first; the capacity reasons stay after it.
+    A reserved job that preempts (or waits for its victims) starts on their GPUs, not
+    at its ETA: the ETA reason is dropped.
     """
     blocked, quota_blocked, snapshot, plan = (
         cycle.blocked,
@@ -408,6 +421,11 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     )
     if not (blocked or quota_blocked) or not snapshot.running:
         return
+    finder = cycle.accelerator.victims(cycle.state, cycle.running, cycle.session)
+    waiting = frozenset(cycle.running.preempted_for)
+    left = shrink(blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan)
+    shrinking = {job.id for job in blocked} - {job.id for job in left}
+    blocked = left
     preemptions, reasons = plan_preemptions(
         blocked,
         cycle.state,
@@ -416,13 +434,15 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
         cycle.admission,
         quota_blocked,
         cycle.running,
-        cycle.accelerator.victims(cycle.state, cycle.running, cycle.session),
+        finder,
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
     reservation = cycle.reservation
-    if reservation is not None and reservation.job.id in reasons:  # it preempts instead
+    if reservation is not None and (
+        reservation.job.id in reasons or reservation.job.id in shrinking
+    ):  # it preempts instead
         plan.reservations.clear()
         if eta is not None:
             plan.pending[reservation.job.id].remove(eta)

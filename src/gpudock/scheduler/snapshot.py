@@ -85,10 +85,16 @@ class JobRequest:
     topology: Topology | None = None  # all GPUs in one NVLink domain / NUMA node
     memory: int | None = None  # host memory bytes per node (the container's limit)
     held_by: str | None = None  # held back by this user (``scheduler/hold.py``)
+    max_gpus: int | None = None  # elastic: ``gpus`` is the least, this the most (``elastic.py``)
 
     @property
     def shared(self) -> bool:
         return self.gpu_memory is not None and self.gpus > 0
+
+    @property
+    def elastic(self) -> bool:
+        """An elastic job: it may get up to ``max_gpus`` whole GPUs on its node."""
+        return self.max_gpus is not None and self.max_gpus > self.gpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,7 @@ class RunningJob:
     preempted_for: int | None = None  # the job it is being stopped for, if preempted
     user: str = ""
     cpus: float | None = None
+    elastic: tuple[int, int] | None = None  # (min, max) GPUs of an ``elastic: restart`` job
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]
@@ -162,6 +169,21 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class Resize:
+    """Restart running elastic job ``job_id`` so that it can grow (``scheduler/elastic.py``).
+
+    It holds ``from_gpus`` on ``node``, and ``to_gpus`` fit there now. The
+    job stops, returns to PENDING without using a retry, and the next cycle
+    places it again: at its minimum, grown to what is free then.
+    """
+
+    job_id: int
+    node: str
+    from_gpus: int
+    to_gpus: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReservedGpus:
     """GPUs ``gpus`` (indices) of ``node`` kept for pending job ``job_id`` (EASY backfill).
 
@@ -184,3 +206,4 @@ class Plan:
     gangs: list[GangPlacement] = field(default_factory=list)
     reservations: list[ReservedGpus] = field(default_factory=list)  # informative: the applier
     # ignores them; the controller publishes them for ``GET /v1/gpus``
+    resizes: list[Resize] = field(default_factory=list)  # elastic jobs restarted to grow

@@ -10,6 +10,9 @@ server's applier and controller do:
 
 * a placement takes its GPUs and the job runs for its remaining work;
 * a gang takes its part on every node at once;
+* a resize (``Plan.resizes``, elastic jobs) stops the job as a preemption does,
+  without a preemptor; an elastic job's work scales linearly with the GPUs it
+  got (``_Job.speed``);
 * a preemption stops the victim: from then on it makes no progress, holds
   its GPUs for ``preempt_grace`` seconds (SIGTERM, grace, SIGKILL: the
   executor's ``stop_grace``), then returns to pending with its original
@@ -142,6 +145,7 @@ class Simulator(JobTransitions):
         running: dict[int, _Job] = {}
         interval = self.config.cycle_interval
         horizon = self.config.horizon
+        elastic = any(j.trace.elastic_restart for j in self._jobs)  # growth needs cycles
         now = 0.0
         total = len(self._jobs) - self.record.skipped_jobs
         steps, shown = 0, started
@@ -191,7 +195,7 @@ class Simulator(JobTransitions):
                     if self.policy.dynamic:
                         self._fresh.append(job)
                     changed = True
-            if changed and pending:
+            if changed and (pending or (elastic and any(map(_may_grow, running.values())))):
                 self._cycle(now, pending, running)
                 if self.policy.dynamic and pending and running:
                     self._schedule_tick(now, running)
@@ -245,6 +249,17 @@ class Simulator(JobTransitions):
             session=self._session,
         )
         self._apply(plan, now, pending, running)
+
+
+def _may_grow(job: _Job) -> bool:
+    """A running ``elastic: restart`` job below its maximum: a cycle may resize it."""
+    trace = job.trace
+    return (
+        job.state == "running"
+        and trace.elastic_restart
+        and trace.max_gpus is not None
+        and job.granted < trace.max_gpus
+    )
 
 
 def simulate(

@@ -91,11 +91,20 @@ class _Job:
     after: int = 0  # siblings: ... and of the job after it
     place: int = 0  # siblings: its index in its class's jobs in submission order
     shown: int | None = None  # siblings: a running job's priority held down by its sweep
+    granted: int = 0  # elastic: the GPUs its current attempt got (0: not elastic, or idle)
 
     @property
     def gpus(self) -> float:
-        fraction = self.trace.gpu_fraction if self.trace.gpu_fraction is not None else 1.0
-        return self.trace.num_gpus * self.trace.nodes * fraction
+        """The GPUs it holds while running: an elastic job's grant, else the trace's."""
+        if self.granted:
+            return float(self.granted)
+        return self.trace.total_gpus
+
+    @property
+    def speed(self) -> float:
+        """Work done per second: an elastic job on ``granted`` GPUs runs ``granted /
+        num_gpus`` times as fast as on its minimum (linear scaling); else 1."""
+        return self.granted / self.trace.num_gpus if self.granted else 1.0
 
 
 def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
@@ -120,6 +129,7 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
     of a running job, over a million (compiled, ``RunningJob`` is a native class and
     this is a C call). A test pins it to the keyword form, field by field."""
     request = job.request
+    trace = job.trace
     return RunningJob(
         request.id,
         request.queue,
@@ -136,6 +146,9 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
         job.preempted_for,
         "",
         request.cpus,
+        (trace.num_gpus, trace.max_gpus)
+        if trace.elastic_restart and trace.max_gpus is not None
+        else None,
     )
 
 
@@ -169,6 +182,9 @@ def _with_priority(request: JobRequest, priority: int) -> JobRequest:
         r.node_selector,
         r.tolerations,
         r.topology,
+        r.memory,
+        r.held_by,
+        r.max_gpus,
     )
 
 

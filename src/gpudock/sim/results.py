@@ -62,6 +62,7 @@ class RunRecord:
     queue_share: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     entitled: dict[str, float] = field(default_factory=dict)
     preemptions: int = 0
+    resizes: int = 0  # elastic jobs restarted to grow
     horizon: float = 0.0  # virtual time when the run ended
     cycles: int = 0  # scheduling cycles run
     sim_seconds: float = 0.0  # wall-clock seconds the run took

@@ -148,6 +148,7 @@ class SimState:
             cpus=trace.cpus,
             max_runtime=trace.max_runtime,
             node_selector=selector,
+            max_gpus=trace.max_gpus,
         )
 
     def _queue_policy(self, jobs: Sequence[TraceJob]) -> QueuePolicy | None:
@@ -269,7 +270,7 @@ class SimState:
             queue=job.trace.queue,
             submit=job.trace.submit_time,
             duration=job.trace.duration,
-            gpus=job.gpus,
+            gpus=job.trace.total_gpus,
             start=job.first_start,
             end=job.end,
             preemptions=job.preemptions,

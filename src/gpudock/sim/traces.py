@@ -78,6 +78,8 @@ class TraceJob:
     cpus: float | None = None
     memory_mib: int | None = None
     gpu_models: tuple[str, ...] = ()  # every acceptable model; () = any
+    max_gpus: int | None = None  # elastic: num_gpus is the least, this the most (one node)
+    elastic_restart: bool = False  # elastic: restart: a running job may be restarted to grow
 
     @property
     def total_gpus(self) -> float:

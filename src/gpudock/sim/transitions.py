@@ -49,12 +49,19 @@ class JobTransitions(DynamicPriorities):
                 self._stop(victim, preemption.preemptor_id, now)
                 if self._due is not None and victim.reprioritize_at <= self._due:
                     self._due = None
+        for resize in plan.resizes:
+            job = self._jobs[resize.job_id - 1]
+            if job.state == "running" and resize.job_id not in stopped:
+                self._restart(job, now)
+                self._due = None
 
     # ── job transitions ──────────────────────────────────────────────────
 
     def _start(self, job: _Job, parts: tuple[Placement, ...], now: float) -> None:
         job.state, job.parts, job.attempt_start = "running", parts, now
         job.version += 1
+        if job.trace.max_gpus is not None:  # elastic: as many as it got, this attempt
+            job.granted = len(parts[0].gpu_uuids)
         job.running_views = ()
         if job.first_start is None:
             job.first_start = now
@@ -63,7 +70,7 @@ class JobTransitions(DynamicPriorities):
         for part in parts:
             self._change(part, job.request, +1)
         self._note_usage(now, job, +1)
-        self._push(now + job.remaining, FINISH, job.request.id, job.version)
+        self._push(now + job.remaining / job.speed, FINISH, job.request.id, job.version)
 
     def _finish(self, job: _Job, at: float) -> None:
         self._finished += 1
@@ -73,7 +80,7 @@ class JobTransitions(DynamicPriorities):
         self._release(job, at)
         siblings = self.policy.siblings
         submitted = job.trace.submit_time if siblings else None  # siblings read submit times
-        self._estimator.record(job.trace.queue, job.gpus, job.ran, submitted)
+        self._estimator.record(job.trace.queue, job.trace.total_gpus, job.ran, submitted)
         if siblings:
             self._swept.pop(job.request.id, None)
             self._unhold(job)
@@ -89,9 +96,21 @@ class JobTransitions(DynamicPriorities):
         job.running_views = ()
         self._push(now + self.config.preempt_grace, RELEASED, job.request.id, job.version)
 
+    def _restart(self, job: _Job, now: float) -> None:
+        """An elastic job stopped to grow (``Plan.resizes``): it keeps the work done (as a
+        checkpointing job would), redoes ``restart_overhead``, and is pending again after
+        ``preempt_grace``, with no preemptor."""
+        self._progress(job, now)
+        job.remaining += self.config.restart_overhead
+        self.record.resizes += 1
+        job.state, job.preempted_for = "stopping", None
+        job.version += 1
+        job.running_views = ()
+        self._push(now + self.config.preempt_grace, RELEASED, job.request.id, job.version)
+
     def _progress(self, job: _Job, now: float) -> None:
         ran = max(0.0, now - job.attempt_start)
-        job.remaining = max(0.0, job.remaining - ran)
+        job.remaining = max(0.0, job.remaining - ran * job.speed)
         job.ran += ran
         job.service += ran * job.gpus
         job.attempt_start = now

@@ -42,6 +42,7 @@ class ApplyResult:
     committed: list[Placement] = field(default_factory=list)
     rejected: list[tuple[Placement, str]] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)  # victims now asked to stop
+    resized: list[int] = field(default_factory=list)  # elastic jobs now asked to restart
 
 
 def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
@@ -61,6 +62,11 @@ def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
             for preemption in plan.preemptions:
                 if job_store.request_preemption(session, preemption, now):
                     result.preempted.append(preemption.victim_id)
+    if plan.resizes:
+        with db.write() as session:
+            for resize in plan.resizes:
+                if job_store.request_resize(session, resize, now):
+                    result.resized.append(resize.job_id)
     if plan.pending:
         with db.write() as session:
             job_store.set_pending_reasons(session, plan.pending)

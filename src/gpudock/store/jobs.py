@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from gpudock.core.arrays import ArrayTask
 from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
-from gpudock.scheduler.snapshot import Preemption
+from gpudock.scheduler.snapshot import Preemption, Resize
 from gpudock.store import events as event_store
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
 
@@ -278,7 +278,8 @@ def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]
 def request_stop(
     session: Session, job_id: int, kind: str, by: str, now: float | None = None
 ) -> bool:
-    """Flag an active job to be stopped (``cancel``, ``max_runtime`` or ``requeue``).
+    """Flag an active job to be stopped (``cancel``, ``max_runtime``, ``requeue`` or
+    ``resize``).
     First flag wins.
 
     A ``max_runtime`` stop given ``now`` records a ``job.watchdog_kill`` event.
@@ -334,6 +335,23 @@ def request_preemption(session: Session, preemption: Preemption, now: float | No
         return False
     if now is not None:
         _preemption_event(session, preemption, now)
+    return True
+
+
+def request_resize(session: Session, resize: Resize, now: float) -> bool:
+    """Ask a running elastic job to stop so that it restarts on more GPUs (``Resize``).
+
+    Conditional: a job that ended, is already stopping or is not active is
+    left alone (returns False). Records a ``job.resized`` event (from, to);
+    the finisher requeues it without using a retry.
+    """
+    why = f"the scheduler, to grow from {resize.from_gpus} to {resize.to_gpus} GPUs"
+    if not request_stop(session, resize.job_id, "resize", why):
+        return False
+    payload = {"from": resize.from_gpus, "to": resize.to_gpus}
+    event_store.append_for_job(
+        session, EventType.JOB_RESIZED, resize.job_id, now, payload, node=resize.node
+    )
     return True
 
 

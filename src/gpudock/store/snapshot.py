@@ -125,6 +125,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.topology,
             JobRow.spec["memory"].as_float().label("memory"),
             JobRow.held_by,
+            JobRow.spec["max_gpus"].as_float().label("max_gpus"),
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
@@ -152,6 +153,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
                 topology=r.topology,
                 memory=None if r.memory is None else round(r.memory),
                 held_by=r.held_by,
+                max_gpus=None if r.max_gpus is None else round(r.max_gpus),
             )
         )
     return tuple(out)
@@ -167,6 +169,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.id,
             JobRow.queue,
             JobRow.priority,
+            JobRow.gpus,
             JobRow.node,
             JobRow.gpu_uuids,
             JobRow.started_at,
@@ -178,6 +181,8 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.preempted_for,
             JobRow.user,
             JobRow.cpus,
+            JobRow.spec["max_gpus"].as_float().label("max_gpus"),
+            JobRow.spec["elastic"].as_string().label("elastic"),
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
         .order_by(JobRow.id)
@@ -199,9 +204,17 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             preempted_for=r.preempted_for,
             user=r.user,
             cpus=r.cpus,
+            elastic=_restartable(r.gpus, r.max_gpus, r.elastic),
         )
         for r in session.execute(stmt)
     )
+
+
+def _restartable(gpus: int, max_gpus: float | None, elastic: str | None) -> tuple[int, int] | None:
+    """``RunningJob.elastic``: the GPU range of an ``elastic: restart`` job, else None."""
+    if elastic != "restart" or max_gpus is None or round(max_gpus) <= gpus:
+        return None
+    return (gpus, round(max_gpus))
 
 
 class SnapshotCache:

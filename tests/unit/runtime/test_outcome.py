@@ -74,3 +74,12 @@ def test_requested_stops_win_over_the_exit_code() -> None:
 def test_preemption_requeues_without_using_a_retry() -> None:
     result = outcome(job(stop="preempt", retries=0), exited(143))
     assert result == Outcome(JobState.PENDING, "preempted by job 9; requeued")
+
+
+def test_a_resize_requeues_without_using_a_retry() -> None:
+    resized = job(stop="resize")
+    resized.stop_requested_by = "the scheduler, to grow from 2 to 4 GPUs"
+    assert outcome(resized, exited(143)) == Outcome(
+        JobState.PENDING,
+        "restarted by the scheduler, to grow from 2 to 4 GPUs; no retry used",
+    )

@@ -124,6 +124,11 @@ class JobBuilder:
         self._job = replace(self._job, memory=parse_size(size))
         return self
 
+    def elastic(self, low: int, high: int) -> JobBuilder:
+        """An elastic job of ``low`` to ``high`` whole GPUs (``gpus: low-high``)."""
+        self._job = replace(self._job, gpus=low, max_gpus=high)
+        return self
+
     def held_by(self, user: str) -> JobBuilder:
         """Held back from scheduling (``gpudock hold``) by ``user``."""
         self._job = replace(self._job, held_by=user)
@@ -292,6 +297,11 @@ class RunningBuilder:
 
     def not_preemptible(self) -> RunningBuilder:
         self._fields["preemptible"] = False
+        return self
+
+    def elastic(self, low: int, high: int) -> RunningBuilder:
+        """An ``elastic: restart`` job of ``low`` to ``high`` GPUs (it holds ``on``'s)."""
+        self._fields["elastic"] = (low, high)
         return self
 
     def stopping_for(self, job_id: int) -> RunningBuilder:

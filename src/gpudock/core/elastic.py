@@ -1,0 +1,97 @@
+"""Elastic jobs: a GPU range instead of one count (``gpus: 2-4``).
+
+A job may ask for ``gpus: "2-4"`` or ``min_gpus: 2, max_gpus: 4``; the spec
+stores ``gpus`` (the minimum) and ``max_gpus``. It starts when its minimum
+fits, on one node, and gets more GPUs (up to ``max_gpus``) only when no
+other job is waiting for them. With ``elastic: restart`` a running job may
+also be restarted on more GPUs later (gpudock cannot change a running
+container's devices); either way its GPUs above the minimum are the first
+taken back when another job needs them. The container learns its size from
+``GPUDOCK_GPUS`` (its GPU uuids) and ``WORLD_SIZE`` (their number).
+
+Whole GPUs on one node only: no ``gpu_memory`` shares, no ``nodes > 1`` and
+no ``topology`` (a larger size could need another NVLink domain).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from gpudock.core.job import Job, JobSpec
+
+ElasticMode = Literal["restart"]
+GPU_RANGE_PATTERN = r"^\s*[0-9]{1,4}\s*-\s*[0-9]{1,4}\s*$"
+_RANGE_RE = re.compile(GPU_RANGE_PATTERN)
+
+
+def gpus_schema(schema: dict[str, Any]) -> None:
+    """``gpus`` in the JSON Schema: an integer in its bounds, or a range (``'2-4'``)."""
+    integer = {"type": schema.pop("type", "integer")}
+    for bound in ("minimum", "maximum"):
+        if bound in schema:
+            integer[bound] = schema.pop(bound)
+    schema["anyOf"] = [integer, {"type": "string", "pattern": GPU_RANGE_PATTERN}]
+
+
+def parse_gpu_range(text: str) -> tuple[int, int]:
+    """``"2-4"`` as ``(2, 4)``; ``ValueError`` naming the problem."""
+    if not _RANGE_RE.fullmatch(text):
+        raise ValueError(f"gpus must be a number or a range such as '2-4', not {text!r}")
+    low, _, high = text.partition("-")
+    return int(low), int(high)
+
+
+def normalise_range(data: dict[str, Any]) -> dict[str, Any]:
+    """A spec's raw fields with a GPU range as ``gpus`` (minimum) and ``max_gpus``.
+
+    Accepts ``gpus: "2-4"``, or ``min_gpus`` (with ``max_gpus``); refuses a
+    minimum given twice. ``max_gpus`` equal to the minimum is a fixed count.
+    """
+    data = dict(data)
+    gpus = data.get("gpus")
+    if isinstance(gpus, str) and "-" in gpus:
+        if "min_gpus" in data or data.get("max_gpus") is not None:
+            raise ValueError("give gpus as a range ('2-4') or min_gpus and max_gpus, not both")
+        data["gpus"], data["max_gpus"] = parse_gpu_range(gpus)
+    if "min_gpus" in data:
+        low = data.pop("min_gpus")
+        if "gpus" in data and data["gpus"] != low:
+            raise ValueError("give min_gpus or gpus (the minimum), not both")
+        data["gpus"] = low
+    return data
+
+
+def range_problem(
+    gpus: int,
+    max_gpus: int | None,
+    elastic: str | None,
+    shared: bool,
+    nodes: int,
+    topology: str | None,
+) -> str | None:
+    """Why a spec's GPU range is refused (one line), or None when it is sound."""
+    if max_gpus is None:
+        if elastic is not None:
+            return "elastic: restart needs a GPU range (gpus: '2-4', or min_gpus and max_gpus)"
+        return None
+    if gpus > max_gpus:
+        return f"min_gpus ({gpus}) must not be greater than max_gpus ({max_gpus})"
+    if gpus < 1:
+        return "an elastic job needs at least 1 GPU (min_gpus >= 1)"
+    if shared:
+        return "an elastic job takes whole GPUs: drop gpu_memory or give a fixed gpus"
+    if nodes > 1:
+        return "an elastic job runs on one node: drop nodes or give a fixed gpus"
+    if topology is not None:
+        return "an elastic job cannot ask for topology: drop it or give a fixed gpus"
+    return None
+
+
+def size_env(spec: JobSpec, job: Job) -> dict[str, str]:
+    """``WORLD_SIZE``, the number of GPUs an elastic job got this attempt; ``{}`` for a
+    fixed count (``GPUDOCK_GPUS`` lists the uuids of every job's GPUs)."""
+    if spec.elastic_range is None:
+        return {}
+    return {"WORLD_SIZE": str(len(job.gpu_uuids))}
