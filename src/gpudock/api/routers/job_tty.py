@@ -69,8 +69,10 @@ def _query(websocket: WebSocket) -> tuple[list[str], int, int]:
     if unknown:
         raise InvalidInput(f"{unknown[0]}: unknown parameter", unknown[0])
     command = params.getlist("command")
-    if not command or len(command) > MAX_ARGS:
-        raise InvalidInput(f"command: give 1 to {MAX_ARGS} ?command= arguments", "command")
+    if not command:
+        raise InvalidInput("command: required, one ?command= per argument", "command")
+    if len(command) > MAX_ARGS:
+        raise InvalidInput(f"command: at most {MAX_ARGS} arguments", "command")
     if any("\x00" in item or len(item) > MAX_TEXT for item in command):
         why = f"command: no NUL characters, and at most {MAX_TEXT} characters an argument"
         raise InvalidInput(why, "command")
