@@ -10,10 +10,11 @@ The Engine never ends an exec whose client went away: closing the connection
 leaves the command (a shell, and whatever runs in it) alive, and it has no
 call to signal an exec. So each session's command runs with a marker in its
 environment, ``GPUDOCK_EXEC_SESSION=<random>``, which its children inherit;
-``hangup`` runs a second exec, ``sh`` in the container, that sends SIGHUP
-(then SIGKILL) to every process whose environment holds it. A process that
-cleared its environment, or an image without ``sh`` and ``grep``, escapes
-this; the server logs it.
+``hangup`` runs a second exec, ``sh`` in the container, that sends SIGHUP to
+every process whose environment holds it, then SIGKILL to those still there
+after ``HANGUP_GRACE`` (``nohup`` included: what outlives a session is a job's
+business, not a shell's). A process that cleared its environment, or an image
+without ``sh`` and ``grep``, escapes this; the server logs the latter.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ log = logging.getLogger("gpudock.executors.docker")
 
 MARKER = "GPUDOCK_EXEC_SESSION"
 HANGUP_GRACE = 2.0  # seconds between SIGHUP and SIGKILL
-# $0: the marker entry, $1: the signal. The kill exec's own environment lacks the marker.
+# $0: the marker entry, $1: the signal (empty: only list). Prints each matching pid. The
+# script's own processes lack the marker: it comes as an argument, not in the environment.
 KILL_SCRIPT = (
-    'for d in /proc/[0-9]*; do grep -q "$0" "$d/environ" 2>/dev/null'
-    ' && kill -s "$1" "${d#/proc/}" 2>/dev/null; done; true'
+    'for d in /proc/[0-9]*; do grep -q "$0" "$d/environ" 2>/dev/null && echo "${d#/proc/}"'
+    ' && { [ -z "$1" ] || kill -s "$1" "${d#/proc/}" 2>/dev/null; }; done; true'
 )
 _ENGINE_ERRORS = (docker.errors.DockerException, OSError)
 
@@ -83,16 +85,15 @@ class DockerExecSession(ExecSession):
         return None
 
     def hangup(self) -> None:
+        """SIGHUP to every process of the session; SIGKILL to those left after the grace."""
         self._shutdown()
-        for signal in ("HUP", "KILL"):
-            if not self._running():
-                return
-            self._signal(signal)
-            deadline = time.monotonic() + HANGUP_GRACE
-            while time.monotonic() < deadline and self._running():
-                time.sleep(0.1)
-        if self._running():
-            log.warning("exec %s in %s still runs after SIGKILL", self._id[:12], self._container)
+        left = self._signal("HUP")
+        deadline = time.monotonic() + HANGUP_GRACE
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = self._signal("")
+        if left:
+            self._signal("KILL")
 
     def close(self) -> None:
         if self._closed:
@@ -120,13 +121,16 @@ class DockerExecSession(ExecSession):
         state = self._inspect()
         return bool(state and state.get("Running"))
 
-    def _signal(self, signal: str) -> None:
+    def _signal(self, signal: str) -> list[str]:
+        """Send ``signal`` to the session's processes (none: just list them); their pids."""
         command = ["sh", "-c", KILL_SCRIPT, f"{MARKER}={self._marker}", signal]
         try:
             created = self._client.api.exec_create(self._container, command)
-            self._client.api.exec_start(created["Id"])
+            output = self._client.api.exec_start(created["Id"])
         except _ENGINE_ERRORS as exc:
             log.warning("cannot signal exec %s in %s: %s", self._id[:12], self._container, exc)
+            return []
+        return bytes(output).decode(errors="replace").split()
 
 
 def start_exec_tty(
