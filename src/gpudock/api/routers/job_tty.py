@@ -80,7 +80,7 @@ def _query(websocket: WebSocket) -> tuple[list[str], int, int]:
 
 
 def _side(text: str, name: str) -> int:
-    if not text.isdigit() or not 1 <= int(text[:6]) <= MAX_SIDE:
+    if not text.isdigit() or len(text) > 5 or not 1 <= int(text) <= MAX_SIDE:
         raise InvalidInput(f"{name}: must be an integer from 1 to {MAX_SIDE}", name)
     return int(text)
 
