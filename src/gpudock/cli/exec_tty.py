@@ -47,7 +47,9 @@ def _connect(url: str, client: Client) -> ClientConnection:
     from websockets.sync.client import connect
 
     try:
-        return connect(url, additional_headers=client.headers, open_timeout=client.timeout)
+        return connect(
+            url, additional_headers=client.headers, open_timeout=client.timeout, legacy=True
+        )
     except InvalidStatus as exc:
         response = exc.response
         _raise_for_error(response.status_code, response.reason_phrase, bytes(response.body or b""))

@@ -26,7 +26,7 @@ def open_tty(
     params = urlencode([("command", c) for c in command] + list(query.items()))
     url = server.url.replace("http://", "ws://") + f"/v1/jobs/{job}/exec/tty?{params}"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return connect(url, additional_headers=headers, open_timeout=30)
+    return connect(url, additional_headers=headers, open_timeout=30, legacy=True)
 
 
 def until_exit(ws: ClientConnection) -> tuple[bytes, dict[str, Any]]:
