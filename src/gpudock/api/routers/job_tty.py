@@ -10,7 +10,7 @@ error body: 401, 404 (no such job, or another user's), 403 (not the owner),
 Once accepted: client -> server binary frames are typed into the TTY, text
 frames are JSON controls, ``{"resize": [rows, cols]}``; server -> client
 binary frames are the TTY's output, then one text frame ``{"exit": CODE}``
-(null when unknown, with ``"error"`` when the engine was lost) and a close.
+(null when the engine cannot say, e.g. it was lost) and a normal close.
 A client that leaves first hangs the command up (``ExecSession.hangup``).
 A malformed control closes with 1008 and a one-line reason.
 """
@@ -114,9 +114,10 @@ async def _relay(websocket: WebSocket, session: ExecSession) -> None:
         if not ended:
             group.cancel_scope.cancel()
     if not ended:
-        await to_thread.run_sync(session.hangup, limiter=writer)
         if reason and websocket.client_state is WebSocketState.CONNECTED:
-            await websocket.close(POLICY_VIOLATION, reason)
+            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
+                await websocket.close(POLICY_VIOLATION, reason)
+        await to_thread.run_sync(session.hangup, limiter=writer)
 
 
 async def _input(websocket: WebSocket, session: ExecSession, writer: Any) -> str | None:
