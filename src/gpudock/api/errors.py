@@ -92,7 +92,7 @@ def install_error_handlers(app: FastAPI) -> None:
             return await _unexpected(request, exc)
         log.warning(
             "database unavailable on %s %s: %s",
-            request.method,
+            _method(request),
             request.url.path,
             str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
         )
@@ -140,7 +140,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.exception("unhandled error on %s %s", _method(request), request.url.path)
         rid = request_id.get()  # the outermost handler: RequestId's header never gets here
         return error_response(
             500,
@@ -148,3 +148,8 @@ def install_error_handlers(app: FastAPI) -> None:
             "internal server error; see the server log" + (f" (request id {rid})" if rid else ""),
             headers={"X-Request-ID": rid} if rid else None,
         )
+
+
+def _method(request: Request) -> str:
+    """The HTTP method; ``WEBSOCKET`` for an upgrade (the handlers also answer those)."""
+    return str(request.scope.get("method", "WEBSOCKET"))

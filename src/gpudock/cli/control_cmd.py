@@ -76,21 +76,43 @@ def update(
 def exec_command(
     job_id: int,
     command: Annotated[list[str], typer.Argument(help="the command, after --")],
+    interactive: Annotated[
+        bool, typer.Option("--interactive", "-i", help="send your keys (with -t)")
+    ] = False,
+    tty: Annotated[bool, typer.Option("--tty", "-t", help="on a terminal (with -i)")] = False,
 ) -> None:
     """Run a command in a RUNNING job's container (yours only): `gpudock exec JOB -- CMD…`.
 
     Prints its stdout and stderr as they come and exits with its exit code.
+    `gpudock exec -it JOB sh` opens an interactive shell on a terminal instead.
     """
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         fail("a command is required: gpudock exec JOB -- CMD…", 2)
+    if interactive or tty:
+        raise typer.Exit(_interactive(job_id, command, interactive, tty))
     client = Client()
     try:
         code = relay(client.stream(f"/v1/jobs/{job_id}/exec", None, "POST", {"command": command}))
     except ClientError as exc:
         fail(exc.message, 2 if exc.status == 422 else 1)
     raise typer.Exit(code)
+
+
+def _interactive(job_id: int, command: list[str], interactive: bool, tty: bool) -> int:
+    """``-it``: the command on a remote TTY fed by this terminal (``cli/exec_tty.py``)."""
+    if not (interactive and tty):
+        fail("-i and -t go together here: `gpudock exec -it JOB sh` for a shell, "
+             "or neither to run a command", 2)  # fmt: skip
+    if not sys.stdin.isatty():
+        fail("the input device is not a TTY: -it needs a terminal (drop -it to run a command)")
+    from gpudock.cli import exec_tty
+
+    try:
+        return exec_tty.run(job_id, command)
+    except ClientError as exc:
+        fail(exc.message, 2 if exc.status == 422 else 1)
 
 
 def relay(lines: Any) -> int:

@@ -176,8 +176,50 @@ class ExecOutput(ABC):
     def close(self) -> None: ...
 
 
+class ExecSession(ABC):
+    """An interactive command in a container, on a TTY (``gpudock exec -it``).
+
+    ``read`` and ``write`` may be called from two threads at once; every other
+    method from any thread. The TTY merges stdout and stderr. ``close`` never
+    ends the command by itself: ``hangup`` does.
+    """
+
+    @abstractmethod
+    def read(self) -> bytes:
+        """The next bytes the TTY printed (blocking); ``b""`` once the command ended."""
+
+    @abstractmethod
+    def write(self, data: bytes) -> None:
+        """Type ``data`` into the TTY; raises ``ExecutorUnavailable`` if the link is gone."""
+
+    @abstractmethod
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the TTY's size (the command gets SIGWINCH); no error if it already ended."""
+
+    @abstractmethod
+    def exit_code(self) -> int | None:
+        """The command's exit code once ``read`` returned ``b""``; None if unknown."""
+
+    @abstractmethod
+    def hangup(self) -> None:
+        """End the command and the processes it started (its client went away):
+        SIGHUP, then SIGKILL after a short grace. No error if it already ended."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection to the engine; safe to call more than once."""
+
+
 class ExecutorWithExec(Executor):
     """Capability: run a command inside a running container (``gpudock exec``)."""
+
+    @abstractmethod
+    def exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
+        """Start ``command`` in the container on a new TTY of ``rows`` x ``cols``, stdin open.
+
+        Raises as ``exec`` does; the caller owns the session (``close``, and
+        ``hangup`` if it leaves before the command ends).
+        """
 
     @abstractmethod
     def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:

@@ -64,6 +64,7 @@ from gpudock.executors.base import (
     EngineFault,
     EventStream,
     ExecOutput,
+    ExecSession,
     ExecutorUnavailable,
     ExecutorWithEvents,
     ExecutorWithExec,
@@ -241,6 +242,14 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         client = self._docker()
         with self._api_errors_unavailable("starting a command in a container"):
             return start_exec(client, name_or_id, command)
+
+    def exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
+        """Run ``command`` on a TTY, stdin open (``_docker_tty.py``)."""
+        from gpudock.executors._docker_tty import start_exec_tty
+
+        client = self._docker()
+        with self._api_errors_unavailable("starting a command in a container"):
+            return start_exec_tty(client, name_or_id, command, rows, cols)
 
     # ---------------------------------------------------------------- commands
 

@@ -11,13 +11,20 @@ never a half-streamed body. No database transaction is open while it runs.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 from collections.abc import Iterator
 
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from gpudock.core.job import JobState
-from gpudock.executors.base import ExecOutput, ExecutorUnavailable, ExecutorWithExec, LaunchError
+from gpudock.executors.base import (
+    ExecOutput,
+    ExecSession,
+    ExecutorUnavailable,
+    ExecutorWithExec,
+    LaunchError,
+)
 from gpudock.services.jobs import JobService
 from gpudock.store.tokens import Principal
 
@@ -27,6 +34,27 @@ log = logging.getLogger("gpudock.jobs")
 class JobExec(JobService):
     def start(self, job_id: int, command: list[str], principal: Principal) -> ExecOutput:
         """The running command's output; raises before anything runs if it cannot."""
+        executor, container = self._target(job_id, principal)
+        with _refusals(job_id, command):
+            output = executor.exec(container, command)
+        log.info("exec in job %d by %s: %s", job_id, principal.user, command[0],
+                 extra={"job": job_id})  # fmt: skip
+        return output
+
+    def start_tty(
+        self, job_id: int, command: list[str], principal: Principal, rows: int, cols: int
+    ) -> ExecSession:
+        """The command started on a TTY (``gpudock exec -it``), under the same rules as
+        ``start``; the caller owns the session (see ``ExecSession``)."""
+        executor, container = self._target(job_id, principal)
+        with _refusals(job_id, command):
+            session = executor.exec_tty(container, command, rows, cols)
+        log.info("exec -it in job %d by %s: %s", job_id, principal.user, command[0],
+                 extra={"job": job_id})  # fmt: skip
+        return session
+
+    def _target(self, job_id: int, principal: Principal) -> tuple[ExecutorWithExec, str]:
+        """The executor and the container of the caller's own RUNNING job, or the refusal."""
         job = self.get(job_id, principal)
         if job.user != principal.user:
             raise Forbidden(f"only the job's owner ({job.user}) may run commands in job {job_id}")
@@ -35,16 +63,19 @@ class JobExec(JobService):
         executor = self.ctx.executor
         if not isinstance(executor, ExecutorWithExec):
             raise Conflict("this server's executor cannot run commands in containers")
-        try:
-            output = executor.exec(job.container_name, command)
-        except LaunchError as exc:
-            why = f"cannot run {command[0]!r} in job {job_id}: {exc}"
-            raise InvalidInput(why, "command") from None
-        except ExecutorUnavailable as exc:
-            raise Unavailable(f"Docker engine unreachable: {exc}") from None
-        log.info("exec in job %d by %s: %s", job_id, principal.user, command[0],
-                 extra={"job": job_id})  # fmt: skip
-        return output
+        return executor, job.container_name
+
+
+@contextlib.contextmanager
+def _refusals(job_id: int, command: list[str]) -> Iterator[None]:
+    """The executor's refusals as domain errors: 422 naming the command, or 503."""
+    try:
+        yield
+    except LaunchError as exc:
+        why = f"cannot run {command[0]!r} in job {job_id}: {exc}"
+        raise InvalidInput(why, "command") from None
+    except ExecutorUnavailable as exc:
+        raise Unavailable(f"Docker engine unreachable: {exc}") from None
 
 
 def ndjson(output: ExecOutput) -> Iterator[bytes]:

@@ -6,6 +6,8 @@ error path, which must print plainly; ``rich`` loads only to draw a table.
 
 from __future__ import annotations
 
+import os
+import pty
 import subprocess
 import sys
 
@@ -44,20 +46,39 @@ CLIENT_COMMANDS = [
 def test_a_client_command_that_fails_to_connect_loads_neither_pydantic_nor_rich(
     argv: list[str],
 ) -> None:
+    done = run_client(argv)
+
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+    assert "cannot reach the gpudock server" in done.stderr
+
+
+def test_exec_it_on_a_terminal_loads_neither_pydantic_nor_rich() -> None:
+    master, slave = pty.openpty()  # -it refuses a stdin that is not a terminal
+    try:
+        done = run_client(["exec", "-it", "1", "sh"], stdin=slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+    assert "cannot reach the gpudock server" in done.stderr
+
+
+def run_client(argv: list[str], stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    """``gpudock ARGV`` against an unreachable server; its last stdout line lists the
+    heavy packages it imported."""
     code = (
         f"import sys; sys.argv = ['gpudock', *{argv!r}]\n"
         "from gpudock.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'sqlalchemy'}))"
     )
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code],
         env={"GPUDOCK_URL": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"},
+        stdin=stdin,
         capture_output=True,
         text=True,
         timeout=120,
         input="pw\n" if "--password-stdin" in argv else None,
     )
-
-    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
-    assert "cannot reach the gpudock server" in done.stderr

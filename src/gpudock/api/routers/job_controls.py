@@ -1,4 +1,4 @@
-"""/v1/jobs/{id}: hold, release, requeue, update (PATCH) and exec."""
+"""/v1/jobs/{id}: hold, release, requeue, update (PATCH) and exec (and exec -it: ``job_tty``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from gpudock.api.deps import Ctx, CurrentUser
+from gpudock.api.routers import job_tty
 from gpudock.api.schemas import ErrorOut, JobOut
 from gpudock.core import spec_schema as schema
 from gpudock.core.job import MAX_ARGS, MAX_TEXT
@@ -127,3 +128,6 @@ def exec_command(job_id: int, body: ExecRequest, user: CurrentUser, ctx: Ctx) ->
     """Run a command in the job's running container, as its owner; streams its output."""
     output = get_exec(ctx).start(job_id, body.command, user)
     return StreamingResponse(ndjson(output), media_type="application/x-ndjson")
+
+
+router.include_router(job_tty.router)  # WS /v1/jobs/{id}/exec/tty (exec -it)
