@@ -110,6 +110,7 @@ class RunningJob:
     preempted_for: int | None = None  # the job it is being stopped for, if preempted
     user: str = ""
     cpus: float | None = None
+    memory: int | None = None  # host memory bytes it holds on its node (``JobRequest.memory``)
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]

@@ -136,6 +136,7 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
         job.preempted_for,
         "",
         request.cpus,
+        request.memory,
     )
 
 

@@ -178,6 +178,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.preempted_for,
             JobRow.user,
             JobRow.cpus,
+            JobRow.spec["memory"].as_float().label("memory"),
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
         .order_by(JobRow.id)
@@ -199,6 +200,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             preempted_for=r.preempted_for,
             user=r.user,
             cpus=r.cpus,
+            memory=None if r.memory is None else round(r.memory),
         )
         for r in session.execute(stmt)
     )
