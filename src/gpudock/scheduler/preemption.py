@@ -8,7 +8,8 @@ answers "which eligible victims, on which node, lose the least work":
 
 1. on each node the job could use if capacity freed up, add eligible victims
    in preference order (lowest priority, then youngest, then highest id)
-   until the job fits;
+   until the job fits (its GPUs and, on nodes that count them, its CPUs and
+   host memory: what is free plus what the victims hold);
 2. drop every victim the job does not actually need (reverse order);
 3. pick the node whose victim set costs least: lowest top victim priority,
    then fewest victims, then least work lost (seconds run), then node name.
