@@ -78,7 +78,7 @@ def build_server(
     with db.write() as session:
         config = start_config(session, config, node_name)  # the last apply, if any, is in force
         instance = inv_store.instance_id(session)
-        traits = replace(config.node.traits(), cpus=capacity.cpus)
+        traits = replace(config.node.traits(), cpus=capacity.cpus, memory=capacity.memory or None)
         inv_store.register_node(session, inventory, now, traits)
         for other in inv_store.disown_other_nodes(session, node_name, now):
             log.warning(
@@ -101,7 +101,6 @@ def build_server(
         instance_id=instance,
         log_dir=log_dir,
         gpus_emulated=inventory.source == "emulated",
-        node_memory=capacity.memory or None,
         vault=Vault(home / KEY_FILE),
     )
     controller = Controller(ctx)

@@ -202,7 +202,7 @@ samples = {  # every field given, each unlike the others of its type
     RunningJob: dict(id=7, queue="q", priority=3, node="n1", gpu_uuids=("g0",),
                      memory_per_gpu=5, started_at=1.5, submitted_at=0.5, max_runtime=99.0,
                      min_runtime=9.0, preemptible=False, stopping=True, preempted_for=11,
-                     user="u", cpus=2.5),
+                     user="u", cpus=2.5, memory=6),
     Placement: dict(job_id=7, node="n1", gpu_uuids=("g0", "g1"), memory_per_gpu=5),
     GpuState: dict(uuid="g0", index=3, name="H100", memory_total=80, used_memory=40,
                    exclusive=True, shared_jobs=2, healthy=False, numa=1, nvlink=0),

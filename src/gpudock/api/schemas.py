@@ -156,6 +156,12 @@ class NodeOut(BaseModel):
     taints: list[str] = Field(description="'key=value:NoSchedule'; jobs must tolerate each")
     cpus: float | None = Field(description="CPU cores offered to jobs; null = not scheduled")
     cpus_used: float = Field(description="CPU cores requested by the jobs holding resources")
+    memory: int | None = Field(
+        default=None, description="host memory bytes offered to jobs; null = not scheduled"
+    )
+    memory_used: int = Field(
+        default=0, description="host memory bytes requested by the jobs holding resources"
+    )
     gpus_total: int
     gpus_idle: int
     gpus: list[GpuOut]
@@ -174,6 +180,8 @@ class NodeOut(BaseModel):
             taints=node.taints,
             cpus=node.cpus,
             cpus_used=node.cpus_used,
+            memory=node.memory,
+            memory_used=node.memory_used,
             gpus_total=len(node.gpus),
             gpus_idle=sum(1 for g in node.gpus if g.idle and g.health.value == "ok"),
             gpus=[GpuOut.of(g) for g in node.gpus],

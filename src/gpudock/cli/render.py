@@ -161,23 +161,27 @@ def reserved_text(reserved: dict[str, Any] | None) -> str:
 
 
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:
-    """One row per node; CPUS is ``used/offered`` (``-``: CPUs not scheduled)."""
+    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled)."""
     table = Table(box=None, header_style="bold")
     columns = (
-        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "LABELS", "TAINTS", "SOURCE", "DRIVER", "CUDA",
-        "NOTE",
+        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "DRIVER",
+        "CUDA", "NOTE",
     )  # fmt: skip
     for col in columns:
         table.add_column(col, no_wrap=col not in ("NOTE", "LABELS", "TAINTS"), overflow="fold")
     for n in nodes:
         style = "green" if n["status"] == "available" else "red"
         cpus = "-" if n.get("cpus") is None else f"{n.get('cpus_used', 0):g}/{n['cpus']:g}"
+        memory = n.get("memory")
+        if memory is not None:
+            memory = f"{format_size(n.get('memory_used', 0))}/{format_size(memory)}"
         table.add_row(
             n["name"],
             f"[{style}]{n['status']}[/]",
             str(n["gpus_total"]),
             str(n["gpus_idle"]),
             cpus,
+            memory or "-",
             escape(pairs_text(n.get("labels") or {})),
             escape(",".join(n.get("taints") or []) or "-"),
             n["gpu_source"],

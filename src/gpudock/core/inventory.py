@@ -54,12 +54,13 @@ class NodeTraits:
 
     ``taints`` are canonical strings (``str(Taint)``, e.g. ``gpu=a:NoSchedule``);
     ``cpus`` is the number of CPU cores jobs may request there, None when CPUs
-    are not scheduled.
+    are not scheduled; ``memory`` the host memory bytes, None when not counted.
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[str, ...] = ()
     cpus: float | None = None
+    memory: int | None = None
 
 
 class NodeStatus(StrEnum):
@@ -109,6 +110,8 @@ class Node:
     taints: list[str] = field(default_factory=list)  # canonical, e.g. "gpu=a:NoSchedule"
     cpus: float | None = None  # cores offered to jobs; None: CPUs are not scheduled
     cpus_used: float = 0.0  # cores requested by the jobs holding resources here
+    memory: int | None = None  # host memory bytes offered to jobs; None: not counted
+    memory_used: int = 0  # bytes requested by the jobs holding resources here
 
 
 @dataclass(frozen=True, slots=True)

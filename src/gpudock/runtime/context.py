@@ -58,7 +58,6 @@ class RuntimeContext:
     instance_id: str
     log_dir: Path
     gpus_emulated: bool = False
-    node_memory: int | None = None  # memory bytes this node offers jobs; None: not counted
     queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
@@ -70,10 +69,6 @@ class RuntimeContext:
     _pools: dict[str, ThreadPoolExecutor] = field(default_factory=_lanes)
     _inflight: set[tuple[str, int]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def host_memory(self) -> dict[str, int]:
-        """``{node: memory}`` for ``load_nodes``: the store keeps no node memory."""
-        return {} if self.node_memory is None else {self.node_name: self.node_memory}
 
     def run_once(self, kind: str, job_id: int, fn: Callable[[], None]) -> Future[None] | None:
         """Run ``fn`` in its lane unless work of ``kind`` for ``job_id`` is in flight.

@@ -89,9 +89,7 @@ class Controller:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
         ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
-            snapshot = self._snapshots.load(
-                session, ctx.clock(), MAX_PENDING_PER_CYCLE, ctx.host_memory()
-            )
+            snapshot = self._snapshots.load(session, ctx.clock(), MAX_PENDING_PER_CYCLE)
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):

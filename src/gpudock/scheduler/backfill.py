@@ -5,7 +5,8 @@ lack of capacity, ``Reservation.make`` finds where and when it could start:
 
 1. on each node that could ever hold it, walk the running jobs' expected
    ends (``started_at + max_runtime``; stopping jobs end now) in time order
-   until the job fits: that is the node's shadow time;
+   until the job fits (GPUs, and CPUs and host memory where the node counts
+   them): that is the node's shadow time;
 2. take the node with the earliest shadow time (ties to the name), or, when
    no running job there has a ``max_runtime``, the first node where it fits
    once everything ends, with an unknown start;
@@ -23,7 +24,8 @@ The reserved GPUs that are free now are *held* in the cycle's capacity
 model, so later jobs cannot take them. A later job whose ``max_runtime``
 ends before the shadow time may still use them (it cannot delay the
 reservation); jobs without ``max_runtime`` backfill only onto GPUs the
-blocked job cannot use.
+blocked job cannot use. The reservation holds GPUs only: like CPUs, host
+memory the reserved job will need is not kept from later jobs.
 """
 
 from __future__ import annotations
@@ -171,8 +173,15 @@ def _earliest(job: JobRequest, state: CycleState, running: RunningOn, name: str)
 
 def _shadow_time(job: JobRequest, state: CycleState, running: RunningOn, name: str) -> float | None:
     """``_shadow(...).start`` (step 1 on one node), counting with ``Release``."""
-    nodes = state.nodes
-    release = Release(job, nodes.gpus_of(name), state.views[name].cpus, nodes.free_cpus_of(name))
+    nodes, view = state.nodes, state.views[name]
+    release = Release(
+        job,
+        nodes.gpus_of(name),
+        view.cpus,
+        nodes.free_cpus_of(name),
+        view.host_memory,
+        nodes.free_host_memory_of(name),
+    )
     jobs = running.jobs(name, nodes.gpus_of(name), state.unique_uuids)
     count = release.first_fit(jobs.in_end_order())
     if count is None:

@@ -92,6 +92,14 @@ class NodeStates(Mapping[str, NodeState]):
         view = self._views[name]
         return 0.0 if view.cpus is None else view.cpus - view.used_cpus
 
+    def free_host_memory_of(self, name: str) -> int:
+        """The node's ``NodeState.free_host_memory``, without copying the node."""
+        state = self._states.get(name)
+        if state is not None:
+            return state.free_host_memory
+        view = self._views[name]
+        return (view.host_memory or 0) - view.used_host_memory
+
 
 ViewFits = dict[int, tuple[tuple[GpuView, ...], NodeFit]]
 """``node_fit(gpus, ANY_MODEL)`` of snapshot GPU tuples, by ``id``; each entry keeps its tuple."""

@@ -8,7 +8,8 @@ answers "which eligible victims, on which node, lose the least work":
 
 1. on each node the job could use if capacity freed up, add eligible victims
    in preference order (lowest priority, then youngest, then highest id)
-   until the job fits;
+   until the job fits (its GPUs and, on nodes that count them, its CPUs and
+   host memory: what is free plus what the victims hold);
 2. drop every victim the job does not actually need (reverse order);
 3. pick the node whose victim set costs least: lowest top victim priority,
    then fewest victims, then least work lost (seconds run), then node name.
@@ -84,7 +85,9 @@ def _victims_on(
     job: JobRequest, node: NodeState, candidates: Sequence[RunningJob]
 ) -> list[RunningJob] | None:
     """Steps 1 and 2 on one node: a minimal victim list, or None if even all do not suffice."""
-    release = Release(job, node.gpus, node.cpus, node.free_cpus)
+    release = Release(
+        job, node.gpus, node.cpus, node.free_cpus, node.host_memory, node.free_host_memory
+    )
     return pick_victims(release, sorted(candidates, key=victim_order))
 
 
@@ -92,11 +95,15 @@ def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) 
     """Would ``job`` fit on ``node`` once ``victims`` released what they hold?
 
     GPUs (in one NVLink domain or NUMA node when the job requires it) and,
-    on nodes that count CPUs, cores.
+    on nodes that count them, cores and host memory.
     """
     if job.cpus and node.cpus is not None:
         freed = sum(v.cpus or 0.0 for v in victims)
         if node.free_cpus + freed + 1e-9 < job.cpus:
+            return False
+    if job.memory and node.host_memory is not None:
+        freed_memory = sum(v.memory or 0 for v in victims)
+        if node.free_host_memory + freed_memory < job.memory:
             return False
     usable = usable_after(job, node, victims)
     if job.topology is not None and job.gpus >= 2:
@@ -310,13 +317,15 @@ def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]
 
 
 def could_fit_if_freed(job: JobRequest, node: NodeState | NodeView) -> bool:
-    """The node is available, admits the job (labels, taints, CPUs in all) and has
-    enough healthy GPUs of the model, free or not."""
+    """The node is available, admits the job (labels, taints, CPUs and host memory in
+    all) and has enough healthy GPUs of the model, free or not."""
     if not node.available or job.gpus == 0 or job.nodes > 1:
         return False
     if not admits(job, node.labels, node.taints):
         return False
     if job.cpus and node.cpus is not None and node.cpus + 1e-9 < job.cpus:
+        return False
+    if job.memory and node.host_memory is not None and node.host_memory < job.memory:
         return False
     share = job.gpu_memory if job.shared else None
     count = sum(

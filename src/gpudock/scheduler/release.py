@@ -40,18 +40,36 @@ class Release:
 
     ``gpus`` are the node's GPUs as they are now (its ``NodeState``'s, or its
     view's while it has not been copied: same fields, same answers);
-    ``cpus``/``free_cpus`` the node's CPU count (None: not counted) and free cores.
+    ``cpus``/``free_cpus`` the node's CPU count (None: not counted) and free cores;
+    ``memory``/``free_memory`` its host memory bytes (None: not counted) and those free.
     """
 
-    __slots__ = ("_by_uuid", "_cpus", "_free_cpus", "_gpus", "_job", "usable")
+    __slots__ = (
+        "_by_uuid",
+        "_cpus",
+        "_free_cpus",
+        "_free_memory",
+        "_gpus",
+        "_job",
+        "_memory",
+        "usable",
+    )
 
     def __init__(
-        self, job: JobRequest, gpus: Sequence[AnyGpu], cpus: float | None, free_cpus: float
+        self,
+        job: JobRequest,
+        gpus: Sequence[AnyGpu],
+        cpus: float | None,
+        free_cpus: float,
+        memory: int | None = None,
+        free_memory: int = 0,
     ) -> None:
         self._job = job
         self._gpus = gpus
         self._cpus = cpus
         self._free_cpus = free_cpus
+        self._memory = memory
+        self._free_memory = free_memory
         by_uuid: dict[str, list[tuple[AnyGpu, bool]]] = {}  # each GPU, usable now or not
         usable = 0
         for gpu in gpus:
@@ -64,10 +82,8 @@ class Release:
     def fits(self, victims: Sequence[RunningJob]) -> bool:
         """Would the job fit once ``victims`` (in this order) released what they hold?"""
         job = self._job
-        if job.cpus and self._cpus is not None:
-            freed = sum(v.cpus or 0.0 for v in victims)
-            if self._free_cpus + freed + _EPSILON < job.cpus:
-                return False
+        if not self._host_fits(victims):
+            return False
         released: dict[str, list[RunningJob]] = {}
         by_uuid = self._by_uuid
         for victim in victims:
@@ -100,7 +116,7 @@ class Release:
         for victim in candidates:
             chosen.append(victim)
             usable = self._add(victim, usable, released, gained)
-            if usable >= job.gpus and self._cpus_fit(chosen):
+            if usable >= job.gpus and self._host_fits(chosen):
                 break
         else:
             return None
@@ -117,7 +133,7 @@ class Release:
             }
             gains = {uuid: self._gain(uuid, holders) for uuid, holders in changed.items()}
             after = usable + sum(gains[u] - gained[u] for u in changed)
-            if after >= job.gpus and self._cpus_fit(trial):
+            if after >= job.gpus and self._host_fits(trial):
                 chosen, usable = trial, after
                 released.update(changed)
                 gained.update(gains)
@@ -134,11 +150,11 @@ class Release:
         released: dict[str, list[RunningJob]] = {}
         gained: dict[str, int] = {}
         usable = self.usable
-        if usable >= job.gpus and self._cpus_fit(()):
+        if usable >= job.gpus and self._host_fits(()):
             return 0
         for k, running in enumerate(jobs, 1):
             usable = self._add(running, usable, released, gained)
-            if usable >= job.gpus and self._cpus_fit(jobs[:k]):
+            if usable >= job.gpus and self._host_fits(jobs[:k]):
                 return k
         return None
 
@@ -167,12 +183,18 @@ class Release:
         job = self._job
         return sum(_usable_after(job, gpu, holders) - now for gpu, now in self._by_uuid[uuid])
 
-    def _cpus_fit(self, victims: Sequence[RunningJob]) -> bool:
-        """The CPU part of ``fits``."""
+    def _host_fits(self, victims: Sequence[RunningJob]) -> bool:
+        """The CPU and host memory part of ``fits``: what is free now and what ``victims``
+        hold covers what the job asks for, on a node that counts it."""
         job = self._job
         if job.cpus and self._cpus is not None:
             freed = sum(v.cpus or 0.0 for v in victims)
-            return self._free_cpus + freed + _EPSILON >= job.cpus
+            if self._free_cpus + freed + _EPSILON < job.cpus:
+                return False
+        if job.memory and self._memory is not None:
+            freed_memory = sum(v.memory or 0 for v in victims)
+            if self._free_memory + freed_memory < job.memory:
+                return False
         return True
 
     def _largest_group(self, released: Mapping[str, list[RunningJob]]) -> int:

@@ -117,6 +117,7 @@ class RunningJob:
     user: str = ""
     cpus: float | None = None
     elastic: tuple[int, int] | None = None  # (min, max) GPUs of an ``elastic: restart`` job
+    memory: int | None = None  # host memory bytes it holds on its node (``JobRequest.memory``)
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]

@@ -218,7 +218,7 @@ class JobService:
         selector or the nodes' taints may rule out every node).
         """
         with self.ctx.db.read() as session:
-            nodes = load_nodes(session, self.ctx.host_memory())
+            nodes = load_nodes(session)
         request = JobRequest(
             id=0,
             gpus=spec.gpus,

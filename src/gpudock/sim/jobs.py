@@ -149,6 +149,7 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
         (trace.num_gpus, trace.max_gpus)
         if trace.elastic_restart and trace.max_gpus is not None
         else None,
+        request.memory,
     )
 
 

@@ -99,12 +99,12 @@ class _Replay:
 
     def start(self, job: JobRequest, parts: tuple[Placement, ...]) -> None:
         for part in parts:
-            self._take(part, job.cpus, +1)
+            self._take(part, job.cpus, job.memory, +1)
             view = RunningJob(
                 id=job.id, queue=job.queue, priority=job.priority, node=part.node,
                 gpu_uuids=part.gpu_uuids, memory_per_gpu=part.memory_per_gpu,
                 started_at=self.t, submitted_at=job.submitted_at,
-                max_runtime=job.max_runtime, user=job.user, cpus=job.cpus,
+                max_runtime=job.max_runtime, user=job.user, cpus=job.cpus, memory=job.memory,
             )  # fmt: skip
             self.running[job.id] = view
         self.states[job.id] = JobState.RUNNING
@@ -123,19 +123,26 @@ class _Replay:
         for job_id in [i for i, end in self.ends.items() if end <= self.t]:
             del self.ends[job_id]
             job = self.running.pop(job_id)
-            self._take(Placement(job_id, job.node, job.gpu_uuids, job.memory_per_gpu), job.cpus, -1)
+            part = Placement(job_id, job.node, job.gpu_uuids, job.memory_per_gpu)
+            self._take(part, job.cpus, job.memory, -1)
             self.states[job_id] = JobState.SUCCEEDED
             self.tasks.pop(job_id, None)
         return True
 
-    def _take(self, part: Placement, cpus: float | None, sign: int) -> None:
+    def _take(self, part: Placement, cpus: float | None, memory: int | None, sign: int) -> None:
+        """Take (``sign`` +1) or give back (-1) a part's GPUs, CPUs and host memory."""
         view = self.nodes[part.node]
         held = set(part.gpu_uuids)
         gpus = tuple(
             g.with_job(part.memory_per_gpu, sign) if g.uuid in held else g for g in view.gpus
         )
         used = max(0.0, view.used_cpus + sign * (cpus or 0.0)) if view.cpus is not None else 0.0
-        self.nodes[part.node] = replace(view, gpus=gpus, used_cpus=used)
+        held_memory = view.used_host_memory
+        if view.host_memory is not None:
+            held_memory = max(0, held_memory + sign * (memory or 0))
+        self.nodes[part.node] = replace(
+            view, gpus=gpus, used_cpus=used, used_host_memory=held_memory
+        )
 
     def snapshot(self, pending: tuple[JobRequest, ...], base: Snapshot) -> Snapshot:
         nodes: tuple[NodeView, ...] = tuple(self.nodes.values())

@@ -19,7 +19,7 @@ def register_node(
 ) -> None:
     """Insert or refresh a node and its GPUs from a discovery result.
 
-    ``traits`` (labels, taints, CPU cores from the server config) replace the
+    ``traits`` (labels, taints, CPU cores and host memory) replace the
     node's stored ones; None keeps them (a new node then has none). Each GPU's
     NUMA node and NVLink domain are refreshed from ``inv``. GPUs that
     discovery no longer reports are kept (their allocations must be released
@@ -34,6 +34,7 @@ def register_node(
             labels={},
             taints=[],
             cpus=None,
+            memory=None,
             last_seen=now,
             gpu_source=inv.source,
         )
@@ -42,6 +43,7 @@ def register_node(
         node.labels = dict(traits.labels)
         node.taints = list(traits.taints)
         node.cpus = traits.cpus
+        node.memory = traits.memory
     node.driver_version = inv.driver_version
     node.cuda_version = inv.cuda_version
     node.gpu_source = inv.source
@@ -142,12 +144,13 @@ def _node_event(
 
 
 def list_nodes(session: Session) -> list[Node]:
-    """Every node with its GPUs and the CPU cores its active jobs requested."""
+    """Every node with its GPUs and the CPU cores and memory its active jobs requested."""
     gpus = list_gpus(session)
     by_node: dict[str, list[Gpu]] = {}
     for gpu in gpus:
         by_node.setdefault(gpu.node, []).append(gpu)
     cpus_used = used_cpus_by_node(session)
+    memory_used = used_memory_by_node(session)
     return [
         Node(
             name=r.name,
@@ -162,6 +165,8 @@ def list_nodes(session: Session) -> list[Node]:
             taints=list(r.taints or []),
             cpus=r.cpus,
             cpus_used=cpus_used.get(r.name, 0.0),
+            memory=r.memory,
+            memory_used=memory_used.get(r.name, 0),
         )
         for r in session.scalars(select(NodeRow).order_by(NodeRow.name))
     ]

@@ -144,6 +144,7 @@ class NodeRow(Base):
         JSON, default=list, server_default="[]"
     )
     cpus: Mapped[float | None] = mapped_column(Float)  # cores offered to jobs; None: not counted
+    memory: Mapped[int | None] = mapped_column(BigInteger)  # bytes offered; None: not counted
 
 
 class GpuRow(Base):

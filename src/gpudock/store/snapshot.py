@@ -1,7 +1,8 @@
 """Build the scheduler's immutable ``Snapshot`` from the store in one read.
 
 A fixed number of queries, never one per row: nodes, GPUs, the CPU cores
-held per node (one aggregate), pending jobs, running jobs and allocations.
+and memory held per node (an aggregate each), pending jobs, running jobs and
+allocations.
 Taints and tolerations are stored canonically and parsed here (memoised).
 
 ``SnapshotCache`` makes consecutive snapshots incremental: a node or a
@@ -14,7 +15,6 @@ by identity).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 from operator import is_
@@ -37,31 +37,23 @@ _taint = lru_cache(maxsize=4096)(parse_taint)
 _toleration = lru_cache(maxsize=4096)(parse_toleration)
 
 
-def load_snapshot(
-    session: Session,
-    now: float,
-    limit: int | None = None,
-    host_memory: Mapping[str, int] | None = None,
-) -> Snapshot:
+def load_snapshot(session: Session, now: float, limit: int | None = None) -> Snapshot:
     """Nodes with their GPUs' allocation state, up to ``limit`` pending jobs, running jobs."""
     return Snapshot(
         now=now,
-        nodes=load_nodes(session, host_memory),
+        nodes=load_nodes(session),
         pending=_pending(session, limit),
         running=_running(session),
     )
 
 
-def load_nodes(
-    session: Session, host_memory: Mapping[str, int] | None = None
-) -> tuple[NodeView, ...]:
+def load_nodes(session: Session) -> tuple[NodeView, ...]:
     """Every node with its GPUs (topology included) and what is allocated on them.
 
-    ``used_cpus`` sums the ``cpus`` of the jobs holding resources on the node.
-    ``host_memory``: the memory each node offers, by name (the store keeps none);
-    a node absent from it does not count memory.
+    ``used_cpus`` sums the ``cpus`` of the jobs holding resources on the node,
+    ``used_host_memory`` their ``memory``; ``cpus`` and ``host_memory`` are the
+    node's stored capacity (None: not counted).
     """
-    memory = host_memory or {}
     gpus: dict[str, list[GpuView]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
         gpus.setdefault(g.node, []).append(
@@ -79,7 +71,7 @@ def load_nodes(
             )
         )
     cpus_used = used_cpus_by_node(session)
-    memory_used = used_memory_by_node(session) if memory else {}
+    memory_used = used_memory_by_node(session)
     return tuple(
         NodeView(
             name=n.name,
@@ -90,8 +82,8 @@ def load_nodes(
             taints=_taints(n.taints),
             cpus=n.cpus,
             used_cpus=cpus_used.get(n.name, 0.0),
-            host_memory=memory.get(n.name),
-            used_host_memory=memory_used.get(n.name, 0),
+            host_memory=n.memory,
+            used_host_memory=memory_used.get(n.name, 0) if n.memory is not None else 0,
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
@@ -183,6 +175,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.cpus,
             JobRow.spec["max_gpus"].as_float().label("max_gpus"),
             JobRow.spec["elastic"].as_string().label("elastic"),
+            JobRow.spec["memory"].as_float().label("memory"),
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
         .order_by(JobRow.id)
@@ -205,6 +198,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             user=r.user,
             cpus=r.cpus,
             elastic=_restartable(r.gpus, r.max_gpus, r.elastic),
+            memory=None if r.memory is None else round(r.memory),
         )
         for r in session.execute(stmt)
     )
@@ -234,15 +228,9 @@ class SnapshotCache:
         self._jobs: dict[int, RunningJob] = {}
         self._running: tuple[RunningJob, ...] = ()
 
-    def load(
-        self,
-        session: Session,
-        now: float,
-        limit: int | None = None,
-        host_memory: Mapping[str, int] | None = None,
-    ) -> Snapshot:
+    def load(self, session: Session, now: float, limit: int | None = None) -> Snapshot:
         """``load_snapshot``, interned."""
-        return self.intern(load_snapshot(session, now, limit, host_memory))
+        return self.intern(load_snapshot(session, now, limit))
 
     def intern(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the previous snapshot's objects wherever they are equal."""

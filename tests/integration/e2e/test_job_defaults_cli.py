@@ -83,6 +83,9 @@ def test_memory_is_counted_too(small: ServerProcess) -> None:
             "needs 5GiB memory; the most free on one node is 3GiB" in r["message"]
             for r in second["pending_reasons"]
         ), second["pending_reasons"]
+        (node,) = api.get("/v1/nodes").json()  # stored with the node, shown with it
+        assert (node["memory"], node["memory_used"]) == (8 * GiB, 5 * GiB)
+        assert "5GiB/8GiB" in small.cli("nodes").stdout  # MEMORY: used/offered
         cancel_all(api, ids)
 
 

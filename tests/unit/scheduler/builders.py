@@ -304,6 +304,16 @@ class RunningBuilder:
         self._fields["elastic"] = (low, high)
         return self
 
+    def cpus(self, n: float) -> RunningBuilder:
+        """It holds ``n`` CPU cores of its node."""
+        self._fields["cpus"] = float(n)
+        return self
+
+    def memory(self, size: Size) -> RunningBuilder:
+        """It holds ``size`` of its node's host memory (``make_snapshot`` counts it used)."""
+        self._fields["memory"] = parse_size(size)
+        return self
+
     def stopping_for(self, job_id: int) -> RunningBuilder:
         self._fields.update(stopping=True, preempted_for=job_id)
         return self
@@ -325,7 +335,8 @@ def make_snapshot(
     now: float = 0,
     running: Iterable[RunningJob | RunningBuilder] = (),
 ) -> Snapshot:
-    """Builders are built for you; GPUs of ``running`` jobs are marked held on their nodes."""
+    """Builders are built for you; GPUs of ``running`` jobs are marked held on their nodes,
+    and their host memory used on nodes that count it."""
     held = tuple(r.build() if isinstance(r, RunningBuilder) else r for r in running)
     views = [n.build() if isinstance(n, NodeBuilder) else n for n in nodes]
     return Snapshot(
@@ -343,7 +354,10 @@ def _hold(view: NodeView, running: Sequence[RunningJob]) -> NodeView:
             gpu = gpus.get(uuid)
             if gpu is not None:
                 gpus[uuid] = gpu.with_job(job.memory_per_gpu)
-    return replace(view, gpus=tuple(gpus[g.uuid] for g in view.gpus))
+    used = view.used_host_memory
+    if view.host_memory is not None:
+        used += sum(job.memory or 0 for job in running if job.node == view.name)
+    return replace(view, gpus=tuple(gpus[g.uuid] for g in view.gpus), used_host_memory=used)
 
 
 def run(

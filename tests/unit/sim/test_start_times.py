@@ -31,6 +31,21 @@ def test_waiting_jobs_start_when_running_jobs_reach_their_max_runtime_in_queue_o
     assert estimates[2].start == NOW + 300 + 1000  # behind job 1, which holds a GPU until then
 
 
+def test_a_job_waiting_for_host_memory_starts_when_the_job_holding_it_ends() -> None:
+    """GPU 1 is free but job 10 holds 48 of the 64GiB: job 1 starts when job 10 ends, and
+    job 2 after job 1 (each takes the memory the other needs)."""
+    running = [make_running(10).on("n1", 0).memory("48GiB").started(NOW).max_runtime(300)]
+    jobs = [
+        make_job(1).gpus(1).memory("32GiB").max_runtime(500),
+        make_job(2).gpus(1).memory("40GiB").submitted(1),
+    ]
+    node = make_node("n1").gpus(2).memory("64GiB")
+    snapshot = make_snapshot([node], jobs, now=NOW, running=running)
+    estimates = estimate_starts(snapshot, CONFIG, resolution=1)
+    assert (estimates[1].start, estimates[1].basis) == (NOW + 300, "max_runtime")
+    assert estimates[2].start == NOW + 300 + 500
+
+
 def test_a_running_job_without_a_bound_makes_the_estimate_unknown_or_uses_its_queue_default() -> (
     None
 ):

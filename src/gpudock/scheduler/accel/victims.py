@@ -367,9 +367,15 @@ class VictimSearch:
         key = (placement_key(job), name)
         release = self._releases.get(key)
         if release is None:
-            nodes = self.state.nodes
-            cpus = self.state.views[name].cpus
-            release = Release(job, nodes.gpus_of(name), cpus, nodes.free_cpus_of(name))
+            nodes, view = self.state.nodes, self.state.views[name]
+            release = Release(
+                job,
+                nodes.gpus_of(name),
+                view.cpus,
+                nodes.free_cpus_of(name),
+                view.host_memory,
+                nodes.free_host_memory_of(name),
+            )
             self._releases[key] = release
         victims = release.pick(candidates)
         if victims is None:

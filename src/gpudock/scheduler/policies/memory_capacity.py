@@ -7,7 +7,8 @@ it sets its own). A node with less memory than the job asks for in all is
 
 Nothing else in the scheduler knows this filter: the cycle and the capacity
 index run it like any other, and ``CycleState.reserve`` takes the memory of
-each job it places. Preemption and backfill do not count memory.
+each job it places. Preemption (victim sets) and the EASY reservation (its shadow
+time) count memory as they count CPUs, from ``RunningJob.memory`` (``release.py``).
 """
 
 from __future__ import annotations

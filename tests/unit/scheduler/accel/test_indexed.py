@@ -6,9 +6,9 @@ profile is the built-in one. Clusters here are built to hit the index's edge
 cases: many identical nodes (ties to the lowest name), nodes mixing GPU
 models, nodes without GPUs, inconsistent GPU memory counts, unavailable
 nodes, and job streams that repeat the same request many times. Nodes carry
-zone labels and sometimes a taint; requests may select a zone, tolerate the
-taint, and some (gangs, topology, CPUs) take the generic path inside the
-indexed cache.
+zone labels, sometimes a taint and host memory (some of it taken); requests
+may select a zone, tolerate the taint, ask for memory, and some (gangs,
+topology, CPUs) take the generic path inside the indexed cache.
 """
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ def build_gpu(node: str, index: int, spec: GpuSpec) -> GpuView:
     return GpuView(gpu_uuid(node, index), index, model, total, used, exclusive, shares, healthy)
 
 
-Template = tuple[list[GpuSpec], bool, str, tuple[Taint, ...], float | None]
+Template = tuple[list[GpuSpec], bool, str, tuple[Taint, ...], float | None, int | None]
 
 
 @st.composite
 def node_templates(draw: st.DrawFn) -> Template:
     """GPUs of one or two models (a mixed node), or none; whether the node is available;
-    its zone label, taints and CPUs."""
+    its zone label, taints, CPUs and host memory."""
     models = draw(st.sampled_from([[m] for m in MODELS] + [["A100-80GB", "H100"], ["T4", "H100"]]))
     specs = draw(st.lists(gpu_specs(models), min_size=0, max_size=8))
     return (
@@ -78,6 +78,7 @@ def node_templates(draw: st.DrawFn) -> Template:
         draw(st.sampled_from(["a", "b"])),
         draw(st.sampled_from([(), (), (), (Taint("dedicated", "infra"),)])),
         draw(st.sampled_from([None, None, None, 16.0, 6.0])),
+        draw(st.sampled_from([None, None, 64 * GiB, 256 * GiB])),
     )
 
 
@@ -88,12 +89,14 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     names = draw(st.permutations([f"n{i:02d}" for i in range(count)]))
     nodes = []
     for name in names:  # several nodes per template: equal capacities, ties by name
-        specs, available, zone, taints, cpus = draw(st.sampled_from(templates))
+        specs, available, zone, taints, cpus, memory = draw(st.sampled_from(templates))
         gpus = tuple(build_gpu(name, i, spec) for i, spec in enumerate(specs))
         reason = None if available else draw(st.sampled_from([None, "heartbeat lost"]))
         labels = (("zone", zone),)
         used = 0.0 if cpus is None else float(draw(st.integers(0, int(cpus))))
-        nodes.append(NodeView(name, gpus, available, reason, labels, taints, cpus, used))
+        held = 0 if memory is None else draw(st.sampled_from([0, 0, memory // 2, memory]))
+        view = NodeView(name, gpus, available, reason, labels, taints, cpus, used, memory, held)
+        nodes.append(view)
     keys = draw(st.lists(request_keys(), min_size=1, max_size=6))
     jobs = []
     for i in range(1, draw(st.integers(0, 40)) + 1):
@@ -122,6 +125,9 @@ GENERIC_FIELDS: list[dict[str, object]] = [
     {"cpus": 1.5},
     {"cpus": 12.0},
     {"cpus": 4.0, "nodes": 2},
+    {"memory": 16 * GiB},
+    {"memory": 100 * GiB},
+    {"cpus": 4.0, "memory": 32 * GiB},
 ]
 
 

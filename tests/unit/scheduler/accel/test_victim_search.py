@@ -4,8 +4,9 @@ The capacity index's ``VictimFinder`` answers the priority kind with
 ``victims.VictimSearch`` and ``boards.Board`` (bounds, best-first, victims taken
 as the cycle goes);
 ``preemption.choose_victims`` is the definition: try every node. Here random
-nodes carry running jobs that hold whole GPUs or shares of them, of several
-queues, priorities, ages, some protected or already stopping; blocked jobs of
+nodes carry running jobs that hold whole GPUs or shares of them (or only host
+memory), of several queues, priorities, ages, some protected or already
+stopping; nodes may count host memory, which jobs hold and ask for; blocked jobs of
 several shapes then ask in turn, and each must get exactly the victim set the
 definition gives it over the candidates not taken by the jobs before it.
 The nodes' multi-victim bounds, computed only as far as a search reads them,
@@ -20,9 +21,11 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpudock.config import SchedulerConfig
 from gpudock.scheduler.accel.indexed import CapacityIndex
 from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.preemption import (
     Preemption,
     choose_victims,
@@ -30,9 +33,10 @@ from gpudock.scheduler.preemption import (
     plan_preemptions,
     running_by_node,
 )
+from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.session import SchedulerSession
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob
+from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
 
 from ..builders import GiB, gpu_uuid
 
@@ -42,7 +46,8 @@ QUEUES = ["a", "b"]
 
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
-    """Nodes of 0-8 GPUs and the running jobs that hold them, consistent with each other."""
+    """Nodes of 0-8 GPUs (and host memory, or none counted) and the running jobs that hold
+    them, consistent with each other."""
     now = 1000.0
     nodes: list[NodeView] = []
     running: list[RunningJob] = []
@@ -54,9 +59,20 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
         exclusive = [False] * count
         shares = [0] * count
         healthy = [draw(st.sampled_from([True] * 9 + [False])) for _ in range(count)]
+        host_memory = draw(st.sampled_from([None, None, 64 * GiB, 256 * GiB]))
+        used_host_memory = 0
         for _ in range(draw(st.integers(0, 10))):
-            whole = draw(st.sampled_from([True, True, True, False]))
-            if whole:
+            kind = draw(st.sampled_from(["whole", "whole", "whole", "share", "host"]))
+            held = draw(st.sampled_from([None, None, 8 * GiB, 24 * GiB, 48 * GiB]))
+            if (
+                host_memory is not None
+                and held is not None
+                and used_host_memory + held > host_memory
+            ):
+                held = None  # consistent: the node's jobs hold at most its memory
+            if kind == "host":  # holds no GPU, only CPUs or memory
+                taken, memory = [], None
+            elif kind == "whole":
                 idle = [i for i in range(count) if not exclusive[i] and shares[i] == 0]
                 if not idle:
                     continue
@@ -74,6 +90,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                 used[i] += share
                 shares[i] += 1
                 taken, memory = [i], share
+            used_host_memory += held or 0
             next_id += 1
             running.append(
                 RunningJob(
@@ -87,6 +104,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                     min_runtime=draw(st.sampled_from([None, None, None, 100.0])),
                     preemptible=draw(st.sampled_from([True] * 7 + [False])),
                     stopping=draw(st.sampled_from([False] * 7 + [True])),
+                    max_runtime=draw(st.sampled_from([None, None, 600.0, 3000.0])),
+                    memory=held,
                 )
             )
         gpus = tuple(
@@ -96,7 +115,15 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
             for i in range(count)
         )
         available = draw(st.sampled_from([True, True, True, True, False]))
-        nodes.append(NodeView(name, gpus, available))
+        nodes.append(
+            NodeView(
+                name,
+                gpus,
+                available,
+                host_memory=host_memory,
+                used_host_memory=used_host_memory if host_memory is not None else 0,
+            )
+        )
     return nodes, running, now
 
 
@@ -109,6 +136,7 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
                 st.sampled_from([1, 2, 3, 4, 8, 8]),
                 st.sampled_from([None, None, 20 * GiB, 40 * GiB]),
                 st.sampled_from(QUEUES),
+                st.sampled_from([None, None, 16 * GiB, 40 * GiB, 100 * GiB]),
             ),
             min_size=1,
             max_size=4,
@@ -116,7 +144,7 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
     )
     jobs = []
     for i in range(draw(st.integers(1, 12))):
-        gpus, share, queue = draw(st.sampled_from(shapes))
+        gpus, share, queue, memory = draw(st.sampled_from(shapes))
         jobs.append(
             JobRequest(
                 i + 1,
@@ -126,6 +154,8 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
                 priority=draw(st.integers(0, 5)),
                 queue=queue,
                 can_preempt=draw(st.sampled_from([True, True, True, False])),
+                max_runtime=draw(st.sampled_from([None, None, 300.0, 2000.0])),
+                memory=memory,
             )
         )
     return jobs
@@ -218,3 +248,16 @@ def test_the_reclaim_kind_gets_the_victims_of_the_definition(
     defined = plan_preemptions(blocked, CycleState(nodes), running, now, slow, blocked)
     assert accelerated == defined
     assert fast.granted_to == slow.granted_to
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), blocked_jobs())
+def test_a_cycle_with_running_jobs_and_host_memory_gives_the_generic_plan(
+    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+) -> None:
+    """Whole cycles (placements, preemptions, the EASY reservation and backfill) on these
+    clusters: the accelerated path's Plan is the generic path's."""
+    nodes, running, now = cluster
+    snapshot = Snapshot(now, tuple(nodes), tuple(blocked), tuple(running))
+    profile = build_profile(SchedulerConfig())
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
