@@ -68,12 +68,28 @@ def version() -> None:
     out.print(f"scheduler: {_native.describe()}")
 
 
+def _gpus_flag(value: str) -> int | str:
+    """``--gpus``: a count, or ``MIN-MAX`` (an elastic job; the server checks the range)."""
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    low, dash, high = text.partition("-")
+    if dash and low.strip().isdigit() and high.strip().isdigit():
+        return text
+    fail(f"Invalid value for '--gpus': {value!r} is not a number or a range MIN-MAX.", 2)
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
 def submit(
     image: Annotated[str | None, typer.Argument(help="container image")] = None,
     command: Annotated[list[str] | None, typer.Argument(help="command after --")] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="YAML job spec")] = None,
-    gpus: Annotated[int | None, typer.Option(help="number of GPUs")] = None,
+    gpus: Annotated[
+        str | None, typer.Option(help="number of GPUs, or MIN-MAX for an elastic job")
+    ] = None,
+    elastic: Annotated[
+        str | None, typer.Option(help="restart: the running job may be restarted on more GPUs")
+    ] = None,
     gpu_memory: Annotated[str | None, typer.Option(help="per-GPU share, e.g. 20GiB")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
     queue: Annotated[str | None, typer.Option()] = None,
@@ -119,7 +135,8 @@ def submit(
     data: dict[str, Any] = load_spec_file(file) if file else {}
     flags: dict[str, Any] = {
         "image": image,
-        "gpus": gpus,
+        "gpus": None if gpus is None else _gpus_flag(gpus),
+        "elastic": elastic,
         "gpu_memory": gpu_memory,
         "gpu_model": gpu_model,
         "queue": queue,

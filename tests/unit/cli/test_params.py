@@ -33,7 +33,8 @@ def test_ints_floats_paths_and_lists_convert(posted: list[dict[str, Any]], tmp_p
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["submit", "--gpus", "two", "img"], "'--gpus': 'two' is not a valid integer."),
+        (["submit", "--gpus", "two", "img"], "'--gpus': 'two' is not a number or a range"),
+        (["submit", "--gpus", "2-", "img"], "'--gpus': '2-' is not a number or a range"),
         (["submit", "--cpus", "x", "img"], "'--cpus': 'x' is not a valid number."),
         (["logs", "abc"], "'job_id': 'abc' is not a valid integer."),
     ],
@@ -46,6 +47,13 @@ def test_a_bad_value_is_a_usage_error(
     assert result.exit_code == 2
     assert "Invalid value for " + message in result.output
     assert posted == []
+
+
+def test_a_gpu_range_and_elastic_go_to_the_server_as_written(posted: list[dict[str, Any]]) -> None:
+    result = CliRunner().invoke(cli.app, ["submit", "--gpus", "2-4", "--elastic", "restart", "i"])
+
+    assert result.exit_code == 0, result.output
+    assert posted == [{"image": "i", "gpus": "2-4", "elastic": "restart"}]
 
 
 def test_constrained_options_keep_typers_checks() -> None:
