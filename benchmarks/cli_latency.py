@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _meta import build_info
+
 BIN = Path(sys.executable).parent
 GOALS = {"help": 0.3, "jobs": 0.5}
 
@@ -144,6 +147,7 @@ def main() -> int:
             "goal_s": GOALS,
             "met": {k: figures[k]["median_s"] <= v for k, v in GOALS.items()},
             **figures,
+            **build_info(),
         }
     finally:
         proc.terminate()
