@@ -173,16 +173,8 @@ def _earliest(job: JobRequest, state: CycleState, running: RunningOn, name: str)
 
 def _shadow_time(job: JobRequest, state: CycleState, running: RunningOn, name: str) -> float | None:
     """``_shadow(...).start`` (step 1 on one node), counting with ``Release``."""
-    nodes, view = state.nodes, state.views[name]
-    release = Release(
-        job,
-        nodes.gpus_of(name),
-        view.cpus,
-        nodes.free_cpus_of(name),
-        view.host_memory,
-        nodes.free_host_memory_of(name),
-    )
-    jobs = running.jobs(name, nodes.gpus_of(name), state.unique_uuids)
+    release = Release.on(job, state, name)
+    jobs = running.jobs(name, state.nodes.gpus_of(name), state.unique_uuids)
     count = release.first_fit(jobs.in_end_order())
     if count is None:
         return None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from gpudock.scheduler.capacity import AnyGpu, model_name_matches, usable_now
+from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches, usable_now
 from gpudock.scheduler.node_fit import NodeFit
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 from gpudock.scheduler.topology import group_of
@@ -78,6 +78,19 @@ class Release:
             usable += now
         self._by_uuid = by_uuid
         self.usable = usable  # GPUs the job could use now
+
+    @classmethod
+    def on(cls, job: JobRequest, state: CycleState, name: str) -> Release:
+        """The release for ``job`` on node ``name`` as ``state`` has it now."""
+        nodes, view = state.nodes, state.views[name]
+        return cls(
+            job,
+            nodes.gpus_of(name),
+            view.cpus,
+            nodes.free_cpus_of(name),
+            view.host_memory,
+            nodes.free_host_memory_of(name),
+        )
 
     def fits(self, victims: Sequence[RunningJob]) -> bool:
         """Would the job fit once ``victims`` (in this order) released what they hold?"""

@@ -367,16 +367,7 @@ class VictimSearch:
         key = (placement_key(job), name)
         release = self._releases.get(key)
         if release is None:
-            nodes, view = self.state.nodes, self.state.views[name]
-            release = Release(
-                job,
-                nodes.gpus_of(name),
-                view.cpus,
-                nodes.free_cpus_of(name),
-                view.host_memory,
-                nodes.free_host_memory_of(name),
-            )
-            self._releases[key] = release
+            release = self._releases[key] = Release.on(job, self.state, name)
         victims = release.pick(candidates)
         if victims is None:
             return None
