@@ -98,11 +98,7 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         ctx, now = self.ctx, self.ctx.clock()
-        snapshot = ctx.snapshot
-        if snapshot is not None and now - snapshot.now > max(
-            10.0, 3 * ctx.config.schedule_interval
-        ):
-            snapshot = None  # the controller stopped publishing: read the store instead
+        snapshot = ctx.published_snapshot()  # None: no fresh one; read the store instead
         with ctx.db.read() as session:
             queues, history = ctx.config.scheduler.queues, ctx.queue_history
             facts = read_store(session, now, queues, history, snapshot)

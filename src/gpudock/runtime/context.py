@@ -70,6 +70,20 @@ class RuntimeContext:
     _inflight: set[tuple[str, int]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def published_snapshot(self) -> Snapshot | None:
+        """The controller's latest snapshot while it keeps publishing, else None.
+
+        A snapshot older (by ``clock``) than ``max(10 s, 3 x schedule_interval)``
+        means the loop stopped publishing (no controller, or one stuck on an
+        outage): readers then go to the store themselves.
+        """
+        snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        if self.clock() - snapshot.now > max(10.0, 3 * self.config.schedule_interval):
+            return None
+        return snapshot
+
     def run_once(self, kind: str, job_id: int, fn: Callable[[], None]) -> Future[None] | None:
         """Run ``fn`` in its lane unless work of ``kind`` for ``job_id`` is in flight.
 

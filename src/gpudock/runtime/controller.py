@@ -137,13 +137,22 @@ class Controller:
         return replace(snapshot, queue_history=self._history)
 
     def _schedule_loop(self) -> None:
+        """Cycle on each wake-up or every ``schedule_interval``, resting after each cycle.
+
+        The rest is as long as the cycle took (at most ``schedule_interval``), so
+        under a stream of wake-ups (a submit storm) scheduling takes at most about
+        half of the process's time and the API keeps answering; a wake-up during
+        the rest is kept and runs the next cycle as soon as it ends.
+        """
         interval = self.ctx.config.schedule_interval
         while not self._stop.is_set():
             self.ctx.wake_scheduler.wait(timeout=interval)
             self.ctx.wake_scheduler.clear()
             if self._stop.is_set():
                 return
+            started = time.monotonic()
             self._safe(lambda _ctx: self.schedule_once(), self.ctx)
+            self._stop.wait(timeout=min(interval, time.monotonic() - started))
 
     def _reconcile_loop(self) -> None:
         interval = self.ctx.config.reconcile_interval

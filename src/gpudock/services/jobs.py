@@ -19,7 +19,7 @@ from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
-from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.snapshot import JobRequest, NodeView
 from gpudock.services.arrays import insert_tasks, plan_array
 from gpudock.services.config_guard import write_checked
 from gpudock.services.dependencies import check_dependencies
@@ -212,13 +212,14 @@ class JobService:
             )
 
     def _check_feasible(self, spec: JobSpec) -> None:
-        """Raise ``Infeasible`` when ``never_fits`` says no node could ever hold the job.
+        """Raise ``Infeasible`` when no node could ever hold the job (GPUs, CPUs or memory).
 
         Every placement constraint goes into the request (CPU-only jobs too: a
-        selector or the nodes' taints may rule out every node).
+        selector or the nodes' taints may rule out every node). A job that fits
+        the nodes of the controller's latest snapshot is accepted without a
+        read; a refusal is always decided on nodes read from the store now, so
+        a node that joined since that snapshot is counted.
         """
-        with self.ctx.db.read() as session:
-            nodes = load_nodes(session)
         request = JobRequest(
             id=0,
             gpus=spec.gpus,
@@ -232,16 +233,29 @@ class JobService:
             topology=spec.topology,
             memory=spec.memory,
         )
+        published = self.ctx.published_snapshot()
+        if published is not None and self._never_fits(request, published.nodes) is None:
+            return
+        with self.ctx.db.read() as session:
+            nodes = load_nodes(session)
+        refused = self._never_fits(request, nodes)
+        if refused is not None:
+            why, field = refused
+            raise Infeasible(f"job can never be scheduled: {why}", field=field)
+
+    def _never_fits(
+        self, request: JobRequest, nodes: tuple[NodeView, ...]
+    ) -> tuple[str, str] | None:
+        """Why no node of ``nodes`` could ever hold ``request``, and the field to blame."""
         why = never_fits(request, nodes)
         if why is not None:
-            raise Infeasible(f"job can never be scheduled: {why}", field="gpus")
+            return why, "gpus"
         host = {self.ctx.node_name: float(os.cpu_count() or 1)}  # the server runs on its node
         why = never_fits_cpus(request, nodes, host)
         if why is not None:
-            raise Infeasible(f"job can never be scheduled: {why}", field="cpus")
+            return why, "cpus"
         why = never_fits_memory(request, nodes)
-        if why is not None:
-            raise Infeasible(f"job can never be scheduled: {why}", field="memory")
+        return None if why is None else (why, "memory")
 
 
 def _attempt_of(path: Path) -> int:

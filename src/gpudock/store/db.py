@@ -17,8 +17,9 @@ paging by id never skips one. Never make network calls while a session is open.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ class Database:
         self.engine = engine
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
         self.is_sqlite = engine.dialect.name == "sqlite"
+        # SQLite: this process's writers take turns here (see ``write``)
+        self._write_turn: AbstractContextManager[object] = (
+            threading.Lock() if self.is_sqlite else nullcontext()
+        )
+        self._writing = threading.local()  # .active: this thread is inside ``write``
 
     @classmethod
     def open(cls, url: str, migrate: bool = True) -> Database:
@@ -67,18 +73,34 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """A session in one write transaction: committed on success."""
-        with self._sessions() as session:
-            if self.is_sqlite:
-                session.connection(execution_options={"gpudock_immediate": True})
-            else:  # one writer at a time, as on SQLite: event ids commit in id order
-                session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK})
+        """A session in one write transaction: committed on success.
+
+        On SQLite the process's writers first queue on one in-process lock, so
+        only one of them at a time waits in ``BEGIN IMMEDIATE``: SQLite's busy
+        handler polls with sleeps of up to 100 ms, which under many concurrent
+        writers (a submit storm) costs far more than the writes themselves.
+        Write transactions never nest: a thread that opens one inside another
+        gets ``RuntimeError`` at once (it would otherwise wait for itself).
+        """
+        if getattr(self._writing, "active", False):
+            raise RuntimeError("write transactions never nest: this thread already holds one")
+        with self._write_turn, self._sessions() as session:
+            self._writing.active = True
             try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
+                if self.is_sqlite:
+                    session.connection(execution_options={"gpudock_immediate": True})
+                else:  # one writer at a time, as on SQLite: event ids commit in id order
+                    session.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK}
+                    )
+                try:
+                    yield session
+                    session.commit()
+                except BaseException:
+                    session.rollback()
+                    raise
+            finally:
+                self._writing.active = False
 
     @contextmanager
     def read(self) -> Iterator[Session]:

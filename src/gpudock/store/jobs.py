@@ -9,11 +9,12 @@ releases the job's GPUs in the same transaction when it stops holding them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import func, select, update
+from sqlalchemy import Text, bindparam, cast, func, select, update
 from sqlalchemy.orm import Session
 
 from gpudock.core.arrays import ArrayTask
@@ -265,14 +266,40 @@ def release_allocation(session: Session, job_id: int) -> None:
 
 
 def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]]) -> None:
-    """Record why each still-PENDING job waits; jobs that moved on are skipped."""
-    for job_id, items in reasons.items():
-        session.execute(
-            update(JobRow)
-            .where(JobRow.id == job_id, JobRow.state == JobState.PENDING.value)
-            .values(pending_reasons=[r.to_dict() for r in items])
-            .execution_options(synchronize_session=False)
+    """Record why each still-PENDING job waits; jobs that moved on are skipped.
+
+    A cycle gives every pending job its reasons, and most are the ones it
+    already has: those rows are read (as stored JSON text) and left
+    unwritten, and the rest are written in one ``executemany``. So a cycle
+    over thousands of waiting jobs holds the write lock for the few that
+    changed. Skipping is only an optimisation: a row whose text differs in
+    any way is written.
+    """
+    wanted = {job_id: [r.to_dict() for r in items] for job_id, items in reasons.items()}
+    changed: list[dict[str, Any]] = []
+    ids = list(wanted)
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = ids[start : start + _ID_CHUNK]
+        stored = session.execute(
+            select(JobRow.id, cast(JobRow.pending_reasons, Text)).where(
+                JobRow.id.in_(chunk), JobRow.state == JobState.PENDING.value
+            )
         )
+        changed += [
+            {"job_id": job_id, "reasons": wanted[job_id]}
+            for job_id, text in stored
+            if text is None or text != json.dumps(wanted[job_id])
+        ]
+    if changed:
+        session.connection().execute(_SET_REASONS, changed)
+
+
+_ID_CHUNK = 1000  # ids per IN (...) list, far below every backend's bound-parameter limit
+_SET_REASONS = (  # run on the connection: one executemany, compiled once
+    update(JobRow)
+    .where(JobRow.id == bindparam("job_id"), JobRow.state == JobState.PENDING.value)
+    .values(pending_reasons=bindparam("reasons"))
+)
 
 
 def request_stop(

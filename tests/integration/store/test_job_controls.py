@@ -13,10 +13,12 @@ import pytest
 from gpudock.config import SchedulerConfig, ServerConfig
 from gpudock.core.errors import Conflict, Forbidden, Infeasible, InvalidInput, NotFound
 from gpudock.core.job import Job, JobSpec, JobState
+from gpudock.gpus import emulated_inventory
 from gpudock.runtime import finisher
 from gpudock.runtime.reconciler import _stop_unstarted
 from gpudock.server import Server, build_server
 from gpudock.services.job_controls import JobControls
+from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 from gpudock.store.events import list_events
 from gpudock.store.snapshot import load_snapshot
@@ -272,3 +274,17 @@ def test_downgrade_to_0006_and_back_keeps_jobs_and_their_history(controls: JobCo
     assert (back.state, back.held_by) == (JobState.PENDING, None)  # the hold went with 0007
     with db.read() as session:
         assert [e["to"] for e in job_store.job_events(session, job.id)] == ["PENDING"]
+
+
+def test_submit_counts_a_node_that_joined_after_the_latest_cycle(controls: JobControls) -> None:
+    """The published snapshot can only speed an acceptance: a refusal reads the store."""
+    ctx = controls.ctx
+    with ctx.db.read() as session:
+        ctx.snapshot = load_snapshot(session, ctx.clock())  # the cycle saw 4 GPUs
+    bigger = emulated_inventory("n1", "8xH100-80GB")
+    with ctx.db.write() as session:
+        inv_store.register_node(session, bigger, ctx.clock())
+
+    assert submit(controls, gpus=8).state == JobState.PENDING
+    with pytest.raises(Infeasible, match="needs 64 GPUs but the largest node has 8"):
+        submit(controls, gpus=64)
