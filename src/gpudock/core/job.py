@@ -571,3 +571,12 @@ def container_name(instance: str, job_id: int, attempt: int) -> str:
     """Deterministic per installation, job and attempt: a restarted server can never
     start an attempt twice, and two installations sharing one Docker never collide."""
     return f"gpudock-{instance}-{job_id}-a{attempt}"
+
+
+def job_of_container(instance: str, name: str) -> int | None:
+    """The job id in a ``container_name(instance, ...)``, or None for any other name."""
+    prefix = f"gpudock-{instance}-"
+    job, sep, attempt = name.removeprefix(prefix).rpartition("-a")
+    if not name.startswith(prefix) or not sep or not (job.isdigit() and attempt.isdigit()):
+        return None
+    return int(job)

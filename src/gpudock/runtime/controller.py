@@ -5,9 +5,10 @@
   snapshot → ``schedule`` → applier → launch;
 * the reconcile loop runs ``reconcile`` every ``reconcile_interval``, or at
   once when ``ctx.wake_reconciler`` is set;
-* the event loop (executors with events) sets ``wake_reconciler`` whenever
-  one of our containers starts, dies or disappears, so a finished job is
-  noticed in milliseconds rather than at the next period.
+* the event loop (executors with events) reconciles the one job whose
+  container starts, dies or disappears (``reconcile_container``) as the
+  event arrives, and sets ``wake_reconciler`` too, so a finished job frees
+  its GPUs in milliseconds rather than at the next pass.
 
 Decisions (``schedule``) never touch I/O; side effects (Docker calls) run in
 the context's worker pool, outside any database transaction.
@@ -22,19 +23,21 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from gpudock.core.job import PendingReason
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
 from gpudock.runtime.gating import gate_snapshot
-from gpudock.runtime.reconciler import reconcile
+from gpudock.runtime.reconciler import reconcile, reconcile_container
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.elastic import may_grow
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
+from gpudock.store import jobs as job_store
 from gpudock.store import meta as meta_store
 from gpudock.store.applier import ApplyResult, apply_plan
 from gpudock.store.db import database_unavailable
@@ -44,6 +47,16 @@ log = logging.getLogger("gpudock.controller")
 
 MAX_PENDING_PER_CYCLE = 5000
 HISTORY_KEY = "fair_share_history"
+
+
+def backlog_reason(window: int) -> PendingReason:
+    """Why a job beyond a cycle's window of ``window`` pending jobs waits."""
+    return PendingReason(
+        "backlog",
+        f"not considered yet: the scheduler looks at the first {window} pending jobs "
+        "(by priority, then submit time) each cycle, and this one is further back",
+        f"it is considered once fewer than {window} pending jobs are ahead of it",
+    )
 
 
 class Controller:
@@ -90,6 +103,7 @@ class Controller:
         ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
             snapshot = self._snapshots.load(session, ctx.clock(), MAX_PENDING_PER_CYCLE)
+        window = snapshot.pending  # the first MAX_PENDING_PER_CYCLE, in the scheduler's order
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):
@@ -98,6 +112,9 @@ class Controller:
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
         ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
         result = apply_plan(ctx.db, plan, ctx.clock())
+        if len(window) >= MAX_PENDING_PER_CYCLE:  # there may be more: they say why they wait
+            with ctx.db.write() as session:
+                job_store.set_backlog_reason(session, window[-1], backlog_reason(len(window)))
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
         for placement in result.committed:
             job_id = placement.job_id
@@ -175,7 +192,8 @@ class Controller:
                 self._stop.wait(timeout=1.0)
                 continue
             self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
-            for _name in self._events:
+            for name in self._events:
+                self._safe(functools.partial(reconcile_container, name=name), self.ctx)
                 self.ctx.wake_reconciler.set()
             self._events = None
             self._stop.wait(timeout=0.5)

@@ -10,6 +10,9 @@ Run at start-up and periodically. One pass:
    (or requeue it when retries remain);
 4. stop and remove containers that belong to no active job (orphans),
    archiving their logs first.
+
+``reconcile_container`` does step 3 for the one job an engine event names,
+as soon as the event arrives; the full pass stays the safety net.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import logging
 from concurrent.futures import Future
 
 from gpudock.core.inventory import NodeStatus
-from gpudock.core.job import Job, JobState
+from gpudock.core.job import Job, JobState, job_of_container
 from gpudock.executors.base import ContainerState, ContainerStatus, ExecutorUnavailable
 from gpudock.runtime import finisher, launcher, node_health
 from gpudock.runtime.context import RuntimeContext
@@ -51,6 +54,32 @@ def reconcile(ctx: RuntimeContext) -> None:
     if strays:
         for container in _orphans(ctx, strays):
             _handle_orphan(ctx, container)
+
+
+def reconcile_container(ctx: RuntimeContext, name: str) -> None:
+    """Step 3 for the one job whose container an engine event just named.
+
+    The full pass's decision for that job (``_reconcile_job``), taken when the
+    event arrives instead of at the next pass, so a container that died frees
+    its GPUs without waiting for every container to be listed and inspected.
+    As in the full pass, the job is read before its container is inspected. A
+    name that is not the current container of an active job on this node, or
+    an engine that does not answer, is left to the full pass.
+    """
+    job_id = job_of_container(ctx.instance_id, name)
+    if job_id is None or ctx.busy(job_id):
+        return
+    with ctx.db.read() as session:
+        job = job_store.get_job(session, job_id)
+    if job is None or job.container_name != name or job.node not in (None, ctx.node_name):
+        return
+    if job.state not in job_store.ACTIVE_STATES:
+        return
+    try:
+        container = ctx.executor.inspect(name)
+    except ExecutorUnavailable:
+        return
+    _reconcile_job(ctx, job, container)
 
 
 def _orphans(ctx: RuntimeContext, strays: list[ContainerStatus]) -> list[ContainerStatus]:

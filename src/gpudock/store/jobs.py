@@ -14,13 +14,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Text, bindparam, cast, func, select, update
+from sqlalchemy import Text, and_, bindparam, cast, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from gpudock.core.arrays import ArrayTask
 from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
-from gpudock.scheduler.snapshot import Preemption, Resize
+from gpudock.scheduler.snapshot import JobRequest, Preemption, Resize
 from gpudock.store import events as event_store
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
 
@@ -292,6 +292,38 @@ def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]
         ]
     if changed:
         session.connection().execute(_SET_REASONS, changed)
+
+
+def set_backlog_reason(session: Session, last: JobRequest, reason: PendingReason) -> int:
+    """Give ``reason`` to the PENDING jobs after ``last`` in the scheduler's order
+    (priority, then submit time, then id) that have no reason yet; return how many.
+
+    For the jobs beyond a cycle's window: a job that was never considered
+    says why, and one that was keeps its last, more specific reason. Held
+    jobs are left alone (``gpudock hold`` says why they wait).
+    """
+    after = or_(
+        JobRow.priority < last.priority,
+        and_(
+            JobRow.priority == last.priority,
+            or_(
+                JobRow.submitted_at > last.submitted_at,
+                and_(JobRow.submitted_at == last.submitted_at, JobRow.id > last.id),
+            ),
+        ),
+    )
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.state == JobState.PENDING.value,
+            or_(JobRow.pending_reasons.is_(None), cast(JobRow.pending_reasons, Text) == "[]"),
+            JobRow.held_by.is_(None),
+            after,
+        )
+        .values(pending_reasons=[reason.to_dict()])
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 _ID_CHUNK = 1000  # ids per IN (...) list, far below every backend's bound-parameter limit

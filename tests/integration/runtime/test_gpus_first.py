@@ -14,7 +14,7 @@ from tests.kit.server import wait_for
 
 from gpudock.config import LogsConfig, ServerConfig
 from gpudock.core.job import JobSpec, JobState
-from gpudock.runtime.reconciler import reconcile
+from gpudock.runtime.reconciler import reconcile, reconcile_container
 from gpudock.server import Server, build_server
 from gpudock.services.jobs import JobService
 from gpudock.store import jobs as job_store
@@ -100,3 +100,20 @@ def test_a_long_log_keeps_its_tail_and_says_what_was_cut(server: Server) -> None
     assert rest.endswith("line-1998\nline-1999\n")
     logs = b"".join(JobService(server.ctx).logs(job_id, ADMIN)).decode()
     assert logs == text, "the API serves the capped archive"
+
+
+def test_an_engine_event_finishes_its_job_without_a_full_pass(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = run_to_exit(server, "true")
+    name = JobService(server.ctx).get(job_id, ADMIN).container_name
+    assert name is not None
+
+    def no_listing() -> list[Any]:
+        raise AssertionError("a full pass listed the containers")
+
+    monkeypatch.setattr(server.ctx.executor, "list_containers", no_listing)
+    reconcile_container(server.ctx, "gpudock-someone-else-7-a0")  # not ours: ignored
+    reconcile_container(server.ctx, name)
+
+    wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")

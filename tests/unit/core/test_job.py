@@ -6,7 +6,15 @@ import pytest
 from pydantic import ValidationError
 
 from gpudock.core.errors import IllegalTransition
-from gpudock.core.job import TRANSITIONS, JobSpec, JobState, check_transition, parse_mount
+from gpudock.core.job import (
+    TRANSITIONS,
+    JobSpec,
+    JobState,
+    check_transition,
+    container_name,
+    job_of_container,
+    parse_mount,
+)
 from gpudock.core.units import format_duration, format_size, parse_duration, parse_size
 
 GIB = 1024**3
@@ -138,3 +146,21 @@ def test_every_terminal_state_is_final_and_needs_a_reason() -> None:
 def test_illegal_transitions(current: JobState, target: JobState) -> None:
     with pytest.raises(IllegalTransition, match=f"from {current} to {target}"):
         check_transition(current, target, "x")
+
+
+@pytest.mark.parametrize(
+    ("instance", "name", "expected"),
+    [
+        ("inst", container_name("inst", 42, 3), 42),
+        ("in-st-a1", container_name("in-st-a1", 7, 0), 7),
+        ("inst", "gpudock-other-42-a3", None),
+        ("inst", "gpudock-inst-42", None),
+        ("inst", "gpudock-inst-x-a1", None),
+        ("inst", "gpudock-inst-42-ab", None),
+        ("inst", "someone-else", None),
+    ],
+)
+def test_the_job_of_a_container_is_read_back_from_its_name(
+    instance: str, name: str, expected: int | None
+) -> None:
+    assert job_of_container(instance, name) == expected
