@@ -7,8 +7,9 @@
   once when ``ctx.wake_reconciler`` is set;
 * the event loop (executors with events) reconciles the one job whose
   container starts, dies or disappears (``reconcile_container``) as the
-  event arrives, and sets ``wake_reconciler`` too, so a finished job frees
-  its GPUs in milliseconds rather than at the next pass.
+  event arrives, so a finished job frees its GPUs in milliseconds rather
+  than at the next pass; an event it cannot match (an orphan, an engine
+  that stopped answering) sets ``wake_reconciler`` for a full pass.
 
 Decisions (``schedule``) never touch I/O; side effects (Docker calls) run in
 the context's worker pool, outside any database transaction.
@@ -193,24 +194,25 @@ class Controller:
                 continue
             self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
             for name in self._events:
-                self._safe(functools.partial(reconcile_container, name=name), self.ctx)
-                self.ctx.wake_reconciler.set()
+                if not self._safe(functools.partial(reconcile_container, name=name), self.ctx):
+                    self.ctx.wake_reconciler.set()  # not one active job's: a full pass
             self._events = None
             self._stop.wait(timeout=0.5)
 
-    def _safe(self, fn: Callable[[RuntimeContext], object], ctx: RuntimeContext) -> None:
-        """Run one step of a loop; a failure is logged and the loop goes on.
+    def _safe(self, fn: Callable[[RuntimeContext], object], ctx: RuntimeContext) -> object:
+        """Run one step of a loop and return what it returned (None when it failed);
+        a failure is logged and the loop goes on.
 
         While the database is down each failing step logs one line (no trace)
         and waits a growing pause (1 s doubling to 30 s) before the loop tries
         again; the first step that succeeds logs the recovery.
         """
         try:
-            fn(ctx)
+            result = fn(ctx)
         except Exception as exc:
             if not database_unavailable(exc):
                 log.exception("background step failed; retrying next cycle")
-                return
+                return None
             with self._outage_lock:
                 self._db_failures += 1
                 pause = min(30.0, 2.0 ** (self._db_failures - 1))
@@ -220,8 +222,9 @@ class Controller:
                 pause,
             )
             self._stop.wait(timeout=pause)
-            return
+            return None
         with self._outage_lock:
             if self._db_failures:
                 log.warning("database reachable again; background loops resumed")
             self._db_failures = 0
+        return result

@@ -56,30 +56,34 @@ def reconcile(ctx: RuntimeContext) -> None:
             _handle_orphan(ctx, container)
 
 
-def reconcile_container(ctx: RuntimeContext, name: str) -> None:
+def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     """Step 3 for the one job whose container an engine event just named.
 
     The full pass's decision for that job (``_reconcile_job``), taken when the
     event arrives instead of at the next pass, so a container that died frees
     its GPUs without waiting for every container to be listed and inspected.
-    As in the full pass, the job is read before its container is inspected. A
-    name that is not the current container of an active job on this node, or
-    an engine that does not answer, is left to the full pass.
+    As in the full pass, the job is read before its container is inspected.
+    Returns False, leaving it to a full pass, for a name that is not the
+    current container of an active job on this node, or when the engine does
+    not answer.
     """
     job_id = job_of_container(ctx.instance_id, name)
-    if job_id is None or ctx.busy(job_id):
-        return
+    if job_id is None:
+        return False
+    if ctx.busy(job_id):
+        return True  # its launch or finish is under way and sees the change itself
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
     if job is None or job.container_name != name or job.node not in (None, ctx.node_name):
-        return
+        return False
     if job.state not in job_store.ACTIVE_STATES:
-        return
+        return False
     try:
         container = ctx.executor.inspect(name)
     except ExecutorUnavailable:
-        return
+        return False
     _reconcile_job(ctx, job, container)
+    return True
 
 
 def _orphans(ctx: RuntimeContext, strays: list[ContainerStatus]) -> list[ContainerStatus]:

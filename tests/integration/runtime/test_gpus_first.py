@@ -113,7 +113,7 @@ def test_an_engine_event_finishes_its_job_without_a_full_pass(
         raise AssertionError("a full pass listed the containers")
 
     monkeypatch.setattr(server.ctx.executor, "list_containers", no_listing)
-    reconcile_container(server.ctx, "gpudock-someone-else-7-a0")  # not ours: ignored
-    reconcile_container(server.ctx, name)
+    assert not reconcile_container(server.ctx, "gpudock-someone-else-7-a0")  # a full pass's
+    assert reconcile_container(server.ctx, name)
 
     wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")
