@@ -64,14 +64,12 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     its GPUs without waiting for every container to be listed and inspected.
     As in the full pass, the job is read before its container is inspected.
     Returns False, leaving it to a full pass, for a name that is not the
-    current container of an active job on this node, or when the engine does
-    not answer.
+    current container of an active job on this node, for a job whose launch
+    or finish is under way, or when the engine does not answer.
     """
     job_id = job_of_container(ctx.instance_id, name)
-    if job_id is None:
-        return False
-    if ctx.busy(job_id):
-        return True  # its launch or finish is under way and sees the change itself
+    if job_id is None or ctx.busy(job_id):
+        return False  # not ours, or a launch or finish under way: left to the full passes
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
     if job is None or job.container_name != name or job.node not in (None, ctx.node_name):
