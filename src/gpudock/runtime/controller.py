@@ -195,7 +195,7 @@ class Controller:
             self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
             for name in self._events:
                 if not self._safe(functools.partial(reconcile_container, name=name), self.ctx):
-                    self.ctx.wake_reconciler.set()  # not one active job's: a full pass
+                    self.ctx.wake_reconciler.set()  # not settled here: a full pass
             self._events = None
             self._stop.wait(timeout=0.5)
 

@@ -72,9 +72,12 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
         return False  # not ours, or a launch or finish under way: left to the full passes
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
-    if job is None or job.container_name != name or job.node not in (None, ctx.node_name):
-        return False
-    if job.state not in job_store.ACTIVE_STATES:
+    if (
+        job is None
+        or job.state not in job_store.ACTIVE_STATES
+        or job.container_name != name
+        or job.node not in (None, ctx.node_name)
+    ):
         return False
     try:
         container = ctx.executor.inspect(name)
