@@ -8,10 +8,18 @@ policy lives in its own module under ``policies/``, listed in ``registry.py``::
     OrderPolicy   sort key for pending jobs                 (who goes first)
     FilterPolicy  (job, node) -> Status                      (which nodes can take it)
                   + explain(rejections) -> PendingReason     (why none could)
+                  + optional skips(job) -> bool              (it admits every node: skip it)
     ScorePolicy   (job, node) -> float, higher is better     (which feasible node)
     GpuPicker     (job, node) -> GPU indices                 (which GPUs on it)
 
 Reserving the picked GPUs is mechanism, not policy: ``CycleState.reserve``.
+
+A filter may also define ``skips(job) -> bool``, kube-scheduler's PreFilter
+``Skip``: True promises that ``filter`` returns ``SUCCESS`` for ``job`` on every
+node in every state (``memory_capacity`` for a job that asks for no memory).
+Like ``filter`` it reads only the job's ``placement_key``. The reference path
+ignores it (running the filter gives the same answer); an accelerator may
+leave the filter out for that job (``skipped``).
 
 ``PreScorePolicy`` is kube-scheduler's PreScore with its ``CycleState``: a
 plugin that computes, once per cycle, what its scorers and picker read (the
@@ -65,6 +73,7 @@ __all__ = [
     "Status",
     "StatusCode",
     "placement_key",
+    "skipped",
 ]
 
 
@@ -189,6 +198,13 @@ class FilterPolicy(Protocol):
         nodes passed this filter and were rejected for another reason).
         """
         ...
+
+
+def skipped(policy: FilterPolicy, job: JobRequest) -> bool:
+    """True when ``policy`` defines ``skips`` and it says ``policy`` admits every node for
+    ``job`` (see the module doc); False for a filter without it."""
+    skips = getattr(policy, "skips", None)
+    return skips is not None and bool(skips(job))
 
 
 class ScorePolicy(Protocol):

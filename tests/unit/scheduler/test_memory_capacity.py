@@ -76,6 +76,25 @@ def test_the_job_goes_where_the_memory_is() -> None:
     assert_placed(run(make_snapshot(nodes, [make_job(1).memory("8GiB")])), 1, node="b")
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(st.none(), st.integers(0, 64)),
+    st.one_of(st.none(), st.integers(0, 64)),
+    st.integers(0, 80),
+)
+def test_it_skips_exactly_the_jobs_every_node_admits(
+    asked: int | None, total: int | None, used: int
+) -> None:
+    job = replace(make_job(1).gpus(0).build(), memory=None if asked is None else asked * GiB)
+    node = make_node("n0")
+    if total is not None:
+        node.memory(f"{total}GiB", used=f"{used}GiB")
+    policy = MemoryCapacity()
+    assert policy.skips(job) == (not asked)
+    if policy.skips(job):  # the promise: it admits this job on every node, in every state
+        assert policy.filter(job, state(node)).ok
+
+
 def test_too_little_memory_in_all_is_never_and_busy_is_not_now() -> None:
     policy, job = MemoryCapacity(), make_job(1).gpus(0).memory("32GiB").build()
     small = policy.filter(job, state(make_node("small").memory("16GiB")))

@@ -5,7 +5,9 @@ filters, in their order, among any others, and one ``binpack`` or ``spread``
 scorer of weight 1. Every other filter of such a profile is *unknown*:
 ``ExtraFilters`` runs its own ``filter`` on the nodes the index proposes, best
 first, and falls back to the generic path's wording (``KeyVerdicts``) in step 4
-when an unknown filter is the first to reject a node.
+when an unknown filter is the first to reject a node. An unknown filter that
+``skips`` a job (``framework.skipped``: it admits every node for it) is left
+out for that job; a job that all of them skip takes the index's plain path.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.equivalence import (
     KeyVerdicts,
 )
-from gpudock.scheduler.framework import FilterPolicy, Profile
+from gpudock.scheduler.framework import FilterPolicy, Profile, skipped
 from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
@@ -47,6 +49,11 @@ def unknown_filters(profile: Profile) -> tuple[FilterPolicy, ...]:
     return tuple(f for f in profile.filters if type(f) not in _FILTERS)
 
 
+def filters_for(unknown: tuple[FilterPolicy, ...], job: JobRequest) -> tuple[FilterPolicy, ...]:
+    """The ``unknown`` filters that ``job`` needs run: those that do not skip it."""
+    return tuple(f for f in unknown if not skipped(f, job))
+
+
 def last_filters(profile: Profile) -> bool:
     """True when every unknown filter of ``profile`` comes after every built-in one: then an
     unknown filter is run, in the generic path, only on nodes every built-in admits."""
@@ -55,7 +62,8 @@ def last_filters(profile: Profile) -> bool:
 
 
 class ExtraFilters:
-    """The unknown filters of a profile, run on the index's candidates for one key.
+    """The unknown filters of a profile that one key needs (``filters_for``), run on the
+    index's candidates for that key.
 
     ``passes(name)`` runs each unknown filter's reference ``filter`` on the
     node, in profile order, and keeps the verdict until the node is reserved
@@ -69,11 +77,17 @@ class ExtraFilters:
     "do the unknown filters admit every node they see" (``_admits_all``).
     """
 
-    def __init__(self, job: JobRequest, state: CycleState, profile: Profile) -> None:
+    def __init__(
+        self,
+        job: JobRequest,
+        state: CycleState,
+        profile: Profile,
+        filters: tuple[FilterPolicy, ...],
+    ) -> None:
         self._job = job
         self._state = state
         self._profile = profile
-        self._filters = unknown_filters(profile)
+        self._filters = filters
         self._ok: dict[str, bool] = {}
         self._seen = len(state.changes)
         self._generic: KeyVerdicts | None = None

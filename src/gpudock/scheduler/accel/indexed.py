@@ -33,9 +33,10 @@ index would need per-node detail for them; they are rare, and the generic
 path answers them exactly.
 
 Filters the index does not know run on the candidates it returns, best
-first (``ExtraFilters``). Any other profile (another scorer, several, other
-weights) takes the generic path (``equivalence.py``). Both must give the same Plan; the property
-tests compare them on random clusters. What the fast path relies on:
+first (``ExtraFilters``), except for a job they skip (``framework.skipped``).
+Any other profile (another scorer, several, other weights) takes the generic
+path (``equivalence.py``). Both must give the same Plan; the property tests
+compare them on random clusters. What the fast path relies on:
 
 * the node with the best score is the one with the fewest (binpack) or most
   (spread) idle GPUs, or free shareable memory for shared jobs, left after
@@ -55,7 +56,13 @@ from __future__ import annotations
 from gpudock.scheduler.accel.boards import Boards
 from gpudock.scheduler.accel.catalog import Catalog, CatalogMemo
 from gpudock.scheduler.accel.cpu_verdicts import CpuVerdicts, PricedVerdicts
-from gpudock.scheduler.accel.extra import ExtraFilters, indexable, last_filters, unknown_filters
+from gpudock.scheduler.accel.extra import (
+    ExtraFilters,
+    filters_for,
+    indexable,
+    last_filters,
+    unknown_filters,
+)
 from gpudock.scheduler.accel.verdicts import IndexedVerdicts
 from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.accel.walks import (
@@ -128,7 +135,7 @@ class IndexedCache:
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
         self._pricing = scorer.pricing if isinstance(scorer, Binpack) else None
         self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``
-        self._unknown = bool(unknown_filters(profile))  # filters run per candidate
+        self._unknown = unknown_filters(profile)  # filters run per candidate
 
     def generic(self, job: JobRequest) -> bool:
         """True for the jobs the index leaves to the generic path (see the module doc)."""
@@ -162,7 +169,8 @@ class IndexedCache:
             return verdicts
         if verdicts is None:
             catalog = self._catalog
-            extra = ExtraFilters(job, self._state, self._profile) if self._unknown else None
+            run = filters_for(self._unknown, job) if self._unknown else ()
+            extra = ExtraFilters(job, self._state, self._profile, run) if run else None
             if self._pricing is not None and priced(job):
                 verdicts = PricedVerdicts(
                     job,

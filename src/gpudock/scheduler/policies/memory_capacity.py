@@ -6,7 +6,8 @@ it sets its own). A node with less memory than the job asks for in all is
 ``UNRESOLVABLE``; one whose memory is taken is ``UNSCHEDULABLE``.
 
 Nothing else in the scheduler knows this filter: the cycle and the capacity
-index run it like any other, and ``CycleState.reserve`` takes the memory of
+index run it like any other (the index leaves it out for a job that asks for
+no memory: ``skips``), and ``CycleState.reserve`` takes the memory of
 each job it places. Preemption (victim sets) and the EASY reservation (its shadow
 time) count memory as they count CPUs, from ``RunningJob.memory`` (``release.py``).
 """
@@ -30,6 +31,10 @@ def memory_fits(job: JobRequest, node: NodeState) -> bool:
 class MemoryCapacity:
     name = "memory_capacity"
     layer = "devices"
+
+    def skips(self, job: JobRequest) -> bool:
+        """A job that asks for no memory fits every node (``framework.skipped``)."""
+        return not job.memory
 
     def filter(self, job: JobRequest, node: NodeState) -> Status:
         if memory_fits(job, node):

@@ -8,7 +8,8 @@ does. These tests compare that answer with the generic path's
 with a random extra filter: one that rejects nodes by a hash of their name,
 one that rejects nodes by their idle GPUs (not monotone in capacity: a
 reservation may turn a rejected node into an admitted one), at a random place
-in the profile, rejecting as "not now" or "never".
+in the profile, rejecting as "not now" or "never", and admitting every node
+for the jobs of one GPU count, which it says it ``skips``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.indexed import indexable, last_filters
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.framework import SUCCESS, Profile, Rejection, Status
+from gpudock.scheduler.framework import SUCCESS, FilterPolicy, Profile, Rejection, Status
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
@@ -36,16 +37,23 @@ from .test_indexed import configs, cpu_snapshots, snapshots, stranding_snapshots
 @dataclass(frozen=True)
 class HashFilter:
     """Rejects a node when a hash of its name (and ``salt``) falls under ``share`` of 8;
-    with ``by_idle``, when the node's idle GPU count is odd instead."""
+    with ``by_idle``, when the node's idle GPU count is odd instead. Admits every node for
+    a job of ``spares`` GPUs, and says so (``skips``)."""
 
     salt: int
     share: int
     never: bool
     by_idle: bool = False
+    spares: int = -1
     name: str = "hashed"
     layer: str = "health"
 
+    def skips(self, job: JobRequest) -> bool:
+        return job.gpus == self.spares
+
     def filter(self, job: JobRequest, node: NodeState) -> Status:
+        if job.gpus == self.spares:
+            return SUCCESS
         if self.by_idle:
             rejected = node.idle_gpus % 2 == 1
         else:
@@ -73,11 +81,12 @@ def extra_filters(draw: st.DrawFn) -> tuple[HashFilter, int]:
         share=draw(st.integers(0, 8)),
         never=draw(st.booleans()),
         by_idle=draw(st.sampled_from([False, False, True])),
+        spares=draw(st.sampled_from([-1, -1, 1, 2])),
     )
     return extra, draw(st.integers(0, 6))
 
 
-def with_extra(config: SchedulerConfig, extra: tuple[HashFilter, int]) -> Profile:
+def with_extra(config: SchedulerConfig, extra: tuple[FilterPolicy, int]) -> Profile:
     profile = build_profile(config)
     policy, at = extra
     filters = (*profile.filters[:at], policy, *profile.filters[at:])
@@ -157,3 +166,31 @@ def test_unknown_filters_after_every_built_in_one_run_only_where_the_built_ins_a
     first = replace(profile, filters=(extra, *profile.filters))
     assert last_filters(last) and last_filters(profile)
     assert not last_filters(first)
+
+
+@dataclass(frozen=True)
+class Refusing:
+    """Admits every node and skips every job: the accelerated path must never run it."""
+
+    name: str = "refusing"
+    layer: str = "health"
+
+    def skips(self, job: JobRequest) -> bool:
+        return True
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        raise AssertionError(f"filter ran for job {job.id} on {node.name}")
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        raise AssertionError("explain ran")
+
+
+def test_a_filter_that_skips_a_job_is_not_run_for_it_on_the_fast_path() -> None:
+    nodes = [make_node("n0").gpus(8).exclusive(*range(6)), make_node("n1").gpus(4)]
+    jobs = [make_job(1).gpus(2), make_job(2).gpu_memory("8GiB"), make_job(3).gpus(8)]
+    plan = run_cycle(make_snapshot(nodes, jobs), with_extra(SchedulerConfig(), (Refusing(), 3)))
+    assert_placed(plan, 1, node="n0")
+    assert_placed(plan, 2, node="n1")
+    assert_pending(plan, 3, layer="devices")
