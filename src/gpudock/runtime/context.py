@@ -68,6 +68,7 @@ class RuntimeContext:
     wake_reconciler: threading.Event = field(default_factory=threading.Event)
     _pools: dict[str, ThreadPoolExecutor] = field(default_factory=_lanes)
     _inflight: set[tuple[str, int]] = field(default_factory=set)
+    _after: dict[int, dict[str, Callable[[], None]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def published_snapshot(self) -> Snapshot | None:
@@ -100,17 +101,39 @@ class RuntimeContext:
 
         def wrapper() -> None:
             try:
-                with bind_job(job_id):  # its log records carry the job
-                    fn()
-            except Exception:
-                log.exception(
-                    "%s of job %s failed unexpectedly", kind, job_id, extra={"job": job_id}
-                )
+                self._run_logged(kind, job_id, fn)
             finally:
                 with self._lock:
                     self._inflight.discard(key)
+                    idle = not any(j == job_id for _, j in self._inflight)
+                    follow = self._after.pop(job_id, {}) if idle else {}
+                for step in follow.values():
+                    self._run_logged("follow-up", job_id, step)
 
         return self._pools[LANE_OF.get(kind, "launch")].submit(wrapper)
+
+    def after_work(self, job_id: int, key: str, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` once the work in flight for ``job_id`` ends; False if none is in flight.
+
+        When True, ``fn`` runs in the lane thread of the last work to end, right
+        after it; a second ``fn`` under a ``key`` already waiting is dropped
+        (the waiting one runs later and sees as much). When False, nothing is
+        kept and the caller acts now. The check and the hand-over hold one
+        lock, so ``fn`` is never lost to a race with the work's end.
+        """
+        with self._lock:
+            if not any(j == job_id for _, j in self._inflight):
+                return False
+            self._after.setdefault(job_id, {}).setdefault(key, fn)
+            return True
+
+    @staticmethod
+    def _run_logged(kind: str, job_id: int, fn: Callable[[], None]) -> None:
+        try:
+            with bind_job(job_id):  # its log records carry the job
+                fn()
+        except Exception:
+            log.exception("%s of job %s failed unexpectedly", kind, job_id, extra={"job": job_id})
 
     def busy(self, job_id: int) -> bool:
         with self._lock:

@@ -17,6 +17,7 @@ as soon as the event arrives; the full pass stays the safety net.
 
 from __future__ import annotations
 
+import functools
 import logging
 from concurrent.futures import Future
 
@@ -63,13 +64,17 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     event arrives instead of at the next pass, so a container that died frees
     its GPUs without waiting for every container to be listed and inspected.
     As in the full pass, the job is read before its container is inspected.
-    Returns False, leaving it to a full pass, for a name that is not the
-    current container of an active job on this node, for a job whose launch
-    or finish is under way, or when the engine does not answer.
+    For a job whose launch or finish is under way, the decision waits until
+    that work ends (``RuntimeContext.after_work``) and is taken then, or
+    handed to a full pass if it cannot be. Returns False, leaving it to a full
+    pass, for a name that is not the current container of an active job on
+    this node, or when the engine does not answer.
     """
     job_id = job_of_container(ctx.instance_id, name)
-    if job_id is None or ctx.busy(job_id):
-        return False  # not ours, or a launch or finish under way: left to the full passes
+    if job_id is None:
+        return False  # not ours: left to the full passes
+    if ctx.after_work(job_id, name, functools.partial(_settle_later, ctx, name)):
+        return True  # the job's launch or finish ends first
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
     if (
@@ -85,6 +90,16 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
         return False
     _reconcile_job(ctx, job, container)
     return True
+
+
+def _settle_later(ctx: RuntimeContext, name: str) -> None:
+    """An event deferred behind its job's work: decided now, else by a full pass."""
+    settled = False
+    try:
+        settled = reconcile_container(ctx, name)
+    finally:  # an error is logged by the lane; the full pass retries
+        if not settled:
+            ctx.wake_reconciler.set()
 
 
 def _orphans(ctx: RuntimeContext, strays: list[ContainerStatus]) -> list[ContainerStatus]:

@@ -117,3 +117,25 @@ def test_an_engine_event_finishes_its_job_without_a_full_pass(
     assert reconcile_container(server.ctx, name)
 
     wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")
+
+
+def test_an_event_during_its_jobs_launch_is_settled_when_the_launch_ends(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = run_to_exit(server, "true")
+    name = JobService(server.ctx).get(job_id, ADMIN).container_name
+    assert name is not None
+    launching = threading.Event()
+    server.ctx.run_once("launch", job_id, lambda: launching.wait(60))  # a launch under way
+
+    def no_listing() -> list[Any]:
+        raise AssertionError("a full pass listed the containers")
+
+    monkeypatch.setattr(server.ctx.executor, "list_containers", no_listing)
+    server.ctx.wake_reconciler.clear()
+    assert reconcile_container(server.ctx, name), "kept until the launch ends"
+    assert state(server, job_id) is JobState.RUNNING, "nothing decided during the launch"
+
+    launching.set()
+    wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")
+    assert not server.ctx.wake_reconciler.is_set(), "no full pass was asked for"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
@@ -64,3 +65,45 @@ def test_the_same_work_for_the_same_job_is_not_queued_twice(ctx: RuntimeContext)
         assert not ctx.in_flight("finish", 7)
     finally:
         release.set()
+
+
+def test_a_follow_up_runs_once_the_jobs_last_work_ends(ctx: RuntimeContext) -> None:
+    launch, finish, ran = threading.Event(), threading.Event(), []
+    assert not ctx.after_work(7, "c", lambda: ran.append("now")), "nothing in flight"
+    ctx.run_once("launch", 7, lambda: launch.wait(30))
+    ctx.run_once("finish", 7, lambda: finish.wait(30))
+
+    assert ctx.after_work(7, "c", lambda: ran.append("first"))
+    assert ctx.after_work(7, "c", lambda: ran.append("second")), "kept, under the waiting one"
+    assert ctx.after_work(7, "d", lambda: ran.append("other"))
+    launch.set()
+    assert not _settles(lambda: bool(ran)), "the finish is still in flight"
+    finish.set()
+    assert _settles(lambda: len(ran) == 2 and not ctx.busy(7))
+    assert ran == ["first", "other"]
+    assert not ctx.after_work(7, "c", lambda: None), "nothing is left in flight"
+
+
+def test_a_follow_up_that_fails_is_logged_and_the_lane_goes_on(
+    ctx: RuntimeContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    release, done = threading.Event(), threading.Event()
+    ctx.run_once("launch", 7, lambda: release.wait(30))
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    assert ctx.after_work(7, "c", broken)
+    release.set()
+    assert _settles(lambda: "follow-up of job 7 failed" in caplog.text)
+    ctx.run_once("launch", 8, done.set)
+    assert done.wait(10)
+
+
+def _settles(check: Callable[[], bool], seconds: float = 2.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return check()
