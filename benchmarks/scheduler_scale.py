@@ -27,7 +27,7 @@ preemptible or are already stopping.
 Times are wall clock; ``*_cpu_*`` figures are this process's CPU time over
 the same calls, steadier on a shared machine; ``*_gc_share`` is the part of
 the time in ``schedule()`` spent in garbage-collector pauses. ``schedule()``
-pauses the collector while it runs (``cycle.collector_paused``), so
+pauses the collector while it runs (``gpudock.gcpause.collector_paused``), so
 ``gc_between_cycles_ms`` reports the collections that run between the
 latency cycles instead: the work is not hidden, and it is much smaller.
 

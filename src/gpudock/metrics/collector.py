@@ -3,19 +3,22 @@
 Every family here is computed when Prometheus scrapes, from one
 ``read_store`` batch (plus, on a host with real GPUs, one NVML read), so
 the numbers are as fresh as the store and cost nothing between scrapes.
+
+The store's families are ``Gauge``s that write each series straight to a
+line of the text format: a scrape of thousands of series allocates strings,
+not one label dict and sample tuple per series, so it stays cheap and leaves
+the cyclic garbage collector little to traverse or promote.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.registry import Collector
-from prometheus_client.samples import Sample
 
+from gpudock.gcpause import collector_paused
 from gpudock.gpus.nvml import NvmlUnavailable
 from gpudock.gpus.telemetry import GpuTelemetry, read_telemetry
 from gpudock.metrics.runtime import RuntimeMetrics
@@ -25,49 +28,57 @@ from gpudock.runtime.context import RuntimeContext
 
 log = logging.getLogger("gpudock.metrics")
 
-GPU_LABELS = ["node", "gpu", "uuid", "model", "emulated"]
-ALLOCATION_LABELS = ["node", "gpu", "uuid", "model", "job", "user", "queue", "kind"]
+GPU_LABELS = ("node", "gpu", "uuid", "model", "emulated")
+ALLOCATION_LABELS = ("node", "gpu", "uuid", "model", "job", "user", "queue", "kind")
 Telemetry = Callable[[], Mapping[str, GpuTelemetry]]
-__all__ = ["CONTENT_TYPE", "StoreCollector", "exposition"]
+__all__ = ["CONTENT_TYPE", "Gauge", "StoreCollector", "exposition"]
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what exposition() writes
 
 
-class _Together:
-    """Collectors read as one registry (``generate_latest`` only needs ``collect``)."""
+class Gauge:
+    """One gauge family, kept as lines of Prometheus' text format (0.0.4).
 
-    def __init__(self, parts: Iterable[Collector]) -> None:
-        self.parts = tuple(parts)
+    ``labels(*values)`` formats one label set (values escaped; the names are
+    ours and need none), and ``add(labels, value)`` writes one series with
+    it, so a label set shared by several families is formatted once.
+    """
 
-    def collect(self) -> Iterator[Metric]:
-        for part in self.parts:
-            yield from part.collect()
+    __slots__ = ("documentation", "label_names", "lines", "name")
+
+    def __init__(self, name: str, documentation: str, label_names: Sequence[str]) -> None:
+        self.name, self.documentation = name, documentation
+        self.label_names = tuple(label_names)
+        self.lines: list[str] = []
+
+    def labels(self, *values: str) -> str:
+        """The label set ``{names=values}`` as the text format writes it, without braces."""
+        pairs = zip(self.label_names, values, strict=True)
+        return ",".join([f'{name}="{_escape(value)}"' for name, value in pairs])
+
+    def add(self, labels: str, value: float) -> None:
+        """One series, with ``labels`` from ``labels()`` of a family with the same label names."""
+        self.lines.append(f"{self.name}{{{labels}}} {_number(value)}\n")
+
+    def text(self) -> str:
+        """The family in the text format: HELP, TYPE, then its series in the order added."""
+        doc = self.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+        return f"# HELP {self.name} {doc}\n# TYPE {self.name} gauge\n" + "".join(self.lines)
 
 
-def exposition(runtime: RuntimeMetrics, store: Collector) -> bytes:
+def exposition(runtime: RuntimeMetrics, store: StoreCollector) -> bytes:
     """One scrape in Prometheus' text format (0.0.4): the runtime's metrics, then the store's.
 
-    The store's gauges (thousands of samples on a large cluster) are written
-    by ``render_gauges``, several times cheaper than ``generate_latest``'s
-    per-label validation; the runtime's go through prometheus-client.
+    The cyclic garbage collector is paused for the scrape (``collector_paused``):
+    a scrape creates no reference cycles, so what it drops is freed at once
+    instead of being traversed and promoted by collections inside it.
     """
-    return generate_latest(_Together((runtime.registry,))) + render_gauges(store.collect())
+    with collector_paused():
+        return generate_latest(runtime.registry) + render_gauges(store.collect())
 
 
-def render_gauges(families: Iterable[Metric]) -> bytes:
-    """Gauge families in the text format; label names are ours, so only values are escaped."""
-    kept = list(families)  # alive until the end, so no two label dicts share an id()
-    out: list[str] = []
-    formatted: dict[int, str] = {}  # by id() of a labels dict that several samples share
-    for family in kept:
-        doc = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-        out.append(f"# HELP {family.name} {doc}\n# TYPE {family.name} gauge\n")
-        for sample in family.samples:
-            labels = formatted.get(id(sample.labels))
-            if labels is None:
-                labels = ",".join([f'{k}="{_escape(v)}"' for k, v in sample.labels.items()])
-                formatted[id(sample.labels)] = labels
-            out.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
-    return "".join(out).encode()
+def render_gauges(families: Iterable[Gauge]) -> bytes:
+    """Gauge families in the text format, in the order given."""
+    return "".join([family.text() for family in families]).encode()
 
 
 def _escape(value: str) -> str:
@@ -89,14 +100,15 @@ def model_of(name: str) -> str:
     return name.removesuffix(" (emulated)")
 
 
-class StoreCollector(Collector):
+class StoreCollector:
     """Families computed from the store (and NVML) at scrape time."""
 
     def __init__(self, ctx: RuntimeContext, telemetry: Telemetry = read_telemetry) -> None:
         self.ctx = ctx
         self.telemetry = telemetry
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Gauge]:
+        """Every store family of one scrape, from one read-only session."""
         ctx, now = self.ctx, self.ctx.clock()
         snapshot = ctx.published_snapshot()  # None: no fresh one; read the store instead
         with ctx.db.read() as session:
@@ -117,7 +129,7 @@ class StoreCollector(Collector):
             return {}
 
 
-def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Iterator[Metric]:
+def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Iterator[Gauge]:
     """Allocation info, health and telemetry per GPU.
 
     Emulated GPUs (``emulated="true"``) report the store's view: memory in use
@@ -126,21 +138,21 @@ def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Ite
     NVML answered on this node.
     """
     by_uuid = {g.uuid: g for g in facts.gpus}
-    info = GaugeMetricFamily(
+    info = Gauge(
         "gpudock_gpu_allocation_info",
         "1 for each GPU (or share of one) held by a job; uuid joins dcgm-exporter's UUID.",
-        labels=ALLOCATION_LABELS,
+        ALLOCATION_LABELS,
     )
     for held in facts.held:
         gpu = by_uuid.get(held.gpu_uuid)
         if gpu is None:
             continue
         kind = "shared" if held.shared else "exclusive"
-        where = [gpu.node, str(gpu.index), gpu.uuid, model_of(gpu.name)]
-        info.add_metric([*where, str(held.job_id), held.user, held.queue, kind], 1)
+        where = (gpu.node, str(gpu.index), gpu.uuid, model_of(gpu.name))
+        info.add(info.labels(*where, str(held.job_id), held.user, held.queue, kind), 1)
     yield info
     families = {
-        name: GaugeMetricFamily(f"gpudock_gpu_{name}", text, labels=GPU_LABELS)
+        name: Gauge(f"gpudock_gpu_{name}", text, GPU_LABELS)
         for name, text in (
             ("healthy", "1 when the GPU is healthy, 0 when unhealthy or missing."),
             ("allocated_ratio", "Fraction of the GPU held by jobs (exclusive: 1)."),
@@ -151,12 +163,12 @@ def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Ite
             ("power_watts", "GPU power draw (NVML only)."),
         )
     }
+    healthy = families["healthy"]
     for gpu in facts.gpus:
-        shared = dict(zip(GPU_LABELS, _gpu_labels(gpu), strict=True))  # one dict, all its series
+        labels = healthy.labels(*_gpu_labels(gpu))  # formatted once for all its series
         for name, value in _gpu_values(gpu, readings.get(gpu.uuid)).items():
             if value is not None:
-                family = families[name]
-                family.samples.append(Sample(family.name, shared, value, None, None))
+                families[name].add(labels, value)
     yield from families.values()
 
 
@@ -186,7 +198,7 @@ def _gpu_values(gpu: GpuFacts, reading: GpuTelemetry | None) -> dict[str, float 
     return values
 
 
-def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Metric]:
+def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
     """Usage against guarantee, limit and fair share; decayed usage; pending by reason."""
     names = (
         ("gpus_in_use", "GPUs held by the queue's jobs (shares count as fractions)."),
@@ -200,10 +212,7 @@ def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Metric]:
         ("decayed_usage_gpus", "The queue's decayed average GPU usage (fair-share history)."),
         ("decayed_usage_gpu_memory_bytes", "The queue's decayed average GPU memory usage."),
     )
-    families = {
-        name: GaugeMetricFamily(f"gpudock_queue_{name}", text, labels=["queue"])
-        for name, text in names
-    }
+    families = {name: Gauge(f"gpudock_queue_{name}", text, ["queue"]) for name, text in names}
     history = ctx.queue_history
     for row in facts.queues.queues:
         decayed = history.average(row.name) if history is not None else (0.0, 0.0, 0.0)
@@ -215,17 +224,18 @@ def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Metric]:
             "decayed_usage_gpus": decayed[0],
             "decayed_usage_gpu_memory_bytes": decayed[1],
         }
+        labels = families["gpus_in_use"].labels(row.name)
         for name, value in values.items():
             if value is not None:
-                families[name].add_metric([row.name], value)
+                families[name].add(labels, value)
     yield from families.values()
-    pending = GaugeMetricFamily(
+    pending = Gauge(
         "gpudock_queue_pending_jobs",
         "Pending jobs by queue and the layer of their first pending reason.",
-        labels=["queue", "reason"],
+        ["queue", "reason"],
     )
     for (queue, reason), count in sorted(facts.pending.items()):
-        pending.add_metric([queue, reason], count)
+        pending.add(pending.labels(queue, reason), count)
     yield pending
 
 
@@ -239,20 +249,19 @@ def _pair(prefix: str, vector: Resources | Limits) -> dict[str, float | None]:
     }
 
 
-def job_and_node_families(facts: StoreFacts) -> Iterator[Metric]:
+def job_and_node_families(facts: StoreFacts) -> Iterator[Gauge]:
     """Job counts by state and queue; node readiness and cordon."""
-    jobs = GaugeMetricFamily("gpudock_jobs", "Jobs by state and queue.", labels=["state", "queue"])
+    jobs = Gauge("gpudock_jobs", "Jobs by state and queue.", ["state", "queue"])
     for (state, queue), count in sorted(facts.jobs.items()):
-        jobs.add_metric([state, queue], count)
+        jobs.add(jobs.labels(state, queue), count)
     yield jobs
-    ready = GaugeMetricFamily(
-        "gpudock_node_ready", "1 when the node is available.", labels=["node"]
-    )
-    cordoned = GaugeMetricFamily(
-        "gpudock_node_cordoned", "1 when the node carries a NoSchedule taint.", labels=["node"]
+    ready = Gauge("gpudock_node_ready", "1 when the node is available.", ["node"])
+    cordoned = Gauge(
+        "gpudock_node_cordoned", "1 when the node carries a NoSchedule taint.", ["node"]
     )
     for node in facts.nodes:
-        ready.add_metric([node.name], 1 if node.ready else 0)
-        cordoned.add_metric([node.name], 1 if node.cordoned else 0)
+        labels = ready.labels(node.name)
+        ready.add(labels, 1 if node.ready else 0)
+        cordoned.add(labels, 1 if node.cordoned else 0)
     yield ready
     yield cordoned

@@ -25,6 +25,39 @@ from gpudock.store.snapshot import load_snapshot
 HOLDING = tuple(s.value for s in JobState if s.holds_resources)
 NOT_CONSIDERED = "unscheduled"  # pending reason of a job no cycle has looked at yet
 
+# The statements, built once: building one allocates expression objects that
+# refer to each other (cyclic garbage a scrape would leave on every call).
+_GPUS = select(
+    GpuRow.uuid,
+    GpuRow.node,
+    GpuRow.index,
+    GpuRow.name,
+    GpuRow.memory_total,
+    GpuRow.emulated,
+    GpuRow.health,
+    GpuRow.used_memory,
+    GpuRow.exclusive_job,
+).order_by(GpuRow.node, GpuRow.index)
+_HELD = (
+    select(
+        AllocationRow.gpu_uuid,
+        AllocationRow.job_id,
+        JobRow.user,
+        JobRow.queue,
+        AllocationRow.memory,
+    )
+    .join(JobRow, JobRow.id == AllocationRow.job_id)
+    .where(JobRow.state.in_(HOLDING))
+)
+_NODES = select(NodeRow.name, NodeRow.status, NodeRow.taints)
+_JOBS = select(JobRow.state, JobRow.queue, func.count()).group_by(JobRow.state, JobRow.queue)
+_LAYER = JobRow.pending_reasons[0]["layer"].as_string()  # the first reason's layer
+_PENDING = (
+    select(JobRow.queue, _LAYER, func.count())
+    .where(JobRow.state == JobState.PENDING.value)
+    .group_by(JobRow.queue, _LAYER)
+)
+
 
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
@@ -88,14 +121,7 @@ def read_store(
         gpus=gpu_facts(session),
         held=_held(session),
         nodes=_nodes(session),
-        jobs={
-            (state, queue): count
-            for state, queue, count in session.execute(
-                select(JobRow.state, JobRow.queue, func.count()).group_by(
-                    JobRow.state, JobRow.queue
-                )
-            )
-        },
+        jobs={(state, queue): count for state, queue, count in session.execute(_JOBS)},
         pending=_pending_reasons(session),
         queues=queue_report(snapshot, queues, history),
     )
@@ -103,19 +129,7 @@ def read_store(
 
 def gpu_facts(session: Session) -> tuple[GpuFacts, ...]:
     """Every GPU's facts, in node and index order (one read; also the dashboard's)."""
-    rows = session.execute(
-        select(
-            GpuRow.uuid,
-            GpuRow.node,
-            GpuRow.index,
-            GpuRow.name,
-            GpuRow.memory_total,
-            GpuRow.emulated,
-            GpuRow.health,
-            GpuRow.used_memory,
-            GpuRow.exclusive_job,
-        ).order_by(GpuRow.node, GpuRow.index)
-    )
+    rows = session.execute(_GPUS)
     return tuple(
         GpuFacts(uuid, node, index, name, total, bool(emu), health, used, exclusive is not None)
         for uuid, node, index, name, total, emu, health, used, exclusive in rows
@@ -123,17 +137,7 @@ def gpu_facts(session: Session) -> tuple[GpuFacts, ...]:
 
 
 def _held(session: Session) -> tuple[HeldGpu, ...]:
-    rows = session.execute(
-        select(
-            AllocationRow.gpu_uuid,
-            AllocationRow.job_id,
-            JobRow.user,
-            JobRow.queue,
-            AllocationRow.memory,
-        )
-        .join(JobRow, JobRow.id == AllocationRow.job_id)
-        .where(JobRow.state.in_(HOLDING))
-    )
+    rows = session.execute(_HELD)
     return tuple(
         HeldGpu(uuid, job_id, user, queue, memory is not None)
         for uuid, job_id, user, queue, memory in rows
@@ -141,7 +145,7 @@ def _held(session: Session) -> tuple[HeldGpu, ...]:
 
 
 def _nodes(session: Session) -> tuple[NodeFacts, ...]:
-    rows = session.execute(select(NodeRow.name, NodeRow.status, NodeRow.taints))
+    rows = session.execute(_NODES)
     return tuple(
         NodeFacts(name, status == "available", any(":NoSchedule" in t for t in taints or ()))
         for name, status, taints in rows
@@ -150,10 +154,5 @@ def _nodes(session: Session) -> tuple[NodeFacts, ...]:
 
 def _pending_reasons(session: Session) -> dict[tuple[str, str], int]:
     """Pending jobs per (queue, layer of their first reason), counted by the database."""
-    layer = JobRow.pending_reasons[0]["layer"].as_string()
-    rows = session.execute(
-        select(JobRow.queue, layer, func.count())
-        .where(JobRow.state == JobState.PENDING.value)
-        .group_by(JobRow.queue, layer)
-    )
+    rows = session.execute(_PENDING)
     return {(queue, reason or NOT_CONSIDERED): count for queue, reason, count in rows}

@@ -60,12 +60,12 @@ Gangs neither preempt nor hold reservations.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
+from gpudock.gcpause import collector_paused
 from gpudock.queue.strategies import DEFAULT, Walk, strategies
 from gpudock.scheduler.acceleration import Accelerator, Reference
 from gpudock.scheduler.admission import Admission, QueuePolicy
@@ -90,7 +90,7 @@ from gpudock.scheduler.snapshot import (
     Snapshot,
 )
 
-__all__ = ["collector_paused", "run_cycle", "schedule"]
+__all__ = ["run_cycle", "schedule"]
 
 RESERVATION_TRIES = 3  # blocked jobs tried for the EASY reservation, in order
 
@@ -139,48 +139,12 @@ def run_cycle(
     reasons of steps 3 and 5, so a blocked job may be missing from it.
     ``session``: see ``schedule``.
 
-    The garbage collector is paused for the cycle (``collector_paused``).
+    The garbage collector is paused for the cycle (``gpudock.gcpause.collector_paused``).
     """
     with collector_paused():
         return _run_cycle(
             snapshot, profile, index, queues, queueing, explain, session or SchedulerSession()
         )
-
-
-class collector_paused:  # a context manager named as the function it replaced
-    """Pause Python's cyclic garbage collector for one cycle; restore its state after.
-
-    A cycle allocates many short-lived containers while keeping its own
-    indexes alive to the end, so every collection inside it would traverse
-    those structures again and promote them, and full collections (tens of
-    milliseconds on a 1,000-node snapshot) would land inside cycles. The
-    cycle creates no reference cycles (verdicts and boards point at their
-    catalog and search, never back; a test checks that a cycle leaves no
-    cyclic garbage), so everything it drops is freed by reference counting
-    at once, and the next collection, after the cycle, finds little: in
-    ``benchmarks/scheduler_scale.py`` the collector's total time over the
-    latency run falls about tenfold. Only an enabled collector is paused
-    and re-enabled, so nested or concurrent cycles leave it as they found it.
-
-    A class rather than a generator: leaving a generator-based context
-    allocates (its ``StopIteration``) right after the collector is back on,
-    which started the collection the cycle's allocations had called for
-    inside the cycle, a full one now and then (20-26 ms, three times in the
-    benchmark's 300 latency cycles). Leaving this one allocates nothing, so
-    that collection runs at the caller's next allocation, after the Plan is
-    returned; the benchmark reports it (``gc_between_cycles_ms``).
-    """
-
-    __slots__ = ("_enabled",)
-
-    def __enter__(self) -> None:
-        self._enabled = gc.isenabled()
-        if self._enabled:
-            gc.disable()
-
-    def __exit__(self, *_: object) -> None:
-        if self._enabled:
-            gc.enable()
 
 
 @dataclass(slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,10 +13,12 @@ from tests.kit.cluster import fill
 
 from gpudock.api.app import create_app
 from gpudock.config import MetricsConfig, ServerConfig
+from gpudock.gcpause import collector_paused
 from gpudock.gpus.telemetry import GpuTelemetry
-from gpudock.metrics.collector import StoreCollector, exposition, render_gauges
+from gpudock.metrics.collector import Gauge, StoreCollector, exposition, render_gauges
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store.db import Database
+from gpudock.store.snapshot import load_snapshot
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -138,13 +141,12 @@ def test_runtime_counters_and_histograms_have_bounded_labels(ctx: RuntimeContext
             assert all("job" not in labels for labels, _ in series), name
 
 
-def test_label_values_are_escaped(ctx: RuntimeContext) -> None:
-    from prometheus_client.core import GaugeMetricFamily
-
-    family = GaugeMetricFamily("x_info", 'say "hi"\\', labels=["user"])
-    family.add_metric(['a"b\\c\nd'], 1)
+def test_label_values_and_help_are_escaped() -> None:
+    family = Gauge("x_info", 'say "hi"\\', ["user", "queue"])
+    family.add(family.labels('a"b\\c\nd', "q"), 1)
     (parsed,) = text_string_to_metric_families(render_gauges([family]).decode())
-    assert parsed.samples[0].labels == {"user": 'a"b\\c\nd'}
+    assert parsed.documentation == 'say "hi"\\'
+    assert parsed.samples[0].labels == {"user": 'a"b\\c\nd', "queue": "q"}
 
 
 def test_metrics_is_open_by_default_and_needs_the_token_when_one_is_set(
@@ -168,3 +170,25 @@ def test_a_short_metrics_token_is_refused_at_load() -> None:
 
     with pytest.raises(ValidationError, match="at least 16"):
         MetricsConfig(token="short")
+
+
+def test_a_scrape_pauses_the_collector_and_leaves_no_cyclic_garbage(ctx: RuntimeContext) -> None:
+    """What a server's scrape drops is freed by reference counting: pausing the GC is safe."""
+    with ctx.db.read() as session:
+        ctx.snapshot = load_snapshot(session, ctx.clock())  # as the controller publishes it
+    paused: list[bool] = []
+    collector = StoreCollector(ctx)
+    real = collector.collect
+
+    def watched() -> Iterator[Gauge]:
+        paused.append(not gc.isenabled())
+        yield from real()
+
+    collector.collect = watched  # type: ignore[method-assign]
+    exposition(ctx.metrics, collector)  # imports and caches settle first
+    with collector_paused():
+        gc.collect()
+        exposition(ctx.metrics, collector)
+        assert gc.collect() == 0, "a scrape created reference cycles: its garbage waits"
+    assert paused == [True, True]
+    assert gc.isenabled()

@@ -16,7 +16,8 @@ import pytest
 from tests.unit.scheduler.builders import make_job, make_node, make_running, make_snapshot
 
 from gpudock.config import SchedulerConfig
-from gpudock.scheduler.cycle import collector_paused, schedule
+from gpudock.gcpause import collector_paused
+from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import Snapshot
 
