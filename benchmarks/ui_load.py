@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(_ROOT / "src"), str(_ROOT)]
+sys.path[:0] = [str(_ROOT / "src"), str(_ROOT), str(_ROOT / "benchmarks")]
 
 import uvicorn  # noqa: E402
+from _meta import build_info  # noqa: E402
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 from tests.kit.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.kit.cluster import fill  # noqa: E402
@@ -137,11 +138,9 @@ def run(
         "jobs_page": summary(jobs_page),
         "goal_ms": GOAL_MS,
         "meets_goal": statistics.median(cluster) <= GOAL_MS,
-        "build": {
-            "gpudock": __version__,
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "gpudock": __version__,
+        "python": platform.python_version(),
+        **build_info(),
     }
 
 

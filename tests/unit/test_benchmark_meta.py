@@ -4,6 +4,7 @@ JSON says about its run (build, commit, CPUs)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -78,3 +79,15 @@ def test_build_info_names_the_build_the_commit_and_the_cpus() -> None:
     count, affinity = info["cpu_count"], info["cpu_affinity"]
     assert isinstance(count, int) and isinstance(affinity, int)
     assert 1 <= affinity <= count
+
+
+def test_every_benchmark_script_records_its_build_in_its_json() -> None:
+    """Each script that prints a benchmark's JSON puts ``build_info()`` in it."""
+    helpers = {"_meta", "_stack", "results"}
+    scripts = sorted(
+        p for p in (Path(_meta.REPO) / "benchmarks").glob("*.py") if p.stem not in helpers
+    )
+    assert len(scripts) >= 10, "the benchmark scripts were not found"
+    records = re.compile(r"\*\*(_meta\.)?build_info\(")
+    missing = [p.name for p in scripts if not records.search(p.read_text(encoding="utf-8"))]
+    assert missing == []

@@ -12,7 +12,8 @@ Run at start-up and periodically. One pass:
    archiving their logs first.
 
 ``reconcile_container`` does step 3 for the one job an engine event names,
-as soon as the event arrives; the full pass stays the safety net.
+as soon as the event arrives (or, when the job's launch or finish is under
+way, as soon as that work ends); the full pass stays the safety net.
 """
 
 from __future__ import annotations
