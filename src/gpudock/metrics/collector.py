@@ -70,7 +70,9 @@ def exposition(runtime: RuntimeMetrics, store: StoreCollector) -> bytes:
 
     The cyclic garbage collector is paused for the scrape (``collector_paused``):
     a scrape creates no reference cycles, so what it drops is freed at once
-    instead of being traversed and promoted by collections inside it.
+    instead of being traversed and promoted by collections inside it. The
+    pause is process-wide and spans the scrape's queries: other threads'
+    cyclic garbage waits for it, as it waits for a scheduling cycle.
     """
     with collector_paused():
         return generate_latest(runtime.registry) + render_gauges(store.collect())
