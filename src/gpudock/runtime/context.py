@@ -105,8 +105,7 @@ class RuntimeContext:
             finally:
                 with self._lock:
                     self._inflight.discard(key)
-                    idle = not any(j == job_id for _, j in self._inflight)
-                    follow = self._after.pop(job_id, {}) if idle else {}
+                    follow = {} if self._has_work(job_id) else self._after.pop(job_id, {})
                 for step in follow.values():
                     self._run_logged("follow-up", job_id, step)
 
@@ -122,7 +121,7 @@ class RuntimeContext:
         lock, so ``fn`` is never lost to a race with the work's end.
         """
         with self._lock:
-            if not any(j == job_id for _, j in self._inflight):
+            if not self._has_work(job_id):
                 return False
             self._after.setdefault(job_id, {}).setdefault(key, fn)
             return True
@@ -137,7 +136,11 @@ class RuntimeContext:
 
     def busy(self, job_id: int) -> bool:
         with self._lock:
-            return any(j == job_id for _, j in self._inflight)
+            return self._has_work(job_id)
+
+    def _has_work(self, job_id: int) -> bool:
+        """Work of any kind in flight for ``job_id``; the caller holds ``_lock``."""
+        return any(j == job_id for _, j in self._inflight)
 
     def in_flight(self, kind: str, job_id: int) -> bool:
         """True while work of ``kind`` for ``job_id`` runs or waits in its lane."""

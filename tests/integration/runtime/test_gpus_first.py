@@ -55,6 +55,20 @@ def run_to_exit(server: Server, command: str) -> int:
     return job.id
 
 
+def exited_without_full_passes(server: Server, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """A 1-GPU job whose container exited, and its container's name; from here on a full
+    pass (which lists the containers) fails the test."""
+    job_id = run_to_exit(server, "true")
+    name = JobService(server.ctx).get(job_id, ADMIN).container_name
+    assert name is not None
+
+    def no_listing() -> list[Any]:
+        raise AssertionError("a full pass listed the containers")
+
+    monkeypatch.setattr(server.ctx.executor, "list_containers", no_listing)
+    return job_id, name
+
+
 def test_a_finished_job_frees_its_gpu_before_its_logs_are_copied(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,14 +119,7 @@ def test_a_long_log_keeps_its_tail_and_says_what_was_cut(server: Server) -> None
 def test_an_engine_event_finishes_its_job_without_a_full_pass(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = run_to_exit(server, "true")
-    name = JobService(server.ctx).get(job_id, ADMIN).container_name
-    assert name is not None
-
-    def no_listing() -> list[Any]:
-        raise AssertionError("a full pass listed the containers")
-
-    monkeypatch.setattr(server.ctx.executor, "list_containers", no_listing)
+    job_id, name = exited_without_full_passes(server, monkeypatch)
     assert not reconcile_container(server.ctx, "gpudock-someone-else-7-a0")  # a full pass's
     assert reconcile_container(server.ctx, name)
 
@@ -122,16 +129,9 @@ def test_an_engine_event_finishes_its_job_without_a_full_pass(
 def test_an_event_during_its_jobs_launch_is_settled_when_the_launch_ends(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = run_to_exit(server, "true")
-    name = JobService(server.ctx).get(job_id, ADMIN).container_name
-    assert name is not None
+    job_id, name = exited_without_full_passes(server, monkeypatch)
     launching = threading.Event()
     server.ctx.run_once("launch", job_id, lambda: launching.wait(60))  # a launch under way
-
-    def no_listing() -> list[Any]:
-        raise AssertionError("a full pass listed the containers")
-
-    monkeypatch.setattr(server.ctx.executor, "list_containers", no_listing)
     server.ctx.wake_reconciler.clear()
     assert reconcile_container(server.ctx, name), "kept until the launch ends"
     assert state(server, job_id) is JobState.RUNNING, "nothing decided during the launch"
