@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -273,9 +274,10 @@ def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]
     unwritten, and the rest are written in one ``executemany``. So a cycle
     over thousands of waiting jobs holds the write lock for the few that
     changed. Skipping is only an optimisation: a row whose text differs in
-    any way is written.
+    any way is written. Many jobs wait for the same reasons, so each distinct
+    list is serialised once (``_reasons_text``).
     """
-    wanted = {job_id: [r.to_dict() for r in items] for job_id, items in reasons.items()}
+    wanted = {job_id: _reasons_text(tuple(items)) for job_id, items in reasons.items()}
     changed: list[dict[str, Any]] = []
     ids = list(wanted)
     for start in range(0, len(ids), _ID_CHUNK):
@@ -286,12 +288,18 @@ def set_pending_reasons(session: Session, reasons: dict[int, list[PendingReason]
             )
         )
         changed += [
-            {"job_id": job_id, "reasons": wanted[job_id]}
+            {"job_id": job_id, "reasons": [r.to_dict() for r in reasons[job_id]]}
             for job_id, text in stored
-            if text is None or text != json.dumps(wanted[job_id])
+            if text != wanted[job_id]
         ]
     if changed:
         session.connection().execute(_SET_REASONS, changed)
+
+
+@lru_cache(maxsize=1024)
+def _reasons_text(reasons: tuple[PendingReason, ...]) -> str:
+    """The JSON text a list of reasons is stored as (the JSON column's ``json.dumps``)."""
+    return json.dumps([r.to_dict() for r in reasons])
 
 
 def set_backlog_reason(session: Session, last: JobRequest, reason: PendingReason) -> int:

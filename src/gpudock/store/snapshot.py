@@ -14,13 +14,14 @@ by identity).
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 from functools import lru_cache
 from operator import is_
 from typing import TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
 from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_toleration
@@ -98,6 +99,12 @@ def _tolerations(stored: list[str] | None) -> tuple[Toleration, ...]:
 
 
 def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
+    """The PENDING jobs in the scheduler's order (priority, submit time, id).
+
+    Runs every cycle over the whole backlog, so each row is unpacked by
+    position, and the selector and tolerations arrive as their stored JSON
+    text, decoded once per distinct text (almost every job has ``{}`` and ``[]``).
+    """
     stmt = (
         select(
             JobRow.id,
@@ -112,43 +119,72 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             JobRow.cpus,
             JobRow.max_runtime,
             JobRow.can_preempt,
-            JobRow.node_selector,
-            JobRow.tolerations,
+            cast(JobRow.node_selector, Text),
+            cast(JobRow.tolerations, Text),
             JobRow.topology,
-            JobRow.spec["memory"].as_float().label("memory"),
+            JobRow.spec["memory"].as_float(),
             JobRow.held_by,
-            JobRow.spec["max_gpus"].as_float().label("max_gpus"),
+            JobRow.spec["max_gpus"].as_float(),
         )
         .where(JobRow.state == JobState.PENDING.value)
         .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
     )
     if limit is not None:
         stmt = stmt.limit(limit)
-    out = []
-    for r in session.execute(stmt):
-        out.append(
-            JobRequest(
-                id=r.id,
-                gpus=r.gpus,
-                submitted_at=r.submitted_at,
-                gpu_memory=r.gpu_memory,
-                gpu_model=r.gpu_model,
-                priority=r.priority,
-                queue=r.queue,
-                user=r.user,
-                nodes=r.nodes,
-                cpus=r.cpus,
-                max_runtime=r.max_runtime,
-                can_preempt=r.can_preempt,
-                node_selector=tuple(sorted((r.node_selector or {}).items())),
-                tolerations=_tolerations(r.tolerations),
-                topology=r.topology,
-                memory=None if r.memory is None else round(r.memory),
-                held_by=r.held_by,
-                max_gpus=None if r.max_gpus is None else round(r.max_gpus),
-            )
+    return tuple(
+        JobRequest(
+            id=job_id,
+            gpus=gpus,
+            submitted_at=submitted_at,
+            gpu_memory=gpu_memory,
+            gpu_model=gpu_model,
+            priority=priority,
+            queue=queue,
+            user=user,
+            nodes=nodes,
+            cpus=cpus,
+            max_runtime=max_runtime,
+            can_preempt=can_preempt,
+            node_selector=_selector_text(selector),
+            tolerations=_tolerations_text(tolerations),
+            topology=topology,
+            memory=None if memory is None else round(memory),
+            held_by=held_by,
+            max_gpus=None if max_gpus is None else round(max_gpus),
         )
-    return tuple(out)
+        for (
+            job_id,
+            gpus,
+            submitted_at,
+            gpu_memory,
+            gpu_model,
+            priority,
+            queue,
+            user,
+            nodes,
+            cpus,
+            max_runtime,
+            can_preempt,
+            selector,
+            tolerations,
+            topology,
+            memory,
+            held_by,
+            max_gpus,
+        ) in session.execute(stmt)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _selector_text(text: str | None) -> tuple[tuple[str, str], ...]:
+    """A stored ``node_selector`` (JSON text) as the request's sorted pairs."""
+    return tuple(sorted((json.loads(text) or {}).items())) if text else ()
+
+
+@lru_cache(maxsize=4096)
+def _tolerations_text(text: str | None) -> tuple[Toleration, ...]:
+    """Stored ``tolerations`` (JSON text of canonical strings), parsed."""
+    return _tolerations(json.loads(text)) if text else ()
 
 
 def _running(session: Session) -> tuple[RunningJob, ...]:
