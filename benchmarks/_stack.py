@@ -139,6 +139,12 @@ class Server:
         self.token = (home / "admin-token").read_text().strip()
         self.instance = httpx.get(self.url + "/healthz", timeout=5).json()["instance"]
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system, every thread) the server process has used so far."""
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name: field 3 onwards
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(
             base_url=self.url,

@@ -6,7 +6,9 @@ For each database (SQLite, and PostgreSQL on a scratch database of
 GPUs on the local dockerd and sends ``--submits`` ``POST /v1/jobs`` (1 GPU,
 ``true``) with ``--concurrency`` in flight. Prints:
 
-* ``acked_per_s`` (201s per second of the storm), ``p50_ms``/``p99_ms`` latency
+* ``acked_per_s`` (201s per second of the storm), ``server_cores`` (the server
+  process's CPU time over the storm's wall time: near 1.0, one Python process
+  is at its limit) and ``server_cpu_ms_per_ack``; ``p50_ms``/``p99_ms`` latency
   (to the final answer: a 503 ``Unavailable`` is sent again after its ``Retry-After``,
   up to 3 times, as the API asks; ``failures`` counts those);
 * the audit: ``lost`` (acknowledged, not in the store), ``duplicated`` (an id
@@ -118,7 +120,9 @@ def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpudock-storm-") as tmp, scratch_database(kind) as url:
         server = Server(Path(tmp), url, args.gpus)
         try:
+            cpu_before = server.cpu_seconds()
             result = storm(server, args.submits, args.concurrency)
+            cpu = server.cpu_seconds() - cpu_before
             checked = audit(server, result["acked"], args.settle)
         finally:
             server.stop(client)
@@ -130,6 +134,8 @@ def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
         "failures": dict(result["failures"]),
         "wall_s": round(result["wall"], 2),
         "acked_per_s": round(len(result["acked"]) / result["wall"], 1),
+        "server_cores": round(cpu / result["wall"], 2),
+        "server_cpu_ms_per_ack": round(1000 * cpu / max(1, len(result["acked"])), 2),
         "p50_ms": round(statistics.median(latencies) * 1000, 1),
         "p99_ms": round(p99 * 1000, 1),
         **checked,
@@ -162,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         for kind in args.db.split(","):
             r = out[kind]
             print(
-                f"{kind}: {r['acknowledged']}/{r['submits']} acked, {r['acked_per_s']}/s, "
+                f"{kind}: {r['acknowledged']}/{r['submits']} acked, {r['acked_per_s']}/s "
+                f"(server {r['server_cores']} cores, {r['server_cpu_ms_per_ack']} ms CPU each), "
                 f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms; lost {r['lost']}, "
                 f"duplicated {r['duplicated']}, double-booked {r['double_booked']}, "
                 f"pending without reason {r['pending_without_reason']}"
