@@ -168,6 +168,16 @@ class Server:
                     container.remove(force=True)
 
 
+def machine_cpu() -> dict[str, float]:
+    """Seconds of CPU the whole machine spent so far: ``busy`` (all but idle and I/O
+    wait) and ``steal`` (taken by the hypervisor), from ``/proc/stat``."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]
+    steal = fields[7] if len(fields) > 7 else 0
+    return {"busy": (sum(fields[:8]) - idle - steal) / tick, "steal": steal / tick}
+
+
 def all_jobs(api: httpx.Client) -> list[dict[str, Any]]:
     """Every job, through the paged listing."""
     jobs: list[dict[str, Any]] = []

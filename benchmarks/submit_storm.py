@@ -8,7 +8,8 @@ GPUs on the local dockerd and sends ``--submits`` ``POST /v1/jobs`` (1 GPU,
 
 * ``acked_per_s`` (201s per second of the storm), ``server_cores`` (the server
   process's CPU time over the storm's wall time: near 1.0, one Python process
-  is at its limit) and ``server_cpu_ms_per_ack``; ``p50_ms``/``p99_ms`` latency
+  is at its limit), ``server_cpu_ms_per_ack`` and ``machine_busy_cores`` (every
+  process: the jobs' containers and dockerd too); ``p50_ms``/``p99_ms`` latency
   (to the final answer: a 503 ``Unavailable`` is sent again after its ``Retry-After``,
   up to 3 times, as the API asks; ``failures`` counts those);
 * the audit: ``lost`` (acknowledged, not in the store), ``duplicated`` (an id
@@ -40,7 +41,15 @@ import docker
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._stack import IMAGE, Server, all_jobs, build_info, double_booked, scratch_database
+from benchmarks._stack import (
+    IMAGE,
+    Server,
+    all_jobs,
+    build_info,
+    double_booked,
+    machine_cpu,
+    scratch_database,
+)
 
 SPEC = {"image": IMAGE, "command": ["true"], "gpus": 1, "retries": 0}
 RETRIES_503 = 3
@@ -120,9 +129,10 @@ def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpudock-storm-") as tmp, scratch_database(kind) as url:
         server = Server(Path(tmp), url, args.gpus)
         try:
-            cpu_before = server.cpu_seconds()
+            cpu_before, machine_before = server.cpu_seconds(), machine_cpu()
             result = storm(server, args.submits, args.concurrency)
             cpu = server.cpu_seconds() - cpu_before
+            busy = machine_cpu()["busy"] - machine_before["busy"]
             checked = audit(server, result["acked"], args.settle)
         finally:
             server.stop(client)
@@ -136,6 +146,7 @@ def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
         "acked_per_s": round(len(result["acked"]) / result["wall"], 1),
         "server_cores": round(cpu / result["wall"], 2),
         "server_cpu_ms_per_ack": round(1000 * cpu / max(1, len(result["acked"])), 2),
+        "machine_busy_cores": round(busy / result["wall"], 2),
         "p50_ms": round(statistics.median(latencies) * 1000, 1),
         "p99_ms": round(p99 * 1000, 1),
         **checked,
