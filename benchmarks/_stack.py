@@ -169,8 +169,9 @@ class Server:
 
 
 def machine_cpu() -> dict[str, float]:
-    """Seconds of CPU the whole machine spent so far: ``busy`` (all but idle and I/O
-    wait) and ``steal`` (taken by the hypervisor), from ``/proc/stat``."""
+    """Seconds of CPU the whole machine spent so far, from ``/proc/stat``: ``busy``
+    (user, system and interrupts: all but idle, I/O wait and steal) and ``steal``
+    (taken by the hypervisor)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     tick = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + fields[4]

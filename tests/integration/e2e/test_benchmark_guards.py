@@ -1,10 +1,11 @@
 """Regression guards: the HTTP benchmarks, small, against the real components.
 
-``benchmarks/submit_storm.py`` and ``benchmarks/dispatch.py`` run as users run
-them (subprocess, ``--json``) on the real dockerd with emulated GPUs, SQLite and
-PostgreSQL. The assertions are on the audit, never on time: every submit
-acknowledged and stored once, no GPU held by two jobs at once, no pending job
-without a reason, every dispatched job SUCCEEDED.
+``benchmarks/submit_storm.py``, ``benchmarks/dispatch.py`` and
+``benchmarks/api_floor.py`` run as users run them (subprocess, ``--json``) on
+the real dockerd with emulated GPUs, SQLite and PostgreSQL. The assertions
+are on the audit, never on time: every submit acknowledged and stored once,
+no GPU held by two jobs at once, no pending job without a reason, every
+dispatched job SUCCEEDED, every floor request answered and its CPU read.
 """
 
 from __future__ import annotations
@@ -71,3 +72,10 @@ def test_dispatch_runs_every_job_once_beside_a_bare_loop(docker: Any) -> None:
     assert data["gpudock"]["states"] == {"SUCCEEDED": 100}
     assert data["gpudock"]["double_booked"] == 0
     assert data["bare_makespan_s"] > 0 and data["ratio"] is not None
+
+
+def test_the_api_floor_answers_every_request_and_measures_the_server(docker: Any) -> None:
+    data = run_benchmark("api_floor.py", "--requests", "200", "--concurrency", "16")
+    assert data["requests"] == 200 and data["per_s"] > 0
+    assert data["server_cpu_ms_per_request"] > 0  # the server's CPU was read, not assumed
+    assert 0 < data["server_cores"] <= data["machine_busy_cores"] + 0.1  # a part of it
