@@ -183,8 +183,6 @@ def _run_cycle(
     """The numbered steps of the module doc, in order; ``reasons``: ``run_cycle``'s
     ``explain``."""
     snapshot, held = withhold(snapshot)  # 0
-    for plugin in profile.pre_scorers:  # 2, first: per-cycle data (framework.PreScorePolicy)
-        profile = plugin.pre_score(snapshot, profile, session.plugins)
     cycle = start(snapshot, profile, index, queues, queueing, session)  # 2
     cycle.plan.pending.update(held)
     for job in order(cycle):  # 1
@@ -205,8 +203,11 @@ def start(
     queueing: Sequence[str],
     session: SchedulerSession,
 ) -> Cycle:
-    """Step 2: the cycle's capacity model and verdict cache, admission and queue walks."""
+    """Step 2: the cycle's capacity model, with the pre-score plugins' data written into it
+    (``framework.PreScorePolicy``); the verdict cache, admission and queue walks."""
     state = CycleState(snapshot.nodes, session.fits)
+    for plugin in profile.pre_scorers:
+        plugin.pre_score(snapshot, profile, state, session.plugins)
     accelerator: Accelerator = ACCELERATOR() if index else Reference()
     cache: VerdictCache = accelerator.verdicts(state, profile, session)
     admission = Admission(queues, snapshot) if queues is not None else None

@@ -149,7 +149,8 @@ class KeyVerdicts:
             if not status.ok:
                 self._rejected[node.name] = (i, status)
                 return
-        score = sum(w * policy.score(self._job, node) for policy, w in self._profile.scorers)
+        state = self._state
+        score = sum(w * policy.score(self._job, node, state) for policy, w in self._profile.scorers)
         self._scores[node.name] = score
         heapq.heappush(self._heap, (-score, node.name))
 

@@ -12,6 +12,7 @@ from .builders import (
     make_job,
     make_node,
     make_snapshot,
+    no_data,
     run,
 )
 
@@ -143,7 +144,7 @@ def test_stranded_capacity_is_what_free_cpus_cannot_feed_at_the_lower_ratio() ->
     hungry = make_job(2).gpus(1).gpu_memory("40GiB").cpus(6).build()
     assert stranded_after(fed, node) == 0.0
     assert stranded_after(hungry, node) == 0.25
-    assert Binpack(cpu_aware=False).score(hungry, node) == Binpack().score(fed, node)
+    assert Binpack(cpu_aware=False).score(hungry, node, no_data()) == Binpack().score(fed, node, no_data())
 
 
 # -- shared GPUs --------------------------------------------------------------

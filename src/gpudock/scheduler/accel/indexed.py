@@ -133,7 +133,7 @@ class IndexedCache:
         self._cpu_nodes = cpus.count(None) != len(cpus)
         scorer = profile.scorers[0][0]
         self._cpu_rule = isinstance(scorer, Binpack) and scorer.cpu_aware
-        self._pricing = scorer.pricing if isinstance(scorer, Binpack) else None
+        self._pricing = scorer.pricing(state) if isinstance(scorer, Binpack) else None
         self._shapes: dict[int, Shapes] = {}  # per part (by id): see ``CpuVerdicts._floor``
         self._unknown = unknown_filters(profile)  # filters run per candidate
 

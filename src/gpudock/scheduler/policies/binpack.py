@@ -1,19 +1,14 @@
 """Score policy: pack jobs onto the fullest nodes, keeping whole nodes free for big jobs,
 without stranding GPUs behind exhausted CPUs, and one-GPU shares where they spoil least.
 
-Answered by the capacity index (``scheduler/accel/``) by this exact class; changing how it
-scores means changing the index (``accel/test_indexed.py`` fails until they agree). For a
-job asking for CPUs, ``indexed.CpuVerdicts`` scores the nodes it walks with ``packed``
-and ``stranded_gpus``, the functions ``Binpack.score`` uses; for a one-GPU share under
-share prices, ``indexed.PricedVerdicts`` reads ``SharePricing.judge``, as ``score`` does.
-
 How one-GPU shares are priced is the share-price plugin's (``policies/share_price/``):
-its pre-score step gives each cycle's ``Binpack`` the ``SharePricing`` it scores by.
+its pre-score step writes each cycle's ``SharePricing`` into the ``CycleState``, where
+``score`` reads it.
 """
 
 from __future__ import annotations
 
-from gpudock.scheduler.capacity import capacity_left
+from gpudock.scheduler.capacity import CycleState, capacity_left
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.policies.share_price.mix import priced
 from gpudock.scheduler.policies.share_price.pricing import SharePricing
@@ -43,8 +38,9 @@ class Binpack:
     first the GPU capacity it would strand for the mix's common shapes (if it
     asks for CPUs, on a node that counts them), then the worth its GPU loses
     at the cutting-stock prices of the mix's share sizes, then capacity left.
-    The share-price plugin's pre-score step sets ``pricing`` for each cycle
-    (``with_pricing``); without it (``pricing`` None) such shares score as above.
+    The share-price plugin's pre-score step writes the cycle's ``SharePricing``
+    into the ``CycleState`` (it does when some scorer ``reads`` it); without it
+    such shares score as above.
     """
 
     name = "binpack"
@@ -52,17 +48,15 @@ class Binpack:
     def __init__(self, cpu_aware: bool = True, price_shares: bool = True) -> None:
         self.cpu_aware = cpu_aware
         self.price_shares = price_shares
-        self.pricing: SharePricing | None = None  # set for a cycle by ``with_pricing``
+        self.reads: tuple[type, ...] = (SharePricing,) if price_shares else ()
 
-    def with_pricing(self, pricing: SharePricing | None) -> Binpack:
-        """A copy that places one-GPU shares by ``pricing`` (None unless ``price_shares``)."""
-        copy = Binpack(self.cpu_aware, self.price_shares)
-        copy.pricing = pricing if self.price_shares else None
-        return copy
+    def pricing(self, state: CycleState) -> SharePricing | None:
+        """The cycle's share prices, when this scorer places shares by them."""
+        return state.read(SharePricing) if self.price_shares else None
 
-    def score(self, job: JobRequest, node: NodeState) -> float:
-        pricing = self.pricing
-        if pricing is not None and priced(job):
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
+        pricing = self.pricing(state) if priced(job) else None
+        if pricing is not None:
             return pricing.score(job, node)
         left = capacity_left(job, node)
         if not job.cpus or node.cpus is None or not self.cpu_aware:
