@@ -77,6 +77,7 @@ from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_re
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.hold import withhold
 from gpudock.scheduler.placing import backfill, hold_for_preemptor, place_gang, place_job
+from gpudock.scheduler.post_filter import PostFilter
 from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import ACCELERATOR, build_profile
 from gpudock.scheduler.release import RunningOn
@@ -160,6 +161,7 @@ class Cycle:
     walks: tuple[Walk[JobRequest], ...]  # the queueing strategies' walks (step 1, 3a)
     reserves: bool  # False when a strategy forbids EASY reservations
     holders: RunningOn  # for the EASY reservation (step 3c)
+    feasibility: PostFilter  # the filters on nodes as they would be (steps 3c, 5, 6)
     accelerator: Accelerator  # for step 5's victim finder
     session: SchedulerSession
     plan: Plan = field(default_factory=Plan)
@@ -191,7 +193,14 @@ def _run_cycle(
     eta = explain(cycle, reasons)  # 4
     preempt(cycle, eta)  # 5
     if not (cycle.blocked or cycle.gangs_blocked or cycle.plan.preemptions):  # 6
-        grow(cycle.state, cycle.plan, cycle.elastic, snapshot.running, cycle.admission)
+        grow(
+            cycle.state,
+            cycle.plan,
+            cycle.elastic,
+            snapshot.running,
+            cycle.admission,
+            cycle.feasibility,
+        )
     return cycle.plan
 
 
@@ -210,6 +219,7 @@ def start(
         plugin.pre_score(snapshot, profile, state, session.plugins)
     accelerator: Accelerator = ACCELERATOR() if index else Reference()
     cache: VerdictCache = accelerator.verdicts(state, profile, session)
+    feasibility = accelerator.post_filter(state, profile, session)
     admission = Admission(queues, snapshot) if queues is not None else None
     chosen = strategies(queueing)
     borrows = admission.borrows if admission is not None else None
@@ -224,6 +234,7 @@ def start(
         walks=tuple(s.walk(borrows) for s in chosen),
         reserves=all(s.reserves for s in chosen),
         holders=RunningOn(running),
+        feasibility=feasibility,
         accelerator=accelerator,
         session=session,
     )
@@ -336,7 +347,7 @@ def reserve(cycle: Cycle, job: JobRequest) -> None:
         and cycle.reservation_tries < RESERVATION_TRIES
     ):
         cycle.reservation_tries += 1
-        cycle.reservation = Reservation.make(job, cycle.state, cycle.holders)
+        cycle.reservation = Reservation.make(job, cycle.state, cycle.holders, cycle.feasibility)
         if cycle.reservation is not None:
             cycle.reservation.hold(cycle.state)
 
@@ -386,9 +397,12 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     )
     if not (blocked or quota_blocked) or not snapshot.running:
         return
-    finder = cycle.accelerator.victims(cycle.state, cycle.running, cycle.session)
+    feasibility = cycle.feasibility
+    finder = cycle.accelerator.victims(cycle.state, cycle.running, feasibility)
     waiting = frozenset(cycle.running.preempted_for)
-    left = shrink(blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan)
+    left = shrink(
+        blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan, feasibility
+    )
     shrinking = {job.id for job in blocked} - {job.id for job in left}
     blocked = left
     preemptions, reasons = plan_preemptions(
@@ -400,6 +414,7 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
         quota_blocked,
         cycle.running,
         finder,
+        feasibility,
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():

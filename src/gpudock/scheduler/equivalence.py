@@ -66,7 +66,9 @@ def fallback_reason(total_nodes: int) -> PendingReason:
     return PendingReason("devices", f"no node can take it now ({total_nodes} checked)")
 
 
-def _never_constraint(status: Status) -> bool:
+def never_constraint(status: Status) -> bool:
+    """A "never on this node" rejection of the ``constraints`` layer (selector, taints,
+    model)."""
     return status.code is StatusCode.UNRESOLVABLE and status.layer == "constraints"
 
 
@@ -177,7 +179,7 @@ class KeyVerdicts:
                 reasons.append(reason)
         if not reasons and len(self._rejected) == total:
             statuses = [self._rejected[name][1] for name in sorted(self._rejected)]
-            if all(_never_constraint(status) for status in statuses):
+            if all(never_constraint(status) for status in statuses):
                 return [constraints_reason(statuses)]  # each rules out some, together all
         return reasons or [fallback_reason(total)]
 

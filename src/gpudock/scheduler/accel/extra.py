@@ -1,13 +1,13 @@
-"""Filters the capacity index does not know, run on the candidates it returns.
+"""Filters that declare nothing, run on the candidates the capacity index returns.
 
-``indexable`` says whether the index answers a profile at all: the built-in
-filters, in their order, among any others, and one ``binpack`` or ``spread``
-scorer of weight 1. Every other filter of such a profile is *unknown*:
-``ExtraFilters`` runs its own ``filter`` on the nodes the index proposes, best
-first, and falls back to the generic path's wording (``KeyVerdicts``) in step 4
-when an unknown filter is the first to reject a node. An unknown filter that
-``skips`` a job (``framework.skipped``: it admits every node for it) is left
-out for that job; a job that all of them skip takes the index's plain path.
+The index answers the filters that declare how (``declarations.py``). Every other
+filter of the profile is *undeclared*: ``ExtraFilters`` runs its own ``filter`` on the
+nodes the index proposes, best first, and falls back to the generic path's wording
+(``KeyVerdicts``) in step 4 when an undeclared filter is the first to reject a node. An
+undeclared filter that ``skips`` a job (``framework.skipped``: it admits every node for
+it) is left out for that job (``declared.FilterPlan.for_job``); a job that all of them
+skip takes the index's plain path. So a new filter is correct and fast with nothing
+else touched.
 """
 
 from __future__ import annotations
@@ -16,65 +16,25 @@ from collections.abc import Callable, Iterable
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.equivalence import (
-    KeyVerdicts,
-)
-from gpudock.scheduler.framework import FilterPolicy, Profile, skipped
-from gpudock.scheduler.policies.binpack import Binpack
-from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
-from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
-from gpudock.scheduler.policies.gpu_model import GpuModel
-from gpudock.scheduler.policies.gpu_topology import GpuTopology
-from gpudock.scheduler.policies.node_affinity import NodeAffinity
-from gpudock.scheduler.policies.node_health import NodeHealth
-from gpudock.scheduler.policies.spread import Spread
+from gpudock.scheduler.equivalence import KeyVerdicts
+from gpudock.scheduler.framework import FilterPolicy, Profile
 from gpudock.scheduler.snapshot import JobRequest
-
-_FILTERS = (NodeAffinity, GpuModel, NodeHealth, CpuCapacity, GpuCapacity, GpuTopology)
-
-
-def indexable(profile: Profile) -> bool:
-    """True when the capacity index answers ``profile`` exactly (see the module doc): the
-    built-in filters, in their order, among any others, and one ``binpack`` or ``spread``
-    scorer of weight 1."""
-    known = tuple(type(f) for f in profile.filters if type(f) in _FILTERS)
-    if known != _FILTERS or len(profile.scorers) != 1:
-        return False
-    scorer, weight = profile.scorers[0]
-    return type(scorer) in (Binpack, Spread) and weight == 1.0
-
-
-def unknown_filters(profile: Profile) -> tuple[FilterPolicy, ...]:
-    """The filters of ``profile`` the index does not answer, in profile order."""
-    return tuple(f for f in profile.filters if type(f) not in _FILTERS)
-
-
-def filters_for(unknown: tuple[FilterPolicy, ...], job: JobRequest) -> tuple[FilterPolicy, ...]:
-    """The ``unknown`` filters that ``job`` needs run: those that do not skip it."""
-    return tuple(f for f in unknown if not skipped(f, job))
-
-
-def last_filters(profile: Profile) -> bool:
-    """True when every unknown filter of ``profile`` comes after every built-in one: then an
-    unknown filter is run, in the generic path, only on nodes every built-in admits."""
-    known = [type(f) in _FILTERS for f in profile.filters]
-    return True not in known[known.index(False) :] if False in known else True
 
 
 class ExtraFilters:
-    """The unknown filters of a profile that one key needs (``filters_for``), run on the
-    index's candidates for that key.
+    """The undeclared filters of a profile that one key needs, run on the index's candidates
+    for that key.
 
-    ``passes(name)`` runs each unknown filter's reference ``filter`` on the
+    ``passes(name)`` runs each undeclared filter's reference ``filter`` on the
     node, in profile order, and keeps the verdict until the node is reserved
     on (policies are pure in ``placement_key`` and one node's state). A node
     any of them rejects drops out; ``vetoed`` records that one did, so a key
     found blocked is not taken as blocked for the rest of the cycle (an
-    unknown filter need not be monotone in capacity). ``reasons`` are the
+    undeclared filter need not be monotone in capacity). ``reasons`` are the
     generic path's (``KeyVerdicts``, built on first need, then caught up):
     every filter's own rejection status feeds step 4 exactly as there. One
     ``ExtraFilters`` serves every job with the key, and so does its answer to
-    "do the unknown filters admit every node they see" (``_admits_all``).
+    "do the undeclared filters admit every node they see" (``_admits_all``).
     """
 
     def __init__(
@@ -83,6 +43,7 @@ class ExtraFilters:
         state: CycleState,
         profile: Profile,
         filters: tuple[FilterPolicy, ...],
+        last: bool,
     ) -> None:
         self._job = job
         self._state = state
@@ -94,13 +55,13 @@ class ExtraFilters:
         self.vetoed = False
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
         self._all = (-1, False)  # (``len(state.changes)``, ``_admits_all``)
-        self._last = last_filters(profile)  # unknown filters see only what built-ins admit
+        self._last = last  # they come after every declared filter: they see what those admit
         self._rejected: set[str] = set()  # the nodes whose verdict in ``_ok`` is False
         self._scanned = False  # every node has had a verdict (``_admits_all``, not last)
         self._since: set[str] = set()  # once scanned: the nodes changed since
 
     def passes(self, name: str) -> bool:
-        """Whether every unknown filter admits node ``name`` now."""
+        """Whether every undeclared filter admits node ``name`` now."""
         self._sync()
         verdict = self._verdict(name)
         if not verdict:
@@ -131,7 +92,7 @@ class ExtraFilters:
             self._seen = len(changes)
 
     def _admits_all(self) -> bool:
-        """Whether the unknown filters admit every node now (memoized until a reservation):
+        """Whether the undeclared filters admit every node now (memoized until a reservation):
         every node once, then only those reserved on since (the rejected ones are counted)."""
         now = len(self._state.changes)
         if self._all[0] != now:
@@ -160,12 +121,12 @@ class ExtraFilters:
     ) -> list[PendingReason]:
         """The generic path's reasons for this key, on the current state.
 
-        ``feasible``: the nodes every built-in filter admits now. When there is
-        none, and the unknown filters come last (so the generic path runs them
+        ``feasible``: the nodes every declared filter admits now. When there is
+        none, and the undeclared filters come last (so the generic path runs them
         on no node) or admit every node, each node's first failing filter is a
-        built-in one: ``indexed`` (the index's own wording) is the answer. Else
-        a ``KeyVerdicts``'s: an unknown filter rejects some node, or a node
-        passes every filter now (an unknown filter, not monotone in capacity,
+        declared one: ``indexed`` (the index's own wording) is the answer. Else
+        a ``KeyVerdicts``'s: an undeclared filter rejects some node, or a node
+        passes every filter now (an undeclared filter, not monotone in capacity,
         vetoed it earlier in the cycle). Only the nodes reserved on since are
         re-checked.
         """

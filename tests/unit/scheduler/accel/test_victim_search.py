@@ -26,10 +26,12 @@ from gpudock.scheduler.accel.indexed import CapacityIndex
 from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.post_filter import FiltersAfter, PostFilter
 from gpudock.scheduler.preemption import (
     Preemption,
+    VictimFinder,
     choose_victims,
-    could_fit_if_freed,
+    may_preempt,
     plan_preemptions,
     running_by_node,
 )
@@ -161,23 +163,35 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
     return jobs
 
 
+PROFILE = build_profile(SchedulerConfig())
+
+
+def accelerated(state: CycleState, index: RunningIndex) -> tuple[VictimFinder, PostFilter]:
+    """The capacity index's victim finder, and its ``PostFilter``, for one cycle."""
+    accelerator = CapacityIndex()
+    feasibility = accelerator.post_filter(state, PROFILE, SchedulerSession())
+    return accelerator.victims(state, index, feasibility), feasibility
+
+
 def by_definition(
     blocked: list[JobRequest], nodes: list[NodeView], running: list[RunningJob], now: float
 ) -> list[Preemption]:
     """The priority kind, one job at a time, each over what the jobs before it left."""
     state = CycleState(nodes)
+    feasibility = FiltersAfter(state, PROFILE)
     taken: set[int] = set()
     out: list[Preemption] = []
     for job in blocked:
-        if not job.can_preempt:
+        if not job.can_preempt or not may_preempt(job):
             continue
         left = [r for r in running if r.id not in taken]
         choice = choose_victims(
             job,
-            [state.nodes[v.name] for v in nodes if could_fit_if_freed(job, v)],
+            [v.name for v in nodes],
             running_by_node(left),
             lambda v, job=job: v.queue == job.queue and v.priority < job.priority,  # type: ignore[misc]
             now,
+            feasibility,
         )
         if choice is None:
             continue
@@ -194,10 +208,12 @@ def test_each_blocked_job_gets_the_victims_of_the_definition(
 ) -> None:
     nodes, running, now = cluster
     state, index = CycleState(nodes), RunningIndex(running, now)
-    finder = CapacityIndex().victims(state, index, SchedulerSession())
+    finder, _ = accelerated(state, index)
     preemptions, _ = plan_preemptions(blocked, state, running, now, None, (), index, finder)
     assert preemptions == by_definition(blocked, nodes, running, now)
-    assert plan_preemptions(blocked, CycleState(nodes), running, now)[0] == preemptions
+    plain = CycleState(nodes)
+    defined = FiltersAfter(plain, PROFILE)
+    assert plan_preemptions(blocked, plain, running, now, feasibility=defined)[0] == preemptions
 
 
 @settings(max_examples=300, deadline=None)
@@ -206,12 +222,8 @@ def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
     cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
 ) -> None:
     nodes, running, now = cluster
-    views = {v.name: v for v in nodes}
-    search = VictimSearch(
-        CycleState(nodes),
-        RunningIndex(running, now),
-        lambda job, name: could_fit_if_freed(job, views[name]),
-    )
+    state = CycleState(nodes)
+    search = VictimSearch(state, RunningIndex(running, now), FiltersAfter(state, PROFILE))
     for job in blocked:
         every = []
         for name in search.nodes:
@@ -242,11 +254,13 @@ def test_the_reclaim_kind_gets_the_victims_of_the_definition(
 ) -> None:
     nodes, running, now = cluster
     state, index = CycleState(nodes), RunningIndex(running, now)
-    finder = CapacityIndex().victims(state, index, SchedulerSession())
+    finder, _ = accelerated(state, index)
     fast, slow = OtherQueues(), OtherQueues()
-    accelerated = plan_preemptions(blocked, state, running, now, fast, blocked, index, finder)
-    defined = plan_preemptions(blocked, CycleState(nodes), running, now, slow, blocked)
-    assert accelerated == defined
+    answers = plan_preemptions(blocked, state, running, now, fast, blocked, index, finder)
+    plain = CycleState(nodes)
+    feasibility = FiltersAfter(plain, PROFILE)
+    defined = plan_preemptions(blocked, plain, running, now, slow, blocked, feasibility=feasibility)
+    assert answers == defined
     assert fast.granted_to == slow.granted_to
 
 

@@ -1,0 +1,144 @@
+"""The capacity index's ``PostFilter``: ``post_filter.FiltersAfter``'s answers, from what the
+filters declare.
+
+Once some jobs left a node, a filter that declares ``NodeOnly`` says what it said before
+(its verdict, kept per node and key: ``node_only.py``); the capacity rules declared with
+``NeedsGpus``, ``NeedsHost`` and ``NeedsGroup`` are counted by ``release.Release`` from
+the GPUs the leaving jobs hold alone, without copying the node; only the filters that
+declare nothing run, through their own ``filter``, on a copy of the node as it would be
+(``post_filter.node_after``). ``admits_empty`` is kept per placement key and node view in
+the caller's session. The answers are ``FiltersAfter``'s (``tests/unit/scheduler/accel``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from gpudock.scheduler.accel.declared import FilterPlan, JobFilters
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
+from gpudock.scheduler.capacity import CycleState, NodeState
+from gpudock.scheduler.framework import PlacementKey, placement_key
+from gpudock.scheduler.post_filter import emptied, greedy_victims, node_after
+from gpudock.scheduler.release import Release
+from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
+
+__all__ = ["DeclaredPostFilter", "EmptyMemo"]
+
+
+@dataclass(slots=True)
+class EmptyMemo:
+    """``admits_empty`` answers of the latest cycle, per placement key and node, each with
+    the view it holds for (``SchedulerSession``)."""
+
+    answers: dict[PlacementKey, dict[str, tuple[NodeView, bool]]] = field(default_factory=dict)
+
+
+class DeclaredPostFilter:
+    """``PostFilter`` from declarations (module doc); ``state`` as it is when asked."""
+
+    def __init__(
+        self,
+        state: CycleState,
+        plan: FilterPlan,
+        verdicts: NodeOnlyVerdicts,
+        memo: EmptyMemo | None = None,
+    ) -> None:
+        self._state = state
+        self._plan = plan
+        self._verdicts = verdicts
+        memo = memo if memo is not None else EmptyMemo()
+        self._kept = memo.answers
+        self._empty: dict[PlacementKey, dict[str, tuple[NodeView, bool]]] = {}
+        memo.answers = self._empty
+        self._jobs: dict[PlacementKey, JobFilters] = {}
+        self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
+
+    def _filters(self, job: JobRequest) -> tuple[PlacementKey, JobFilters]:
+        key = placement_key(job)
+        found = self._jobs.get(key)
+        if found is None:
+            found = self._jobs[key] = self._plan.for_job(job)
+        return key, found
+
+    def _node_only(self, job: JobRequest, filters: JobFilters, name: str) -> bool:
+        admits = self._verdicts.admits
+        return all(admits(i, d, job, name) for i, _, d in filters.node_only)
+
+    def _release(
+        self, job: JobRequest, key: PlacementKey, filters: JobFilters, name: str
+    ) -> Release:
+        """``Release`` of the declared capacity rules ``job`` needs on ``name`` now."""
+        seen = len(self._state.changes)
+        found = self._releases.get((key, name))
+        if found is None or found[0] != seen:
+            state, view = self._state, self._state.views[name]
+            nodes = state.nodes
+            release = Release(
+                job if filters.gpus else replace(job, gpus=0),
+                nodes.gpus_of(name),
+                view.cpus if filters.cpus else None,
+                nodes.free_cpus_of(name),
+                view.host_memory if filters.memory else None,
+                nodes.free_host_memory_of(name),
+                bool(filters.group),
+            )
+            found = self._releases[(key, name)] = (seen, release)
+        return found[1]
+
+    def _extras_after(self, job: JobRequest, filters: JobFilters, node: NodeState) -> bool:
+        return all(policy.filter(job, node).ok for _, policy in filters.extras)
+
+    def admits_empty(self, job: JobRequest, name: str) -> bool:
+        key, filters = self._filters(job)
+        view = self._state.views[name]
+        answers = self._empty.get(key)
+        if answers is None:
+            answers = self._empty[key] = {}
+        found = answers.get(name)
+        if found is None or found[0] is not view:
+            kept = self._kept.get(key, {}).get(name)
+            if kept is not None and kept[0] is view:
+                found = kept
+            else:
+                found = (view, self._empty_answer(job, filters, view))
+            answers[name] = found
+        return found[1]
+
+    def _empty_answer(self, job: JobRequest, filters: JobFilters, view: NodeView) -> bool:
+        if not self._node_only(job, filters, view.name):
+            return False
+        node = NodeState.from_view(emptied(view))
+        return all(f.filter(job, node).ok for f in filters.others())
+
+    def fits_after(self, job: JobRequest, name: str, leaving: Sequence[RunningJob]) -> bool:
+        key, filters = self._filters(job)
+        if not self._node_only(job, filters, name):
+            return False
+        if not self._release(job, key, filters, name).fits(leaving):
+            return False
+        if not filters.extras:
+            return True
+        node = self._state.nodes[name]
+        return self._extras_after(job, filters, node_after(node, leaving) if leaving else node)
+
+    def first_fit(self, job: JobRequest, name: str, ending: Sequence[RunningJob]) -> int | None:
+        key, filters = self._filters(job)
+        if not self._node_only(job, filters, name):
+            return None
+        if filters.extras:
+            for k in range(len(ending) + 1):
+                if self.fits_after(job, name, ending[:k]):
+                    return k
+            return None
+        return self._release(job, key, filters, name).first_fit(ending)
+
+    def victims(
+        self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
+    ) -> list[RunningJob] | None:
+        key, filters = self._filters(job)
+        if not self._node_only(job, filters, name):
+            return None
+        if filters.extras:
+            return greedy_victims(lambda leaving: self.fits_after(job, name, leaving), candidates)
+        return self._release(job, key, filters, name).pick(candidates)
