@@ -17,6 +17,8 @@ still accelerated: the accelerator runs its own methods on the candidates it fou
   hold for the node as it would be after any jobs left. Its ``UNRESOLVABLE`` verdicts
   are "never on this node": the submit-time check refuses a job they rule out on every
   node (``feasibility.py``). ``key`` None: the verdict does not depend on the job.
+  ``check`` and ``word`` are the filter's ``filter`` and ``explain``, typed for traits, so
+  that an accelerator calls them on views without copying a node.
 * ``NeedsGpus``, ``NeedsHost``, ``NeedsGroup``: the verdict is exactly the capacity
   model's rule for one resource (``rules.py``): ``SUCCESS`` iff the rule holds now,
   ``UNRESOLVABLE`` iff it could not hold were the node empty. ``word`` states the
@@ -75,6 +77,7 @@ __all__ = [
     "NodeTraits",
     "Priced",
     "Shapes",
+    "TraitRejection",
     "Walked",
     "declared_filter",
     "declared_order",
@@ -120,15 +123,21 @@ class NodeTraits(Protocol):
     def host_memory(self) -> int | None: ...
 
 
+TraitRejection = tuple[Status, NodeTraits]
+"""A node a node-only filter rejected: its status and the node's traits."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeOnly:
     """A filter's verdict depends only on the node's traits and ``key(job)`` (module doc).
 
-    ``check``: the filter's own ``filter``, typed for traits. ``key`` None: the verdict is
-    the same for every job.
+    ``check``: the filter's own ``filter``, typed for traits; ``word``: its own
+    ``explain``, typed for traits (rejections sorted by node name). ``key`` None: the
+    verdict is the same for every job.
     """
 
     check: Callable[[JobRequest, NodeTraits], Status]
+    word: Callable[[JobRequest, Sequence[TraitRejection], int], PendingReason | None]
     key: Callable[[JobRequest], Hashable] | None = None
 
 

@@ -30,9 +30,11 @@ __all__ = [
     "Resource",
     "cpus_ever",
     "cpus_now",
+    "gpus_empty",
     "gpus_ever",
     "gpus_fit",
     "gpus_now",
+    "group_empty",
     "group_ever",
     "group_now",
     "memory_ever",
@@ -100,6 +102,17 @@ def gpus_fit(job: JobRequest, fit: NodeFit) -> bool:
     return gpus == 0 or (gpus_now(job, fit) >= gpus and gpus_ever(job, fit) >= gpus)
 
 
+def gpus_empty(job: JobRequest, gpus: Sequence[AnyGpu]) -> int:
+    """``gpus_now`` of the node with every job gone (``post_filter.emptied``): its healthy
+    GPUs of the job's model (at least the share's size, for a share)."""
+    share = job.gpu_memory if job.gpus > 0 else None
+    return sum(
+        1
+        for g in gpus
+        if g.healthy and matches_model(job, g) and (share is None or g.memory_total >= share)
+    )
+
+
 def needs_group(job: JobRequest) -> bool:
     """``GPU_GROUP`` applies: the job sets ``topology`` and asks for two GPUs or more."""
     return job.topology is not None and job.gpus >= 2
@@ -117,6 +130,18 @@ def group_ever(job: JobRequest, gpus: Sequence[AnyGpu]) -> int:
     assert job.topology is not None
     model = [g for g in gpus if matches_model(job, g)]
     return largest_group(model, job.topology)
+
+
+def group_empty(job: JobRequest, gpus: Sequence[AnyGpu]) -> int:
+    """``group_now`` of the node with every job gone."""
+    assert job.topology is not None
+    share = job.gpu_memory
+    usable = [
+        g
+        for g in gpus
+        if g.healthy and matches_model(job, g) and (share is None or g.memory_total >= share)
+    ]
+    return largest_group(usable, job.topology)
 
 
 def cpus_now(job: JobRequest, cpus: float | None, free: float) -> bool:

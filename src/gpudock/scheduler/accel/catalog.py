@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.index import (
     ANY_MODEL,
@@ -75,6 +76,7 @@ class ModelClassIndex:
     parts: tuple[Part, ...]
     rejected: dict[int, list[tuple[str, Status]]]
     _groups: tuple[tuple[int, ...], list[FitGroup]] | None = None  # (parts' versions, groups)
+    worded: list[PendingReason] | None = None  # the node-only filters' reasons (``reasons.py``)
 
     def has_members(self) -> bool:
         """True when some node is in the class."""

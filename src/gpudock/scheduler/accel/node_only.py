@@ -8,9 +8,7 @@ filter's own ``check``, on views (no node is copied), and keeps the latest cycle
 the caller's session (``NodeOnlyMemo``). A view that changed costs one ``check`` per
 key; an unchanged one, one identity test.
 
-For the wording of step 4 a filter's ``explain`` wants ``NodeState``s: ``copy`` makes
-one per view, kept like the verdicts (never the cycle's own copy, which reservations
-change; a node-only filter reads only traits, which are the same).
+Step 4 words their rejections with their declared ``word``, on the same views.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from gpudock.scheduler.capacity import CycleState, NodeState
+from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.declarations import NodeOnly
 from gpudock.scheduler.framework import Status
 from gpudock.scheduler.snapshot import JobRequest, NodeView
@@ -37,11 +35,9 @@ def key_of(position: int, declared: NodeOnly, job: JobRequest) -> VerdictKey:
 @dataclass(slots=True)
 class NodeOnlyMemo:
     """What the latest cycle worked out, for the caller's next (``SchedulerSession``):
-    ``verdicts`` per filter and key, ``copies`` of views by name. Only what that cycle
-    used is kept."""
+    ``verdicts`` per filter and key. Only what that cycle used is kept."""
 
     verdicts: dict[VerdictKey, Verdicts] = field(default_factory=dict)
-    copies: dict[str, tuple[NodeView, NodeState]] = field(default_factory=dict)
 
 
 class NodeOnlyVerdicts:
@@ -49,12 +45,11 @@ class NodeOnlyVerdicts:
 
     def __init__(self, state: CycleState, memo: NodeOnlyMemo | None = None) -> None:
         memo = memo if memo is not None else NodeOnlyMemo()
-        self._views = state.views
-        self._kept, self._copies_kept = memo.verdicts, memo.copies
+        self.views = state.views
+        self._kept = memo.verdicts
         self._now: dict[VerdictKey, Verdicts] = {}
         self._rejected: dict[VerdictKey, dict[str, Status]] = {}
-        self._copies: dict[str, tuple[NodeView, NodeState]] = {}
-        memo.verdicts, memo.copies = self._now, self._copies
+        memo.verdicts = self._now
 
     def of(self, position: int, declared: NodeOnly, job: JobRequest) -> Verdicts:
         """Every node's verdict for ``job``'s key of the filter at ``position``."""
@@ -77,18 +72,6 @@ class NodeOnlyVerdicts:
         """Does the filter at ``position`` admit ``job`` on node ``name``?"""
         return name not in self.rejected(position, declared, job)
 
-    def copy(self, name: str) -> NodeState:
-        """A ``NodeState`` of node ``name``'s snapshot view, for a filter's ``explain``."""
-        view = self._views[name]
-        found = self._copies.get(name)
-        if found is None or found[0] is not view:
-            kept = self._copies_kept.get(name)
-            found = kept if kept is not None and kept[0] is view else None
-            if found is None:
-                found = (view, NodeState.from_view(view))
-            self._copies[name] = found
-        return found[1]
-
     def _work_out(self, key: VerdictKey, declared: NodeOnly, job: JobRequest) -> Verdicts:
         """The verdicts of ``key`` on every node: the last cycle's for a view that is the
         same object, ``check`` on the others."""
@@ -96,10 +79,10 @@ class NodeOnlyVerdicts:
         check = declared.check
         out: Verdicts = {}
         if kept is None:
-            for name, view in self._views.items():
+            for name, view in self.views.items():
                 out[name] = (view, check(job, view))
             return out
-        for name, view in self._views.items():
+        for name, view in self.views.items():
             entry = kept.get(name)
             out[name] = (
                 entry if entry is not None and entry[0] is view else (view, check(job, view))

@@ -6,8 +6,9 @@ Once some jobs left a node, a filter that declares ``NodeOnly`` says what it sai
 ``NeedsGpus``, ``NeedsHost`` and ``NeedsGroup`` are counted by ``release.Release`` from
 the GPUs the leaving jobs hold alone, without copying the node; only the filters that
 declare nothing run, through their own ``filter``, on a copy of the node as it would be
-(``post_filter.node_after``). ``admits_empty`` is kept per placement key and node view in
-the caller's session. The answers are ``FiltersAfter``'s (``tests/unit/scheduler/accel``).
+(``post_filter.node_after``). ``admits_empty`` reads the rules on the
+node's view with nothing running, and is kept per placement key and node view in the
+caller's session. The answers are ``FiltersAfter``'s (``tests/unit/scheduler/accel``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ from gpudock.scheduler.capacity import CycleState, NodeState
 from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.post_filter import emptied, greedy_victims, node_after
 from gpudock.scheduler.release import Release
+from gpudock.scheduler.rules import (
+    Resource,
+    cpus_ever,
+    gpus_empty,
+    group_empty,
+    memory_ever,
+    needs_group,
+)
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 __all__ = ["DeclaredPostFilter", "EmptyMemo"]
@@ -52,13 +61,19 @@ class DeclaredPostFilter:
         self._empty: dict[PlacementKey, dict[str, tuple[NodeView, bool]]] = {}
         memo.answers = self._empty
         self._jobs: dict[PlacementKey, JobFilters] = {}
+        self._last: tuple[JobRequest, PlacementKey, JobFilters] | None = None
         self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
 
     def _filters(self, job: JobRequest) -> tuple[PlacementKey, JobFilters]:
+        """``job``'s placement key and the filters it needs (the last job's, asked again)."""
+        last = self._last
+        if last is not None and last[0] is job:
+            return last[1], last[2]
         key = placement_key(job)
         found = self._jobs.get(key)
         if found is None:
             found = self._jobs[key] = self._plan.for_job(job)
+        self._last = (job, key, found)
         return key, found
 
     def _node_only(self, job: JobRequest, filters: JobFilters, name: str) -> bool:
@@ -106,10 +121,24 @@ class DeclaredPostFilter:
         return found[1]
 
     def _empty_answer(self, job: JobRequest, filters: JobFilters, view: NodeView) -> bool:
+        """``admits_empty`` worked out: the kept node-only verdicts, the declared rules on
+        the view with every job gone (``rules.py``), the undeclared filters on a copy."""
         if not self._node_only(job, filters, view.name):
             return False
+        if filters.gpus and gpus_empty(job, view.gpus) < job.gpus:
+            return False
+        for _, _, declared in filters.host:
+            if declared.resource is Resource.CPUS:
+                if not cpus_ever(job, view.cpus):
+                    return False
+            elif not memory_ever(job, view.host_memory):
+                return False
+        if filters.group and needs_group(job) and group_empty(job, view.gpus) < job.gpus:
+            return False
+        if not filters.extras:
+            return True
         node = NodeState.from_view(emptied(view))
-        return all(f.filter(job, node).ok for f in filters.others())
+        return all(f.filter(job, node).ok for _, f in filters.extras)
 
     def fits_after(self, job: JobRequest, name: str, leaving: Sequence[RunningJob]) -> bool:
         key, filters = self._filters(job)

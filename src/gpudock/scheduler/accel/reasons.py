@@ -3,13 +3,13 @@
 The generic path (``equivalence.KeyVerdicts``) gives each filter the nodes it was the
 first to reject, in profile order, and joins what each ``explain`` says. This module
 gives each the same, without running a filter on every node: a node-only filter's
-rejections are its kept verdicts (``ModelClassIndex.rejected``); the capacity rules'
-are the class's members, split by the first rule each fails, and worded with the
-rules' declared ``word`` from summaries: groups of alike nodes for ``GPUS`` (whole
-buckets, or ``shared_groups``), ``(name, total, free)`` rows for ``CPUS`` and
-``HOST_MEMORY``. It requires the job's node-only filters to come before its others
-(``JobFilters.declared_first``), as they do in the default profile; the caller takes
-the generic path's reasons otherwise.
+rejections are its kept verdicts (``ModelClassIndex.rejected``), worded by its declared
+``word`` on the nodes' views; the capacity rules' are the class's members, split by
+the first rule each fails, and worded with the rules' declared ``word`` from
+summaries: groups of alike nodes for ``GPUS`` (whole buckets, or ``shared_groups``),
+``(name, total, free)`` rows for ``CPUS`` and ``HOST_MEMORY``. It requires the job's
+node-only filters to come before its others (``JobFilters.declared_first``), as they do
+in the default profile; the caller takes the generic path's reasons otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gpudock.scheduler.equivalence import (
     never_constraint,
     no_nodes_reason,
 )
-from gpudock.scheduler.framework import Rejection, StatusCode
+from gpudock.scheduler.framework import StatusCode
 from gpudock.scheduler.rules import Resource, cpus_now, gpus_fit, memory_now
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -59,8 +59,31 @@ def explain_class(
     total = catalog.node_count
     if total == 0:
         return [no_nodes_reason()]
+    if klass.worded is None:  # node-only verdicts hold for the whole cycle: worded once
+        klass.worded = _node_only(job, filters, klass, verdicts, total)
+    reasons = list(klass.worded)
+    if klass.has_members():
+        reasons.extend(_capacity(job, filters, klass, state, host, total))
+    if not reasons:
+        every = sorted(item for rejected in klass.rejected.values() for item in rejected)
+        if len(every) == total and all(never_constraint(status) for _, status in every):
+            return [constraints_reason([status for _, status in every])]
+    return reasons or [fallback_reason(total)]
+
+
+def _node_only(
+    job: JobRequest,
+    filters: JobFilters,
+    klass: ModelClassIndex,
+    verdicts: NodeOnlyVerdicts,
+    total: int,
+) -> list[PendingReason]:
+    """The node-only filters' reasons: each one's declared ``word`` (its ``explain``, on
+    traits) of the nodes it is the first to reject, on their views, in profile order
+    (errors reported as they are)."""
     reasons: list[PendingReason] = []
-    for position, policy, _ in filters.node_only:
+    views = verdicts.views
+    for position, policy, declared in filters.node_only:
         rejected = klass.rejected.get(position)
         if not rejected:
             continue
@@ -69,18 +92,10 @@ def explain_class(
             for _, status in rejected
             if status.code is StatusCode.ERROR
         )
-        found = policy.explain(
-            job, [Rejection(status, verdicts.copy(name)) for name, status in rejected], total
-        )
+        found = declared.word(job, [(status, views[name]) for name, status in rejected], total)
         if found is not None:
             reasons.append(found)
-    if klass.has_members():
-        reasons.extend(_capacity(job, filters, klass, state, host, total))
-    if not reasons:
-        every = sorted(item for rejected in klass.rejected.values() for item in rejected)
-        if len(every) == total and all(never_constraint(status) for _, status in every):
-            return [constraints_reason([status for _, status in every])]
-    return reasons or [fallback_reason(total)]
+    return reasons
 
 
 def _capacity(

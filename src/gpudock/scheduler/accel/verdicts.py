@@ -78,12 +78,13 @@ class ClassVerdicts:
         self.blocked = False
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self._generic: KeyVerdicts | None = None
+        self._declared_first = key.filters.declared_first()
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order: from the index
         (``reasons.py``) when the job's node-only filters come first; with undeclared
         filters, as ``ExtraFilters.reasons`` decides; else the generic path's own."""
-        if not self._key.filters.declared_first():
+        if not self._declared_first:
             return self._generic_reasons()
         if self._extra is not None:
             return self._extra.reasons(self._indexed_reasons, self.feasible)

@@ -10,7 +10,7 @@ from collections.abc import Hashable, Iterable, Sequence
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import model_name_matches
-from gpudock.scheduler.declarations import NodeOnly, NodeTraits
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
 from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -28,9 +28,23 @@ def _has_model(job: JobRequest, node: NodeTraits) -> Status:
     model = job.gpu_model
     if model is None or job.gpus == 0:
         return SUCCESS
-    if any(model_name_matches(model, g.name) for g in node.gpus):
-        return SUCCESS
+    last = None
+    for g in node.gpus:  # a node's GPUs mostly share a name: each name looked up once
+        name = g.name
+        if name is not last and name != last:
+            if model_name_matches(model, name):
+                return SUCCESS
+            last = name
     return Status.unresolvable(LAYER, f"no GPU of model {model} on node {node.name}")
+
+
+def _word(
+    job: JobRequest, rejected: Sequence[TraitRejection], total_nodes: int
+) -> PendingReason | None:
+    """``GpuModel.explain`` of the nodes it rejected (``declarations.TraitRejection``)."""
+    if len(rejected) < total_nodes:
+        return None
+    return model_reason(job, {g.name for _, node in rejected for g in node.gpus})
 
 
 class GpuModel:
@@ -42,7 +56,7 @@ class GpuModel:
 
     name = "gpu_model"
     layer = LAYER
-    declared = NodeOnly(_has_model, _model)
+    declared = NodeOnly(_has_model, _word, _model)
 
     def skips(self, job: JobRequest) -> bool:
         """A job without a model, or without GPUs, passes every node."""
@@ -59,9 +73,7 @@ class GpuModel:
         Only when no node at all has the model; otherwise the nodes that do
         have it explain the wait, and the others are irrelevant.
         """
-        if len(rejections) < total_nodes:
-            return None
-        return model_reason(job, {g.name for r in rejections for g in r.node.gpus})
+        return _word(job, [(r.status, r.node) for r in rejections], total_nodes)
 
 
 def model_reason(job: JobRequest, have: Iterable[str]) -> PendingReason:

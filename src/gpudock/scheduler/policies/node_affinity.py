@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 
 from gpudock.core.affinity import Taint, selector_matches, untolerated
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.declarations import NodeOnly, NodeTraits
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
 from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -47,12 +47,21 @@ def _admits(job: JobRequest, node: NodeTraits) -> Status:
     return SUCCESS
 
 
+def _word(
+    job: JobRequest, rejected: Sequence[TraitRejection], total_nodes: int
+) -> PendingReason | None:
+    """``NodeAffinity.explain`` of the nodes it rejected (``declarations.TraitRejection``)."""
+    if len(rejected) < total_nodes:
+        return None
+    return affinity_reason(job, [(node.name, node.labels, node.taints) for _, node in rejected])
+
+
 class NodeAffinity:
     """Rejects nodes lacking a selected label or carrying an untolerated taint."""
 
     name = "node_affinity"
     layer = LAYER
-    declared = NodeOnly(_admits, _affinity)
+    declared = NodeOnly(_admits, _word, _affinity)
 
     def filter(self, job: JobRequest, node: NodeTraits) -> Status:
         return _admits(job, node)
@@ -65,11 +74,7 @@ class NodeAffinity:
         ``no node matches node selector zone=eu, and 1 node has taints it does
         not tolerate (gpu-9: dedicated=infra:NoSchedule)``.
         """
-        if len(rejections) < total_nodes:
-            return None
-        return affinity_reason(
-            job, [(r.node.name, r.node.labels, r.node.taints) for r in rejections]
-        )
+        return _word(job, [(r.status, r.node) for r in rejections], total_nodes)
 
 
 def affinity_reason(

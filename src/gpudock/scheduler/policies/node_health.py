@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.declarations import NodeOnly, NodeTraits
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
 from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -35,7 +35,7 @@ class NodeHealth:
 
     name = "node_health"
     layer = LAYER
-    declared = NodeOnly(_available)
+    declared = NodeOnly(_available, lambda job, rejected, total: word(rejected))
 
     def filter(self, job: JobRequest, node: NodeTraits) -> Status:
         return _available(job, node)
@@ -44,7 +44,12 @@ class NodeHealth:
         self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
     ) -> PendingReason | None:
         """``node gpu-0 unavailable: <reason>``, or ``3 nodes unavailable: a (r), …``."""
-        return health_reason([(r.node.name, r.node.unavailable_reason) for r in rejections])
+        return word([(r.status, r.node) for r in rejections])
+
+
+def word(rejected: Sequence[TraitRejection]) -> PendingReason:
+    """``NodeHealth.explain`` of the nodes it rejected (``declarations.TraitRejection``)."""
+    return health_reason([(node.name, node.unavailable_reason) for _, node in rejected])
 
 
 def health_reason(down: Sequence[tuple[str, str | None]]) -> PendingReason:
