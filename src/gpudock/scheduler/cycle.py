@@ -113,7 +113,8 @@ def schedule(
     worked out for the snapshot objects they share; the Plan is the same.
     """
     policy = QueuePolicy.from_config(config.queues, snapshot.queue_history)
-    return run_cycle(snapshot, build_profile(config), queues=policy, session=session)
+    profile = build_profile(config)
+    return run_cycle(snapshot, profile, queues=policy, queueing=config.queueing, session=session)
 
 
 def run_cycle(

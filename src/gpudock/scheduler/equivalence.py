@@ -18,6 +18,7 @@ cache"; the purity contract is what makes this one safe.)
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
@@ -131,6 +132,11 @@ class KeyVerdicts:
         """Every feasible node, best first (score, then name): O(nodes log nodes)."""
         scores = self._scores
         return sorted(scores, key=lambda name: (-scores[name], name))
+
+    def rejected(self) -> Mapping[str, tuple[int, Status]]:
+        """Each rejected node's first failing filter (its position in the profile) and
+        status, as of the last ``catch_up``; read-only."""
+        return self._rejected
 
     def reasons(self) -> list[PendingReason]:
         """Why no node can take a job with this key: at least one reason, memoized.

@@ -180,7 +180,12 @@ class OrderPolicy(Protocol):
 
 
 class FilterPolicy(Protocol):
-    """Decides whether a node can take a job, and explains rejections."""
+    """Decides whether a node can take a job, and explains rejections.
+
+    Optional: ``skips(job)`` (module doc); ``declared``, how it may be accelerated
+    (``declarations.py``); ``field``, the job field its rejections are about (``gpus``,
+    ``node_selector``...), which a refusal at submit names (``feasibility.py``).
+    """
 
     name: str
     layer: str

@@ -38,6 +38,7 @@ from mypy_extensions import mypyc_attr
 from gpudock.scheduler.admission import queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.snapshot import (
     Snapshot,
 )
@@ -125,19 +126,10 @@ class Simulator(JobTransitions):
 
     def _run(self) -> RunRecord:
         started = time.perf_counter()
-        nodes = tuple(self._nodes.values())
-        refused: dict[tuple[object, ...], bool] = {}  # by what ``never_fits`` reads of a job
+        self._refuse()
         for number, job in enumerate(self._jobs, start=1):
-            r = job.request
-            key = (r.nodes, r.gpus, r.gpu_model, r.gpu_memory if r.shared else None)
-            never = refused.get(key)
-            if never is None:
-                never = refused[key] = never_fits(r, nodes) is not None
-            if never:
-                job.state = "skipped"
-                self.record.skipped_jobs += 1
-                continue
-            self._push(job.trace.submit_time, ARRIVE, number, 0)
+            if job.state != "skipped":
+                self._push(job.trace.submit_time, ARRIVE, number, 0)
         if self.policy.siblings:
             self._sweeps()
         self._note_usage(0.0)
@@ -206,6 +198,27 @@ class Simulator(JobTransitions):
         self.record.jobs = [self._job_record(j) for j in self._jobs if j.state != "skipped"]
         return self.record
 
+    def _refuse(self) -> None:
+        """Refuse, as a server would at submit, the jobs no node of the cluster could ever
+        run (``scheduler.feasibility.never_fits``, with the policy's profile): they are not
+        replayed, and ``record.refused`` keeps the filters' reason with their trace ids.
+        Not under ``scheduler.never_fits: pending``: such jobs then wait, unfinished."""
+        if self.policy.scheduler.never_fits == "pending":
+            return
+        nodes = tuple(self._nodes.values())
+        profile = self._profile
+        found: dict[PlacementKey, str | None] = {}  # by what filters read of a job
+        for job in self._jobs:
+            key = placement_key(job.request)
+            if key not in found:
+                refusal = never_fits(job.request, nodes, profile)
+                found[key] = None if refusal is None else refusal.message
+            why = found[key]
+            if why is not None:
+                job.state = "skipped"
+                self.record.skipped_jobs += 1
+                self.record.refused.setdefault(why, []).append(job.trace.job_id)
+
     def _schedule_tick(self, now: float, running: dict[int, _Job]) -> None:
         """Dynamic priorities: wake up when a running job's priority is due for a refresh.
 
@@ -244,7 +257,7 @@ class Simulator(JobTransitions):
             snapshot,
             self._profile,
             queues=self._queues,
-            queueing=self.policy.queueing,
+            queueing=self.policy.scheduler.queueing,
             explain=False,  # the simulator reads no pending reasons
             session=self._session,
         )

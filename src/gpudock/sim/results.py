@@ -67,3 +67,4 @@ class RunRecord:
     cycles: int = 0  # scheduling cycles run
     sim_seconds: float = 0.0  # wall-clock seconds the run took
     skipped_jobs: int = 0  # trace jobs that could never fit this cluster (not replayed)
+    refused: dict[str, list[str]] = field(default_factory=dict)  # reason -> their trace ids

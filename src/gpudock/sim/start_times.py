@@ -182,7 +182,14 @@ def estimate_starts(
         eligible = tuple(j for i, j in pending.items() if i not in verdict.excluded)
         if eligible:
             cycle = replay.snapshot(eligible, snapshot)
-            plan = run_cycle(cycle, profile, queues=queues, explain=False, session=session)
+            plan = run_cycle(
+                cycle,
+                profile,
+                queues=queues,
+                queueing=config.queueing,
+                explain=False,
+                session=session,
+            )
             started: list[tuple[int, tuple[Placement, ...]]]
             started = [(p.job_id, (p,)) for p in plan.placements]
             started += [(g.job_id, g.parts) for g in plan.gangs]

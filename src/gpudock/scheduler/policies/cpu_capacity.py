@@ -46,6 +46,7 @@ def cpus_reason(
 
 class CpuCapacity:
     name = "cpu_capacity"
+    field = "cpus"  # the job field a refusal at submit blames
     layer = LAYER
     declared = NeedsHost(Resource.CPUS, cpus_reason)
 

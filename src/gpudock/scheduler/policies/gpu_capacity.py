@@ -167,6 +167,7 @@ class GpuCapacity:
     """Rejects nodes without enough free GPUs or GPU memory for the job (layer ``devices``)."""
 
     name = "gpu_capacity"
+    field = "gpus"  # the job field a refusal at submit blames
     layer = LAYER
     declared = NeedsGpus(word)
 

@@ -55,6 +55,7 @@ class GpuModel:
     """
 
     name = "gpu_model"
+    field = "gpu_model"  # the job field a refusal at submit blames
     layer = LAYER
     declared = NodeOnly(_has_model, _word, _model)
 

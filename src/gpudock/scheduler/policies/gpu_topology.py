@@ -26,6 +26,7 @@ def _most(job: JobRequest, node: NodeState, ever: bool) -> int:
 
 class GpuTopology:
     name = "gpu_topology"
+    field = "topology"  # the job field a refusal at submit blames
     layer = "topology"
     declared = NeedsGroup()
 

@@ -52,6 +52,7 @@ def memory_reason(
 
 class MemoryCapacity:
     name = "memory_capacity"
+    field = "memory"  # the job field a refusal at submit blames
     layer = LAYER
     declared = NeedsHost(Resource.HOST_MEMORY, memory_reason)
 

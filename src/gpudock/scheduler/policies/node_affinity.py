@@ -60,6 +60,7 @@ class NodeAffinity:
     """Rejects nodes lacking a selected label or carrying an untolerated taint."""
 
     name = "node_affinity"
+    field = "node_selector"  # the job field a refusal at submit blames
     layer = LAYER
     declared = NodeOnly(_admits, _word, _affinity)
 
