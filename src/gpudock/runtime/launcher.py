@@ -147,7 +147,11 @@ def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -
         name=job.container_name or container_name(ctx.instance_id, job.id, job.attempt),
         image=spec.image,
         command=spec.command,
-        env={**spec.env, **array_env(job.array_id, job.array_index), **size_env(spec, job)},
+        env={
+            **spec.env,
+            **array_env(job.array_id, job.array_index),
+            **size_env(spec.elastic_range, len(job.gpu_uuids)),
+        },
         gpu_uuids=job.gpu_uuids,
         gpu_memory=job.gpu_memory_per_gpu,
         gpus_emulated=ctx.gpus_emulated,

@@ -102,7 +102,7 @@ def usable_capacity(snapshot: Snapshot) -> Resources:
     )
 
 
-class Admission:
+class QueueAdmission:
     """Steps 1 and 3 for one cycle; mutable (the ledger), never touches the snapshot."""
 
     def __init__(

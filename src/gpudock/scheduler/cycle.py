@@ -68,7 +68,7 @@ from gpudock.core.job import PendingReason
 from gpudock.gcpause import collector_paused
 from gpudock.queue.strategies import DEFAULT, Walk, strategies
 from gpudock.scheduler.acceleration import Accelerator, Reference
-from gpudock.scheduler.admission import Admission, QueuePolicy
+from gpudock.scheduler.admission import QueueAdmission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.elastic import grow, shrink
@@ -158,7 +158,7 @@ class Cycle:
     state: CycleState
     cache: VerdictCache
     running: RunningIndex
-    admission: Admission | None
+    admission: QueueAdmission | None
     walks: tuple[Walk[JobRequest], ...]  # the queueing strategies' walks (step 1, 3a)
     reserves: bool  # False when a strategy forbids EASY reservations
     holders: RunningOn  # for the EASY reservation (step 3c)
@@ -221,7 +221,7 @@ def start(
     accelerator: Accelerator = ACCELERATOR() if index else Reference()
     cache: VerdictCache = accelerator.verdicts(state, profile, session)
     feasibility = accelerator.post_filter(state, profile, session)
-    admission = Admission(queues, snapshot) if queues is not None else None
+    admission = QueueAdmission(queues, snapshot) if queues is not None else None
     chosen = strategies(queueing)
     borrows = admission.borrows if admission is not None else None
     running = RunningIndex.of(snapshot.running, snapshot.now, session.running)

@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.admission import Admission
+from gpudock.scheduler.admission import QueueAdmission
 from gpudock.scheduler.capacity import CycleState, GpuState, usable_now
 from gpudock.scheduler.post_filter import PostFilter
 from gpudock.scheduler.preemption import choose_victims, may_preempt, running_by_node
@@ -124,7 +124,7 @@ def grow(
     plan: Plan,
     placed: dict[int, JobRequest],
     running: Sequence[RunningJob],
-    admission: Admission | None,
+    admission: QueueAdmission | None,
     feasibility: PostFilter,
 ) -> None:
     """Step 6 (module doc); the caller checks that no job of the cycle is blocked.
@@ -140,7 +140,7 @@ def grow_placements(
     state: CycleState,
     plan: Plan,
     placed: dict[int, JobRequest],
-    admission: Admission | None,
+    admission: QueueAdmission | None,
     feasibility: PostFilter,
 ) -> None:
     """Step 6a: each elastic placement of ``plan`` takes free GPUs of its node, up to its
@@ -170,7 +170,7 @@ def grow_placements(
 def resizes(
     state: CycleState,
     running: Sequence[RunningJob],
-    admission: Admission | None,
+    admission: QueueAdmission | None,
     feasibility: PostFilter,
 ) -> list[Resize]:
     """Step 6b: ``elastic: restart`` jobs below their ``max_gpus`` that could grow on
@@ -212,7 +212,7 @@ def _admitted(job: JobRequest, more: int, own: RunningJob, feasibility: PostFilt
     return 0
 
 
-def _allowed(job: JobRequest, more: int, admission: Admission | None) -> int:
+def _allowed(job: JobRequest, more: int, admission: QueueAdmission | None) -> int:
     """The most of ``more`` extra GPUs (down to 0) the job's queue and user cap admit."""
     if admission is None:
         return max(0, more)

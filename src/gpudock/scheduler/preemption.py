@@ -89,7 +89,7 @@ def may_preempt(job: JobRequest) -> bool:
 
 
 class Reclaimer(Protocol):
-    """Queue-level reclaim rights (``admission.Admission`` implements it)."""
+    """Queue-level reclaim rights (``admission.QueueAdmission`` implements it)."""
 
     def reclaim_rule(self, job: JobRequest) -> Callable[[RunningJob], bool] | None:
         """Which running jobs ``job`` may reclaim from now, or None."""

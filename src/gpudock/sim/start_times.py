@@ -21,8 +21,9 @@ A running job ends ``max_runtime`` after it started (its bound), or after its
 queue's default in ``defaults``; a job without either has no known end.
 Each estimate says which it used (``basis``): ``now`` (it would start at
 the next cycle), ``max_runtime``, ``queue_default``, or ``unknown`` (a
-running job it waits behind has no bound, or no node could ever run it, in the
-profile's filters' words (``scheduler.feasibility``), or a dependency will fail). Replayed jobs are assumed to run to their bound and succeed;
+running job it waits behind has no bound; or no node could ever run it,
+worded by the profile's filters, ``scheduler.feasibility``; or a dependency
+will fail). Replayed jobs are assumed to run to their bound and succeed;
 preemptions in a Plan are not applied. Pure: no I/O, never mutates the
 snapshot, and it runs without the controller's ``SchedulerSession``.
 """

@@ -68,6 +68,7 @@ class UndeclaredDriver(Driver):
 
 # ── the tests ─────────────────────────────────────────────────────────────
 
+
 @pytest.fixture(params=[Driver, UndeclaredDriver], ids=["declared", "undeclared"])
 def config(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> SchedulerConfig:
     """The filter registered with its one line, and named in the config."""

@@ -146,9 +146,12 @@ def test_a_job_no_node_admits_is_refused_at_submit_with_the_filters_reason(
         assert refusal is None
         return
     assert refusal is not None
-    assert refusal.message == {
-        "gpu model": "no GPU of model H100 on any node (have: A100-80GB)",
-        "node selector": "no node matches node selector zone=eu",
-        "taint": "1 node has taints it does not tolerate (b: dedicated=infra:NoSchedule)",
-    }[name]
+    assert (
+        refusal.message
+        == {
+            "gpu model": "no GPU of model H100 on any node (have: A100-80GB)",
+            "node selector": "no node matches node selector zone=eu",
+            "taint": "1 node has taints it does not tolerate (b: dedicated=infra:NoSchedule)",
+        }[name]
+    )
     assert never_fits(job.build(), [a.build(), b.build()], profile) is None
