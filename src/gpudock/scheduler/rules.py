@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from enum import Enum
 
 from gpudock.scheduler.node_fit import ANY_MODEL, ModelClass, NodeFit, node_fit
-from gpudock.scheduler.node_state import AnyGpu, matches_model, usable_now
+from gpudock.scheduler.node_state import AnyGpu, NodeState, matches_model, usable_now
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.scheduler.topology import largest_group
 
@@ -30,6 +30,7 @@ __all__ = [
     "Resource",
     "cpus_ever",
     "cpus_now",
+    "gpu_counts",
     "gpus_empty",
     "gpus_ever",
     "gpus_fit",
@@ -93,6 +94,15 @@ def gpus_now(job: JobRequest, fit: NodeFit) -> int:
     if share is None or job.gpus == 0:
         return fit.idle
     return _at_least(fit.frees, share)
+
+
+def gpu_counts(job: JobRequest, node: NodeState) -> tuple[int, int]:
+    """``(gpus_ever, gpus_now)`` of ``node`` for ``job``: from the node's counters for whole
+    GPUs of any model (its ``NodeFit`` would say the same), else from its ``model_fit``."""
+    if job.gpu_memory is None and job.gpu_model is None:
+        return len(node.gpus), node.idle_gpus
+    fit = model_fit(job, node.gpus)
+    return gpus_ever(job, fit), gpus_now(job, fit)
 
 
 def gpus_fit(job: JobRequest, fit: NodeFit) -> bool:

@@ -17,8 +17,12 @@ from collections.abc import Callable, Iterable
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.equivalence import KeyVerdicts
-from gpudock.scheduler.framework import FilterPolicy, Profile
+from gpudock.scheduler.framework import FilterPolicy, Profile, Rejection, Status, StatusCode
 from gpudock.scheduler.snapshot import JobRequest
+
+Worded = tuple[list[PendingReason], list[tuple[str, Status]], frozenset[str]]
+"""The undeclared filters' reasons, the nodes they reject with each one's status, and the
+nodes the declared filters admit (which no declared filter's wording may count)."""
 
 
 class ExtraFilters:
@@ -59,11 +63,15 @@ class ExtraFilters:
         self._rejected: set[str] = set()  # the nodes whose verdict in ``_ok`` is False
         self._scanned = False  # every node has had a verdict (``_admits_all``, not last)
         self._since: set[str] = set()  # once scanned: the nodes changed since
+        self._worded: tuple[int, Worded] | None = None  # (changes seen, ``worded``)
 
     def passes(self, name: str) -> bool:
         """Whether every undeclared filter admits node ``name`` now."""
-        self._sync()
-        verdict = self._verdict(name)
+        if self._seen != len(self._state.changes):
+            self._sync()
+        verdict = self._ok.get(name)
+        if verdict is None:
+            verdict = self._verdict(name)
         if not verdict:
             self.vetoed = True
         return verdict
@@ -73,9 +81,13 @@ class ExtraFilters:
         verdict = self._ok.get(name)
         if verdict is None:
             job, node = self._job, self._state.nodes[name]
-            verdict = self._ok[name] = all(f.filter(job, node).ok for f in self._filters)
-            if not verdict:
-                self._rejected.add(name)
+            verdict = True
+            for policy in self._filters:
+                if not policy.filter(job, node).ok:
+                    verdict = False
+                    self._rejected.add(name)
+                    break
+            self._ok[name] = verdict
         return verdict
 
     def _sync(self) -> None:
@@ -116,24 +128,59 @@ class ExtraFilters:
 
     def reasons(
         self,
-        indexed: Callable[[], list[PendingReason]],
+        indexed: Callable[[Worded | None], list[PendingReason]],
         feasible: Callable[[], Iterable[str]],
     ) -> list[PendingReason]:
         """The generic path's reasons for this key, on the current state.
 
-        ``feasible``: the nodes every declared filter admits now. When there is
-        none, and the undeclared filters come last (so the generic path runs them
-        on no node) or admit every node, each node's first failing filter is a
-        declared one: ``indexed`` (the index's own wording) is the answer. Else
-        a ``KeyVerdicts``'s: an undeclared filter rejects some node, or a node
-        passes every filter now (an undeclared filter, not monotone in capacity,
-        vetoed it earlier in the cycle). Only the nodes reserved on since are
-        re-checked.
+        ``feasible``: the nodes every declared filter admits now. When the
+        undeclared filters come last, the generic path runs them on those nodes
+        only: ``indexed`` (the index's own wording of the declared filters' rejections)
+        with ``worded``, theirs, is the answer. When they do not, but there is no
+        such node and they admit every node, each node's first failing filter is a
+        declared one: ``indexed`` alone. Else a ``KeyVerdicts``'s. Only the nodes
+        reserved on since are re-checked.
         """
-        if next(iter(feasible()), None) is None and (self._last or self._admits_all()):
-            return indexed()
+        if self._last:
+            seen = len(self._state.changes)
+            if self._worded is None or self._worded[0] != seen:
+                self._worded = (seen, self.worded(feasible()))
+            return indexed(self._worded[1])
+        if next(iter(feasible()), None) is None and self._admits_all():
+            return indexed(None)
         if self._generic is None:
             self._generic = KeyVerdicts(self._job, self._state, self._profile)
         else:
             self._generic.catch_up()
         return self._generic.reasons()
+
+    def worded(self, feasible: Iterable[str]) -> Worded:
+        """What the undeclared filters say of the nodes the declared ones admit
+        (``feasible``), as the generic path words it: each node's first rejecting filter,
+        in profile order; each filter's errors, then its ``explain``."""
+        job, nodes = self._job, self._state.nodes
+        by_filter: list[list[Rejection]] = [[] for _ in self._filters]
+        rejected: list[tuple[str, Status]] = []
+        admitted = frozenset(feasible)
+        for name in sorted(admitted):
+            node = nodes[name]
+            for i, policy in enumerate(self._filters):
+                status = policy.filter(job, node)
+                if not status.ok:
+                    by_filter[i].append(Rejection(status, node))
+                    rejected.append((name, status))
+                    break
+        total = len(self._state.views)
+        reasons: list[PendingReason] = []
+        for policy, rejections in zip(self._filters, by_filter, strict=True):
+            if not rejections:
+                continue
+            reasons.extend(
+                PendingReason(r.status.layer or policy.layer, r.status.reason)
+                for r in rejections
+                if r.status.code is StatusCode.ERROR
+            )
+            found = policy.explain(job, rejections, total)
+            if found is not None:
+                reasons.append(found)
+        return reasons, rejected, admitted

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.catalog import Catalog, ModelClassIndex, shared_groups
 from gpudock.scheduler.accel.declared import JobFilters
+from gpudock.scheduler.accel.extra import Worded
 from gpudock.scheduler.accel.index import NodeFit
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
 from gpudock.scheduler.capacity import CycleState
@@ -50,11 +51,14 @@ def explain_class(
     state: CycleState,
     verdicts: NodeOnlyVerdicts,
     host: bool,
+    extra: Worded | None = None,
 ) -> list[PendingReason]:
     """The generic path's reasons for a job of ``klass`` that no node can take (module doc).
 
     ``host``: some node counts a resource a ``NeedsHost`` filter of the job checks (else
-    those filters pass everywhere and no member is rejected by them).
+    those filters pass everywhere and no member is rejected by them). ``extra``: what the
+    undeclared filters, all after the declared ones, say of the members the declared
+    ones admit (``ExtraFilters.worded``).
     """
     total = catalog.node_count
     if total == 0:
@@ -63,9 +67,15 @@ def explain_class(
         klass.worded = _node_only(job, filters, klass, verdicts, total)
     reasons = list(klass.worded)
     if klass.has_members():
-        reasons.extend(_capacity(job, filters, klass, state, host, total))
+        admitted = extra[2] if extra is not None else frozenset()
+        reasons.extend(_capacity(job, filters, klass, state, host, total, admitted))
+    if extra is not None:
+        reasons.extend(extra[0])
     if not reasons:
-        every = sorted(item for rejected in klass.rejected.values() for item in rejected)
+        every = [item for rejected in klass.rejected.values() for item in rejected]
+        if extra is not None and len(extra[1]) == sum(1 for _ in members(klass)):
+            every += extra[1]  # every member rejected by an undeclared filter: no capacity
+        every.sort()
         if len(every) == total and all(never_constraint(status) for _, status in every):
             return [constraints_reason([status for _, status in every])]
     return reasons or [fallback_reason(total)]
@@ -105,11 +115,13 @@ def _capacity(
     state: CycleState,
     host: bool,
     total: int,
+    admitted: frozenset[str],
 ) -> list[PendingReason]:
-    """The capacity filters' reasons for the members of ``klass``, in profile order."""
+    """The capacity filters' reasons for the members of ``klass`` they reject, in profile
+    order (``admitted``: members every declared filter admits, left out)."""
     gpus = filters.gpus[0] if filters.gpus else None
     rules = filters.host if host else ()
-    if not rules:
+    if not rules and not admitted:
         if gpus is None:
             return []
         reason = gpus[2].word(job, _groups(job, klass, None), total)
@@ -122,6 +134,8 @@ def _capacity(
     rest: list[tuple[str, NodeFit]] = []
     views, nodes = state.views, state.nodes
     for name, fit in sorted(members(klass)):
+        if name in admitted:
+            continue
         for position, declared in order:
             if declared is None:
                 if not gpus_fit(job, fit):

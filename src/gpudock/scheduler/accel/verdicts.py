@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.catalog import Catalog, ModelClassIndex
 from gpudock.scheduler.accel.declared import JobFilters
-from gpudock.scheduler.accel.extra import ExtraFilters
+from gpudock.scheduler.accel.extra import ExtraFilters, Worded
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
 from gpudock.scheduler.accel.reasons import explain_class
 from gpudock.scheduler.accel.walks import first_node, walk
@@ -88,7 +88,7 @@ class ClassVerdicts:
             return self._generic_reasons()
         if self._extra is not None:
             return self._extra.reasons(self._indexed_reasons, self.feasible)
-        return self._indexed_reasons()
+        return self._indexed_reasons(None)
 
     def feasible(self) -> Iterator[str]:
         """Every node the declared filters admit now: members of the class with room for
@@ -100,14 +100,22 @@ class ClassVerdicts:
             name for _, name in walk(self._class, self._job) if not check or key.host_fits(name)
         )
 
-    def _indexed_reasons(self) -> list[PendingReason]:
-        """``reasons`` as the declared filters word them; memoized until a reservation."""
+    def _indexed_reasons(self, extra: Worded | None) -> list[PendingReason]:
+        """``reasons`` as the declared filters word them, and ``extra``, what the undeclared
+        ones say of the nodes the declared ones admit; memoized until a reservation."""
         seen = self._catalog.catch_up(self._class)
         if self._reasons is None or self._reasons[0] != seen:
             key = self._key
             host = key.cpus or key.memory
             found = explain_class(
-                self._job, key.filters, self._catalog, self._class, key.state, key.verdicts, host
+                self._job,
+                key.filters,
+                self._catalog,
+                self._class,
+                key.state,
+                key.verdicts,
+                host,
+                extra,
             )
             self._reasons = (seen, found)
         return self._reasons[1]

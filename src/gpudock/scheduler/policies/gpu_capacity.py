@@ -22,7 +22,7 @@ from gpudock.core.job import PendingReason
 from gpudock.core.units import format_size
 from gpudock.scheduler.declarations import FitGroup, NeedsGpus
 from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
-from gpudock.scheduler.rules import gpus_ever, gpus_now, model_fit
+from gpudock.scheduler.rules import gpu_counts, gpus_ever, gpus_now, model_fit
 from gpudock.scheduler.snapshot import JobRequest
 
 LAYER = "devices"
@@ -178,12 +178,10 @@ class GpuCapacity:
     def filter(self, job: JobRequest, node: NodeState) -> Status:
         if job.gpus == 0:
             return SUCCESS
-        fit = model_fit(job, node.gpus)
-        ever = gpus_ever(job, fit)
+        ever, now = gpu_counts(job, node)
         if ever < job.gpus:
             what = _status_words(job)[0]
             return Status.unresolvable(self.layer, f"node {node.name} has {ever} {what}")
-        now = gpus_now(job, fit)
         if now < job.gpus:
             what = _status_words(job)[1]
             return Status.unschedulable(self.layer, f"node {node.name} has {now} {what}")

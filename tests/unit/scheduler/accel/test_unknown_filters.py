@@ -83,7 +83,7 @@ def extra_filters(draw: st.DrawFn) -> tuple[HashFilter, int]:
         by_idle=draw(st.sampled_from([False, False, True])),
         spares=draw(st.sampled_from([-1, -1, 1, 2])),
     )
-    return extra, draw(st.integers(0, 6))
+    return extra, draw(st.integers(0, 7))  # 7: after every declared filter
 
 
 def with_extra(config: SchedulerConfig, extra: tuple[FilterPolicy, int]) -> Profile:

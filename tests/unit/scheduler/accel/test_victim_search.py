@@ -16,7 +16,7 @@ come in the order of computing them all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +26,7 @@ from gpudock.scheduler.accel.indexed import CapacityIndex
 from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.framework import Profile
 from gpudock.scheduler.post_filter import FiltersAfter, PostFilter
 from gpudock.scheduler.preemption import (
     Preemption,
@@ -41,6 +42,7 @@ from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
 
 from ..builders import GiB, gpu_uuid
+from .test_unknown_filters import HashFilter
 
 TOTAL = 80 * GiB
 QUEUES = ["a", "b"]
@@ -274,4 +276,33 @@ def test_a_cycle_with_running_jobs_and_host_memory_gives_the_generic_plan(
     nodes, running, now = cluster
     snapshot = Snapshot(now, tuple(nodes), tuple(blocked), tuple(running))
     profile = build_profile(SchedulerConfig())
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+@st.composite
+def hashed_profiles(draw: st.DrawFn) -> Profile:
+    """The default profile with a filter that declares nothing, anywhere in it: the
+    accelerated ``PostFilter`` runs it on copies of the nodes as they would be."""
+    extra = HashFilter(
+        salt=draw(st.integers(0, 99)),
+        share=draw(st.integers(0, 6)),
+        never=draw(st.booleans()),
+        by_idle=draw(st.sampled_from([False, False, True])),
+    )
+    at = draw(st.integers(0, len(PROFILE.filters)))
+    return replace(PROFILE, filters=(*PROFILE.filters[:at], extra, *PROFILE.filters[at:]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), blocked_jobs(), hashed_profiles())
+def test_preemption_and_reservation_hear_a_filter_that_declares_nothing(
+    cluster: tuple[list[NodeView], list[RunningJob], float],
+    blocked: list[JobRequest],
+    profile: Profile,
+) -> None:
+    """Whole cycles (victims, the EASY reservation, backfill) with an undeclared filter,
+    not monotone in what runs on a node when it rejects by idle GPUs: the accelerated
+    path's Plan is the generic path's."""
+    nodes, running, now = cluster
+    snapshot = Snapshot(now, tuple(nodes), tuple(blocked), tuple(running))
     assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
