@@ -1,28 +1,18 @@
 """The capacity index's classes of nodes, built from parts that classes share.
 
 A job's *class* is the nodes that every node-only filter it needs admits
-(``declarations.NodeOnly``; verdicts kept per node and key: ``node_only.py``),
-summarised for the GPUs the capacity model counts for it (its model class,
-``rules.model_class``). A class's members are kept in one or more ``Part``s,
-each a ``ClassIndex`` (``index.py``) caught up with ``CycleState.changes`` when
-read:
-
-* the nodes that the profile's job-independent node-only filters admit (those
-  whose ``NodeOnly`` has no key, as ``node_health``) and whose GPUs all carry one
-  product name are split by product into parts every class may share; the
-  others (no GPUs, mixed products) are summarised per class;
-* a class takes a product's part whole when none of its job-dependent verdicts
-  rejects a node of it and its model class holds the product; it leaves out a
-  part they reject whole, and keeps a part of its own for the rest.
-
-So ``ANY_MODEL``, ``H100`` and ``A100`` jobs read the same per-product parts: each
-is built once per cycle, and a reservation moves a node in one part's buckets,
-whatever the number of classes that contain it. A node of a product's part has
-the same fit in every class that contains it (``class_fit`` of a one-product
-node is its ``ANY_MODEL`` fit), so a class's best node is the best of its parts'
-best nodes, and its buckets are the union of theirs. Each node a node-only
-filter rejects is listed, with its status, under the first such filter in
-profile order (``ModelClassIndex.rejected``): what step 4 words.
+(``declarations.NodeOnly``, ``node_only.py``), summarised for the GPUs the capacity
+model counts for it (``rules.model_class``), in one or more ``Part``s, each a
+``ClassIndex`` (``index.py``) caught up with ``CycleState.changes`` when read. The nodes
+the job-independent node-only filters admit (key None, as ``node_health``) whose GPUs
+all carry one product name are split by product into parts every class may share; a
+class takes a product's part whole when none of its own verdicts rejects a node of it
+and its model class holds the product, leaves out a part rejected whole, and keeps a
+part of its own for the rest. So ``ANY_MODEL``, ``H100`` and ``A100`` jobs read the same
+per-product parts, each built once per cycle, and a class's best node is the best of
+its parts' best nodes. Each node a node-only filter rejects is listed, with its status,
+under the first such filter in profile order (``ModelClassIndex.rejected``): what step
+4 words.
 """
 
 from __future__ import annotations
@@ -32,34 +22,22 @@ from dataclasses import dataclass, field
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.declared import JobFilters
-from gpudock.scheduler.accel.index import (
-    ANY_MODEL,
-    PRICED,
-    ClassIndex,
-    ModelClass,
-    NodeFit,
-    class_fit,
-)
+from gpudock.scheduler.accel.index import PRICED, ClassIndex
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, key_of
 from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.declarations import FitGroup, NodeOnly
 from gpudock.scheduler.framework import Status
+from gpudock.scheduler.node_fit import ANY_MODEL, ModelClass, NodeFit, class_fit
 from gpudock.scheduler.snapshot import JobRequest
 
-Rejected = dict[
-    str, tuple[int, Status]
-]  # node -> (the first node-only filter rejecting it, status)
+Rejected = dict[str, tuple[int, Status]]  # node -> (first node-only filter rejecting it, status)
 ClassKey = tuple[ModelClass, tuple[object, ...], bool]
 
 
 @dataclass(slots=True)
 class Part:
-    """Some available members of one or more classes, indexed by free capacity.
-
-    ``members`` is the model class their fits summarise (``ANY_MODEL`` for a
-    product's part); ``seen`` counts the entries of ``CycleState.changes``
-    applied to ``index``.
-    """
+    """Members of one or more classes by free capacity: ``members``, the model class their
+    fits summarise (``ANY_MODEL`` for a product's part); ``seen``, the changes applied."""
 
     index: ClassIndex
     members: ModelClass
@@ -93,21 +71,16 @@ class ModelClassIndex:
 
 @dataclass(slots=True)
 class CatalogMemo:
-    """What a ``Catalog`` keeps for the next cycle of the same caller (``SchedulerSession``):
-    the products' indexes of the latest cycle, by product and scorer sign, that the
-    next cycle brings up to date instead of building anew (``Catalog._reuse``)."""
+    """The products' indexes of the latest cycle, by product and scorer sign, that the
+    caller's next cycle brings up to date instead of building anew (``Catalog._reuse``)."""
 
     indexes: dict[tuple[str, int], ClassIndex] = field(default_factory=dict)
 
 
 class Catalog:
     """The classes in use this cycle and the parts they share, over ``CycleState.fit``.
-
-    ``base``: the profile's node-only filters without a key (``(position, declared)``),
-    applied to the shared parts. With a ``memo``, the products' indexes start from
-    those of the previous cycle given the same memo (``_reuse``); without one, they are
-    built anew.
-    """
+    ``base``: the node-only filters without a key (``(position, declared)``), applied to
+    the shared parts."""
 
     def __init__(
         self,
@@ -167,12 +140,8 @@ class Catalog:
         return found
 
     def catch_up(self, klass: ModelClassIndex) -> int:
-        """Re-summarise in ``klass``'s parts the nodes reserved on since each last caught up.
-
-        Each part catches up only when read, so one that few jobs read
-        re-summarises a node once however often it changed. Returns how many
-        changes every part of ``klass`` has applied (all of them).
-        """
+        """Re-summarise in ``klass``'s parts the nodes reserved on since each last caught up
+        (once however often a node changed); returns how many changes they applied."""
         state = self._state
         changes = state.changes
         count = len(changes)
@@ -236,18 +205,14 @@ class Catalog:
         return self._products
 
     def _reuse(self, product: str, fits: dict[str, NodeFit]) -> ClassIndex:
-        """A copy of the last cycle's index of ``product`` (kept in the memo), brought to
-        ``fits``; a new one when the product's available nodes are not the same.
+        """A copy of the last cycle's index of ``product`` brought to ``fits`` (a new one
+        when the product's nodes are not the same ones).
 
-        The kept index is taken out of the memo while it is brought up to
-        date (a concurrent cycle builds its own), and moves only the nodes
-        whose fit is not the very same summary (``CycleState.fit`` returns
-        the same object for a GPU tuple it has seen in the last cycle); when
-        more than a quarter changed (a caller that builds fresh views every
-        cycle), a new index is built instead. Its
-        buckets are then those a new index of ``fits`` would have, so the
-        Plan is the same; the shared and priced structures asked for last
-        time are built ahead, and the cycle works on a copy.
+        The kept index is taken out of the memo meanwhile (a concurrent cycle
+        builds its own) and moves only the nodes whose fit is not the very same
+        summary (``CycleState.fit`` reuses them); past a quarter of them, a new
+        one is built. Its buckets are those a new index would have, so the Plan
+        is the same; the structures asked for last time are built ahead.
         """
         key = (product, self._sign)
         kept = self._memo.indexes.pop(key, None)

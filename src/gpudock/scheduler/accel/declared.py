@@ -2,20 +2,12 @@
 
 The index never looks at a policy's class. It reads each filter's declaration
 (``declarations.declared_filter``) and each scorer's per-job order
-(``declarations.declared_order``), and sorts the filters into:
-
-* ``node_only``: ``NodeOnly`` filters, answered from verdicts kept per node and key
-  (``node_only.py``) that make a job's class of nodes (``catalog.py``);
-* ``gpus``: ``NeedsGpus`` filters, answered by the buckets (``index.py``);
-* ``host``: ``NeedsHost`` filters (CPUs, host memory), checked per candidate from the
-  node's view, without copying it;
-* ``group``: ``NeedsGroup`` filters (GPU topology): a job they do not skip goes to the
-  inner generic path for placement; ``release.Release`` answers them in step 5;
-* ``extras``: every filter that declares nothing, run through its own ``filter`` on the
-  candidates the index proposes (``extra.py``).
-
-A profile needs a ``NeedsGpus`` filter for the index (``usable``); it is accelerated
-whatever else it holds.
+(``declarations.declared_order``), and sorts the filters into ``node_only`` (kept
+verdicts that make a job's class of nodes, ``catalog.py``), ``gpus`` (the buckets,
+``index.py``), ``host`` (CPUs, host memory, checked per candidate from its view),
+``group`` (GPU topology: the generic path places such a job; ``release.Release``
+answers them in step 5) and ``extras``, every filter that declares nothing, run on the
+candidates (``extra.py``). A profile needs a ``NeedsGpus`` filter for the index.
 """
 
 from __future__ import annotations
@@ -63,26 +55,18 @@ class JobFilters:
         return any(d.resource is Resource.HOST_MEMORY for _, _, d in self.host)
 
     def declared_first(self) -> bool:
-        """True when every node-only filter the job needs comes before every other filter
-        it needs: then a node's first rejection (the one the reference words) is found
-        kind by kind (``reasons.py``)."""
-        node_only = [i for i, _, _ in self.node_only]
+        """Every node-only filter the job needs comes before its others: then a node's first
+        rejection (the one the reference words) is found kind by kind (``reasons.py``)."""
         others = [i for i, _, _ in (*self.gpus, *self.host)]
         others += [i for i, _ in (*self.group, *self.extras)]
-        return not others or min(others) > max(node_only, default=-1)
+        return min(others, default=1 << 30) > max((i for i, _, _ in self.node_only), default=-1)
 
     def extras_last(self) -> bool:
-        """True when every undeclared filter comes after every declared one the job needs:
-        then the generic path runs them only on nodes the declared ones admit."""
+        """Every undeclared filter comes after every declared one the job needs: then the
+        generic path runs them only on nodes the declared ones admit."""
         declared = [i for i, _, _ in (*self.node_only, *self.gpus, *self.host)]
         declared += [i for i, _ in self.group]
-        return not self.extras or min(i for i, _ in self.extras) > max(declared, default=-1)
-
-    def others(self) -> tuple[FilterPolicy, ...]:
-        """Every filter the job needs that is not node-only, in profile order."""
-        placed = [(i, f) for i, f, _ in (*self.gpus, *self.host)]
-        placed += [*self.group, *self.extras]
-        return tuple(f for _, f in sorted(placed, key=lambda p: p[0]))
+        return min((i for i, _ in self.extras), default=1 << 30) > max(declared, default=-1)
 
 
 class FilterPlan:
@@ -140,11 +124,9 @@ def walk_order(profile: Profile, job: JobRequest, state: CycleState) -> ScoreOrd
         return declared_order(scorers[0][0], job, state)
     orders = [declared_order(s, job, state) for s, _ in scorers]
     first = orders[0]
-    if not isinstance(first, Walked) or first.score is not None:
-        return None
-    for order in orders[1:]:
+    for order in orders:
         if not isinstance(order, Walked) or order.score is not None:
             return None
-        if order.fewest != first.fewest:
+        if not isinstance(first, Walked) or order.fewest != first.fewest:
             return None
     return first

@@ -2,11 +2,11 @@
 
 The index answers the filters that declare how (``declarations.py``). Every other
 filter of the profile is *undeclared*: ``ExtraFilters`` runs its own ``filter`` on the
-nodes the index proposes, best first, and falls back to the generic path's wording
-(``KeyVerdicts``) in step 4 when an undeclared filter is the first to reject a node. An
-undeclared filter that ``skips`` a job (``framework.skipped``: it admits every node for
-it) is left out for that job (``declared.FilterPlan.for_job``); a job that all of them
-skip takes the index's plain path. So a new filter is correct and fast with nothing
+nodes the index proposes, best first. Step 4 words what they reject among the nodes the
+declared filters admit, as the generic path does, when they come after those filters
+(as a filter added to a profile does); the generic path's reasons (``KeyVerdicts``)
+otherwise. An undeclared filter that ``skips`` a job is left out for it
+(``declared.FilterPlan.for_job``). So a new filter is correct and fast with nothing
 else touched.
 """
 
@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.equivalence import KeyVerdicts
-from gpudock.scheduler.framework import FilterPolicy, Profile, Rejection, Status, StatusCode
+from gpudock.scheduler.framework import FilterPolicy, Rejection, Status, StatusCode
 from gpudock.scheduler.snapshot import JobRequest
 
 Worded = tuple[list[PendingReason], list[tuple[str, Status]], frozenset[str]]
@@ -29,55 +28,38 @@ class ExtraFilters:
     """The undeclared filters of a profile that one key needs, run on the index's candidates
     for that key.
 
-    ``passes(name)`` runs each undeclared filter's reference ``filter`` on the
-    node, in profile order, and keeps the verdict until the node is reserved
-    on (policies are pure in ``placement_key`` and one node's state). A node
-    any of them rejects drops out; ``vetoed`` records that one did, so a key
-    found blocked is not taken as blocked for the rest of the cycle (an
-    undeclared filter need not be monotone in capacity). ``reasons`` are the
-    generic path's (``KeyVerdicts``, built on first need, then caught up):
-    every filter's own rejection status feeds step 4 exactly as there. One
-    ``ExtraFilters`` serves every job with the key, and so does its answer to
-    "do the undeclared filters admit every node they see" (``_admits_all``).
+    ``passes(name)`` runs each undeclared filter's ``filter`` on the node, in
+    profile order, and keeps the verdict until the node is reserved on
+    (policies are pure in ``placement_key`` and one node's state). A node any
+    of them rejects drops out; ``vetoed`` records that one did, so a key found
+    blocked is not taken as blocked for the rest of the cycle (an undeclared
+    filter need not be monotone in capacity). One serves every job with the key.
     """
 
     def __init__(
         self,
         job: JobRequest,
         state: CycleState,
-        profile: Profile,
         filters: tuple[FilterPolicy, ...],
         last: bool,
     ) -> None:
         self._job = job
         self._state = state
-        self._profile = profile
         self._filters = filters
         self._ok: dict[str, bool] = {}
         self._seen = len(state.changes)
-        self._generic: KeyVerdicts | None = None
         self.vetoed = False
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
-        self._all = (-1, False)  # (``len(state.changes)``, ``_admits_all``)
-        self._last = last  # they come after every declared filter: they see what those admit
-        self._rejected: set[str] = set()  # the nodes whose verdict in ``_ok`` is False
-        self._scanned = False  # every node has had a verdict (``_admits_all``, not last)
-        self._since: set[str] = set()  # once scanned: the nodes changed since
+        self.last = last  # they come after every declared filter: they see what those admit
         self._worded: tuple[int, Worded] | None = None  # (changes seen, ``worded``)
 
     def passes(self, name: str) -> bool:
         """Whether every undeclared filter admits node ``name`` now."""
-        if self._seen != len(self._state.changes):
-            self._sync()
-        verdict = self._ok.get(name)
-        if verdict is None:
-            verdict = self._verdict(name)
-        if not verdict:
-            self.vetoed = True
-        return verdict
-
-    def _verdict(self, name: str) -> bool:
-        """``passes(name)`` without syncing or recording a veto."""
+        changes = self._state.changes
+        if self._seen != len(changes):  # forget the nodes reserved on since
+            for changed in changes[self._seen :]:
+                self._ok.pop(changed, None)
+            self._seen = len(changes)
         verdict = self._ok.get(name)
         if verdict is None:
             job, node = self._job, self._state.nodes[name]
@@ -85,37 +67,11 @@ class ExtraFilters:
             for policy in self._filters:
                 if not policy.filter(job, node).ok:
                     verdict = False
-                    self._rejected.add(name)
                     break
             self._ok[name] = verdict
+        if not verdict:
+            self.vetoed = True
         return verdict
-
-    def _sync(self) -> None:
-        """Forget the verdicts of the nodes reserved on since the last call."""
-        changes = self._state.changes
-        if self._seen != len(changes):
-            ok, rejected = self._ok, self._rejected
-            fresh = changes[self._seen :]
-            for changed in fresh:
-                ok.pop(changed, None)
-                rejected.discard(changed)
-            if self._scanned:
-                self._since.update(fresh)
-            self._seen = len(changes)
-
-    def _admits_all(self) -> bool:
-        """Whether the undeclared filters admit every node now (memoized until a reservation):
-        every node once, then only those reserved on since (the rejected ones are counted)."""
-        now = len(self._state.changes)
-        if self._all[0] != now:
-            self._sync()
-            verdict = self._verdict
-            for name in self._since if self._scanned else self._state.views:
-                verdict(name)
-            self._scanned = True
-            self._since.clear()
-            self._all = (now, not self._rejected)
-        return self._all[1]
 
     def unchanged(self) -> bool:
         """True when a search that found nothing saw the state as it is now."""
@@ -126,33 +82,13 @@ class ExtraFilters:
         self.none_at = len(self._state.changes) if name is None else -1
         return name
 
-    def reasons(
-        self,
-        indexed: Callable[[Worded | None], list[PendingReason]],
-        feasible: Callable[[], Iterable[str]],
-    ) -> list[PendingReason]:
-        """The generic path's reasons for this key, on the current state.
-
-        ``feasible``: the nodes every declared filter admits now. When the
-        undeclared filters come last, the generic path runs them on those nodes
-        only: ``indexed`` (the index's own wording of the declared filters' rejections)
-        with ``worded``, theirs, is the answer. When they do not, but there is no
-        such node and they admit every node, each node's first failing filter is a
-        declared one: ``indexed`` alone. Else a ``KeyVerdicts``'s. Only the nodes
-        reserved on since are re-checked.
-        """
-        if self._last:
-            seen = len(self._state.changes)
-            if self._worded is None or self._worded[0] != seen:
-                self._worded = (seen, self.worded(feasible()))
-            return indexed(self._worded[1])
-        if next(iter(feasible()), None) is None and self._admits_all():
-            return indexed(None)
-        if self._generic is None:
-            self._generic = KeyVerdicts(self._job, self._state, self._profile)
-        else:
-            self._generic.catch_up()
-        return self._generic.reasons()
+    def worded_now(self, feasible: Callable[[], Iterable[str]]) -> Worded:
+        """``worded`` of ``feasible()`` (the nodes every declared filter admits now),
+        memoized until a reservation."""
+        seen = len(self._state.changes)
+        if self._worded is None or self._worded[0] != seen:
+            self._worded = (seen, self.worded(feasible()))
+        return self._worded[1]
 
     def worded(self, feasible: Iterable[str]) -> Worded:
         """What the undeclared filters say of the nodes the declared ones admit

@@ -1,30 +1,22 @@
 """Steps 3a-b and 4 answered from the capacity index, and the ``Accelerator`` it makes.
 
 The index reads what the profile's policies declare (``declarations.py``,
-``declared.py``) and nothing else. For each placement key:
+``declared.py``) and nothing else. For each placement key: its class (``catalog.py``),
+the nodes every ``NodeOnly`` filter it needs admits, indexed by free capacity
+(``index.py``: the ``GPUS`` rule some filter declares with ``NeedsGpus``); its order,
+from the scorers' declarations (``declared.walk_order``), answered in O(buckets) when
+exact with no per-node rule (``IndexedVerdicts``), by a walk when scored along it or
+when a ``NeedsHost`` rule applies (``WalkedVerdicts``), by the declared loss of a GPU
+(``PricedVerdicts``), or by the scorers themselves on the candidates when they declare
+nothing usable (``RankedVerdicts``); its undeclared filters, run on the candidates
+(``ExtraFilters``). Gangs of shares, gangs with a per-node rule and jobs a
+``NeedsGroup`` filter checks go to the generic path (an ``EquivalenceCache`` over the
+same ``CycleState``): they are rare and need per-node detail.
 
-* its class (``catalog.py``): the nodes every ``NodeOnly`` filter the job needs
-  admits, in parts indexed by free capacity (``index.py``): the capacity model's
-  ``GPUS`` rule, which some filter must declare (``NeedsGpus``);
-* its order, from the scorers' declarations (``declared.walk_order``):
-  ``IndexedVerdicts`` answers an exact order with no per-node rule in O(buckets);
-  ``walked.WalkedVerdicts`` walks the buckets best first when the order is scored
-  along the walk or a ``NeedsHost`` rule (CPUs, memory) applies and some node counts
-  that resource; ``walked.PricedVerdicts`` orders one-GPU shares by the declared loss of
-  their GPU; ``ranked.RankedVerdicts`` scores the candidates with the scorers
-  themselves when they declare nothing usable;
-* the filters that declare nothing, run on the candidates (``extra.ExtraFilters``).
-
-Three kinds of job go to the generic path (an ``EquivalenceCache`` kept inside, over
-the same ``CycleState``): gangs of GPU shares or without GPUs, gangs with a per-node
-rule to check, and jobs a ``NeedsGroup`` filter checks (GPU topology). The index would
-need per-node detail for them; they are rare, and the generic path answers them exactly.
-
-What the walks rely on (each declared by the policies, property-tested against the
-generic path): a declared ``Walked`` order without a score is strictly monotone in the
-capacity the job would leave a node; within a cycle capacity only shrinks and
-node-only verdicts never change, so a key with no feasible node stays blocked until the
-cycle ends.
+What the walks rely on (declared by the policies, property-tested against the generic
+path): a ``Walked`` order without a score is strictly monotone in the capacity the job
+would leave a node; within a cycle capacity only shrinks and node-only verdicts never
+change, so a key with no feasible node stays blocked until the cycle ends.
 """
 
 from __future__ import annotations
@@ -36,7 +28,7 @@ from gpudock.scheduler.accel.catalog import Catalog, CatalogMemo
 from gpudock.scheduler.accel.declared import FilterPlan, JobFilters, usable, walk_order
 from gpudock.scheduler.accel.extra import ExtraFilters
 from gpudock.scheduler.accel.node_only import NodeOnlyMemo, NodeOnlyVerdicts
-from gpudock.scheduler.accel.post_filter import DeclaredPostFilter, EmptyMemo
+from gpudock.scheduler.accel.post_filter import DeclaredPostFilter
 from gpudock.scheduler.accel.ranked import RankedVerdicts
 from gpudock.scheduler.accel.verdicts import IndexedVerdicts, KeyContext
 from gpudock.scheduler.accel.victims import VictimSearch
@@ -59,22 +51,17 @@ Verdicts = IndexedVerdicts | WalkedVerdicts | PricedVerdicts | RankedVerdicts | 
 @dataclass(slots=True)
 class IndexMemo:
     """What the capacity index keeps for its caller's next cycle, in the session's
-    ``accelerator`` slot: the products' indexes per scorer sign, the node-only verdicts,
-    and the ``admits_empty`` answers."""
+    ``accelerator`` slot: the products' indexes per scorer sign and the node-only
+    verdicts."""
 
     catalogs: dict[int, CatalogMemo] = field(default_factory=dict)
     node_only: NodeOnlyMemo = field(default_factory=NodeOnlyMemo)
-    empty: EmptyMemo = field(default_factory=EmptyMemo)
 
 
 class IndexedCache:
-    """``EquivalenceCache`` from the capacity index: verdicts by placement key.
-
-    Like ``EquivalenceCache`` it catches up with ``CycleState.changes``
-    before answering, re-summarising only the nodes reserved on. Verdicts
-    point at the ``Catalog``, never back at this cache, so a finished cycle
-    is freed by reference counting alone (no garbage-collector work).
-    """
+    """``EquivalenceCache`` from the capacity index: verdicts by placement key, caught up
+    with ``CycleState.changes`` before answering. Verdicts point at the ``Catalog``, never
+    back at this cache: a finished cycle is freed by reference counting alone."""
 
     def __init__(
         self,
@@ -168,7 +155,7 @@ class IndexedCache:
         if not filters.extras:
             return None
         run = tuple(f for _, f in filters.extras)
-        return ExtraFilters(job, self._state, self._profile, run, filters.extras_last())
+        return ExtraFilters(job, self._state, run, filters.extras_last())
 
 
 class CapacityIndex:
@@ -197,7 +184,7 @@ class CapacityIndex:
             return FiltersAfter(state, profile)
         memo = session.accelerator.get(IndexMemo)
         verdicts = self._verdicts(state, memo)
-        return DeclaredPostFilter(state, FilterPlan(profile), verdicts, memo.empty)
+        return DeclaredPostFilter(state, FilterPlan(profile), verdicts)
 
     def _verdicts(self, state: CycleState, memo: IndexMemo) -> NodeOnlyVerdicts:
         """The cycle's node-only verdicts, made on first use."""

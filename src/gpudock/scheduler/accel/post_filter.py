@@ -1,20 +1,17 @@
 """The capacity index's ``PostFilter``: ``post_filter.FiltersAfter``'s answers, from what the
 filters declare.
 
-Once some jobs left a node, a filter that declares ``NodeOnly`` says what it said before
-(its verdict, kept per node and key: ``node_only.py``); the capacity rules declared with
-``NeedsGpus``, ``NeedsHost`` and ``NeedsGroup`` are counted by ``release.Release`` from
-the GPUs the leaving jobs hold alone, without copying the node; only the filters that
-declare nothing run, through their own ``filter``, on a copy of the node as it would be
-(``post_filter.node_after``). ``admits_empty`` reads the rules on the
-node's view with nothing running, and is kept per placement key and node view in the
-caller's session. The answers are ``FiltersAfter``'s (``tests/unit/scheduler/accel``).
+Once some jobs left a node, a ``NodeOnly`` filter says what it said before (its kept
+verdict: ``node_only.py``); the capacity rules (``NeedsGpus``, ``NeedsHost``,
+``NeedsGroup``) are counted by ``release.Release`` without copying the node; only the
+undeclared filters run, on a copy of the node as it would be (``post_filter.node_after``).
+``admits_empty`` reads the rules on the node's view, once per placement key and node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gpudock.scheduler.accel.declared import FilterPlan, JobFilters
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
@@ -32,34 +29,17 @@ from gpudock.scheduler.rules import (
 )
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
-__all__ = ["DeclaredPostFilter", "EmptyMemo"]
-
-
-@dataclass(slots=True)
-class EmptyMemo:
-    """``admits_empty`` answers of the latest cycle, per placement key and node, each with
-    the view it holds for (``SchedulerSession``)."""
-
-    answers: dict[PlacementKey, dict[str, tuple[NodeView, bool]]] = field(default_factory=dict)
+__all__ = ["DeclaredPostFilter"]
 
 
 class DeclaredPostFilter:
     """``PostFilter`` from declarations (module doc); ``state`` as it is when asked."""
 
-    def __init__(
-        self,
-        state: CycleState,
-        plan: FilterPlan,
-        verdicts: NodeOnlyVerdicts,
-        memo: EmptyMemo | None = None,
-    ) -> None:
+    def __init__(self, state: CycleState, plan: FilterPlan, verdicts: NodeOnlyVerdicts) -> None:
         self._state = state
         self._plan = plan
         self._verdicts = verdicts
-        memo = memo if memo is not None else EmptyMemo()
-        self._kept = memo.answers
-        self._empty: dict[PlacementKey, dict[str, tuple[NodeView, bool]]] = {}
-        memo.answers = self._empty
+        self._empty: dict[tuple[PlacementKey, str], bool] = {}
         self._jobs: dict[PlacementKey, JobFilters] = {}
         self._last: tuple[JobRequest, PlacementKey, JobFilters] | None = None
         self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
@@ -106,19 +86,11 @@ class DeclaredPostFilter:
 
     def admits_empty(self, job: JobRequest, name: str) -> bool:
         key, filters = self._filters(job)
-        view = self._state.views[name]
-        answers = self._empty.get(key)
-        if answers is None:
-            answers = self._empty[key] = {}
-        found = answers.get(name)
-        if found is None or found[0] is not view:
-            kept = self._kept.get(key, {}).get(name)
-            if kept is not None and kept[0] is view:
-                found = kept
-            else:
-                found = (view, self._empty_answer(job, filters, view))
-            answers[name] = found
-        return found[1]
+        found = self._empty.get((key, name))
+        if found is None:
+            view = self._state.views[name]
+            found = self._empty[(key, name)] = self._empty_answer(job, filters, view)
+        return found
 
     def _empty_answer(self, job: JobRequest, filters: JobFilters, view: NodeView) -> bool:
         """``admits_empty`` worked out: the kept node-only verdicts, the declared rules on

@@ -1,14 +1,8 @@
 """Verdicts for a key whose scorers declare no order: the scorers themselves, on the index's
-candidates.
-
-A scorer that declares nothing (``declarations.declared_order`` None), or scorers whose
-declarations do not combine into one walk, cannot be answered from the buckets. The
-index still knows which nodes the declared filters admit (the class's members with
-room for the job now, their CPUs and memory checked from their views) and runs only
-the undeclared filters and the scorers, through their own methods, on those
-candidates: once per key, then only on the nodes reserved on since, as the generic
-path does (``equivalence.KeyVerdicts``) on every node. No cliff: the cost grows with the
-candidates, not with the cluster.
+candidates (the class's members with room for the job, its CPUs and memory checked from
+the views, and the undeclared filters run): once per key, then only on the nodes
+reserved on since, as ``equivalence.KeyVerdicts`` does on every node. No cliff: the cost
+grows with the candidates, not with the cluster.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Step 4 from the index: why no node of a class can take a job, in each filter's own words.
 
-The generic path (``equivalence.KeyVerdicts``) gives each filter the nodes it was the
-first to reject, in profile order, and joins what each ``explain`` says. This module
-gives each the same, without running a filter on every node: a node-only filter's
-rejections are its kept verdicts (``ModelClassIndex.rejected``), worded by its declared
-``word`` on the nodes' views; the capacity rules' are the class's members, split by
-the first rule each fails, and worded with the rules' declared ``word`` from
-summaries: groups of alike nodes for ``GPUS`` (whole buckets, or ``shared_groups``),
-``(name, total, free)`` rows for ``CPUS`` and ``HOST_MEMORY``. It requires the job's
-node-only filters to come before its others (``JobFilters.declared_first``), as they do
-in the default profile; the caller takes the generic path's reasons otherwise.
+As the generic path (``equivalence.KeyVerdicts``), each filter words the nodes it was the
+first to reject, in profile order, but no filter runs on every node: a node-only
+filter's rejections are its kept verdicts (``ModelClassIndex.rejected``), worded by its
+declared ``word`` on the views; the capacity rules' are the class's members, split by
+the first rule each fails and worded by the rules' ``word`` from summaries (groups of
+alike nodes for ``GPUS``, ``(name, total, free)`` rows for ``CPUS`` and ``HOST_MEMORY``).
+It needs the job's node-only filters first (``JobFilters.declared_first``).
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.catalog import Catalog, ModelClassIndex, shared_groups
 from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.extra import Worded
-from gpudock.scheduler.accel.index import NodeFit
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.declarations import FitGroup, HostRow, NeedsHost
@@ -31,6 +27,7 @@ from gpudock.scheduler.equivalence import (
     no_nodes_reason,
 )
 from gpudock.scheduler.framework import StatusCode
+from gpudock.scheduler.node_fit import NodeFit
 from gpudock.scheduler.rules import Resource, cpus_now, gpus_fit, memory_now
 from gpudock.scheduler.snapshot import JobRequest
 

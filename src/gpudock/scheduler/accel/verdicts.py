@@ -1,14 +1,11 @@
 """One placement key's verdicts, answered from its class's index.
 
 ``KeyContext`` is what the index knows of a key: the job (any job with the key), the
-filters it needs by what they declare (``declared.JobFilters``), its class of nodes
-(``catalog.py``) and the filters that declare nothing (``ExtraFilters``).
-``ClassVerdicts`` holds what every kind of verdict shares: the nodes that pass the
-declared filters now (``feasible``) and the reasons, in the filters' own words
-(``reasons.py``), or the generic path's where the filters' order or an undeclared filter
-asks for them. ``IndexedVerdicts`` is the plain case: an exact order, no per-node rule to
-check: the best node is the head of the best bucket, the ranked nodes (gangs of whole
-GPUs) the whole-GPU buckets by score then name.
+filters it needs by declaration (``declared.JobFilters``), its class (``catalog.py``)
+and its undeclared filters (``ExtraFilters``). ``ClassVerdicts`` holds what every kind
+of verdict shares: the nodes the declared filters admit now (``feasible``) and the
+reasons (``reasons.py``). ``IndexedVerdicts`` is the plain case, an exact order and no
+per-node rule: the best node is the head of the best bucket.
 """
 
 from __future__ import annotations
@@ -82,13 +79,12 @@ class ClassVerdicts:
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order: from the index
-        (``reasons.py``) when the job's node-only filters come first; with undeclared
-        filters, as ``ExtraFilters.reasons`` decides; else the generic path's own."""
-        if not self._declared_first:
+        (``reasons.py``) when the job's node-only filters come first and its undeclared ones
+        last (``ExtraFilters.worded_now``); else the generic path's own."""
+        extra = self._extra
+        if not self._declared_first or (extra is not None and not extra.last):
             return self._generic_reasons()
-        if self._extra is not None:
-            return self._extra.reasons(self._indexed_reasons, self.feasible)
-        return self._indexed_reasons(None)
+        return self._indexed_reasons(None if extra is None else extra.worded_now(self.feasible))
 
     def feasible(self) -> Iterator[str]:
         """Every node the declared filters admit now: members of the class with room for

@@ -1,42 +1,29 @@
 """Step 5's victim search: ``choose_victims``' answer without trying every node for every job.
 
-``choose_victims`` (preemption.py) tries each node a blocked job could use:
-O(nodes x victims) per job, for hundreds of blocked jobs on a full cluster.
-``VictimSearch`` gives the same answers, relying on three facts:
+``choose_victims`` (preemption.py) tries each node a blocked job could use: O(nodes x
+victims) per job. ``VictimSearch`` gives the same answers, relying on three facts:
 
-* **priority does not change a node's answer.** A node's candidates (its
-  preemptible running jobs of the job's queue, not yet chosen this cycle)
-  are tried in victim order, lowest priority first, so those a job of
-  priority ``p`` may take are a prefix of them. The greedy step stops at the
-  first prefix that fits, so it stops at the same victim for every ``p`` or
-  for none: a node's victim set depends on the job's placement key and
-  queue only, and a job may take it iff its top priority is below ``p``.
-  The cheapest set over all nodes, per (key, queue) (``boards.Board``), answers
-  every job with that key: it is the job's answer if its top priority is
-  below the job's, and then no node has one.
-* **cheap lower bounds order the nodes.** A victim set costs ``(top
-  priority, victims, seconds of work lost, node)``. A one-victim set on a
-  node costs exactly ``(priority, 1, seconds run, node)`` of a victim whose
-  release alone can free enough GPUs (``freed_alone``); a larger one at
-  least ``(k-th lowest priority, k, the k shortest runs, node)``, where k is
-  the fewest victims whose GPUs could make room (``multi_bound``). A board
-  walks the candidates of its queue that hold enough GPUs to suffice alone,
-  in order of their one-victim cost (one list per queue, shared by all
-  boards), then the nodes by their k-victim bound, and tries a node
-  exactly only when one of its bounds comes up, stopping once the cheapest
-  set found costs less than what comes next: usually after a handful of
-  nodes.
-* **a choice changes one node.** Victims chosen for one job leave their
-  node's candidates (``take``); each board that has looked at that node
-  looks again, at a bound computed from what is left.
+* **priority does not change a node's answer.** A node's candidates are tried in
+  victim order, lowest priority first, so those a job of priority ``p`` may take are a
+  prefix of them, and the greedy step stops at the same victim for every ``p`` or for
+  none: a node's victim set depends on the job's placement key and queue only. The
+  cheapest set over all nodes per (key, queue) (``boards.Board``) answers every job
+  with that key whose priority is above its top victim's; else no node has one.
+* **cheap lower bounds order the nodes.** A set costs ``(top priority, victims,
+  seconds of work lost, node)``. A one-victim set costs exactly that of a victim whose
+  release alone can free enough GPUs (``freed_alone``); a larger one at least ``(k-th
+  lowest priority, k, the k shortest runs, node)``, k the fewest victims whose GPUs
+  could make room (``multi_bound``). A board tries a node exactly only when one of its
+  bounds comes up, and stops once the cheapest set found costs less than what comes
+  next: usually after a handful of nodes.
+* **a choice changes one node.** Chosen victims leave their node's candidates
+  (``take``); each board that looked at that node looks again.
 
-The reclaim kind (``any_rule``: any eligibility rule) tries every node the
-job could use, skipping the exact trial where a bound already costs more
-than the cheapest set found. Whether a job could use a node, and the exact
-trials, are the cycle's ``PostFilter``'s (``PostFilter.admits_empty``,
-``PostFilter.victims``): the profile's own filters, whatever they are. The
-bounds count only GPUs, which every set that lets the job fit must free: the
-capacity model places a job only on GPUs it can use.
+The reclaim kind (``any_rule``) tries every node the job could use, skipping the exact
+trial where a bound already costs more than the cheapest set found. Whether a job could
+use a node, and the trials, are the cycle's ``PostFilter``'s: the profile's own filters,
+whatever they are. The bounds count only GPUs, which every set that lets the job fit
+must free.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""Verdicts that walk a class's nodes best first: for an order that is not exact (a score
-from the node's room, bounded along the walk), for per-node rules to check (CPUs, host
-memory), and for one-GPU shares placed by price.
+"""Verdicts that walk a class's nodes best first: for an order scored along the walk, for
+per-node rules to check (CPUs, host memory), and for one-GPU shares placed by price.
 
 ``WalkedVerdicts`` walks the buckets that can take the job's GPUs in the declared order
-(``declarations.Walked``), checks each node's CPUs and memory where a rule applies and
-the filters that declare nothing, and scores it with the declared ``score`` until no
-node still to come can score higher (``ceiling``). ``PricedVerdicts`` orders the nodes by
-the declared loss of their GPUs (``declarations.Priced``). See ``indexed.py`` for what
-the walks rely on.
+(``declarations.Walked``), checks each node's rules and undeclared filters, and scores
+it with the declared ``score`` until no node still to come can score higher
+(``ceiling``). ``PricedVerdicts`` orders the nodes by the declared loss of their GPUs
+(``declarations.Priced``). ``indexed.py`` says what the walks rely on.
 """
 
 from __future__ import annotations
@@ -16,10 +14,11 @@ import heapq
 from bisect import insort
 from collections.abc import Callable
 
-from gpudock.scheduler.accel.index import GpuKey, PricedEntry, PricedShares
+from gpudock.scheduler.accel.priced_shares import PricedEntry, PricedShares
 from gpudock.scheduler.accel.verdicts import ClassVerdicts, KeyContext
 from gpudock.scheduler.accel.walks import first_node, node_shapes, walk
 from gpudock.scheduler.declarations import Priced, Shapes, Walked, room_of_fit
+from gpudock.scheduler.node_fit import GpuKey
 
 __all__ = ["PricedVerdicts", "WalkedVerdicts"]
 
@@ -28,14 +27,11 @@ class WalkedVerdicts(ClassVerdicts):
     """``KeyVerdicts`` for a single-node job whose order is scored along the walk, or that has
     a per-node rule to check (module doc).
 
-    ``best`` walks the class's buckets that can take the job's GPUs, best first by the
-    declared order (``sign * idle_all`` or ``sign * free_all``), then name, and skips
-    nodes without the CPUs or memory free. For an exact order the first node left is the
-    best. Otherwise each node is scored by the declared ``score`` of its ``NodeRoom``, and
-    the walk stops once the best so far scores at least the ``ceiling`` of the next rank
-    (ties go to the lower name, met first). The walk's first node is the one
-    ``IndexedVerdicts`` would answer (``first_node``, from the buckets' heads); when it
-    settles the answer, no walk is set up at all.
+    ``best`` walks the buckets by the declared order, then name, skipping nodes a rule
+    or an undeclared filter rejects. For an exact order the first node left is the best;
+    else each is scored by the declared ``score`` of its ``NodeRoom`` until the best so
+    far scores at least the ``ceiling`` of the next rank (ties to the lower name, met
+    first). When the buckets' first node (``first_node``) settles it, no walk is set up.
     """
 
     def __init__(self, key: KeyContext, order: Walked, shapes: dict[int, Shapes | None]) -> None:
@@ -128,16 +124,14 @@ class WalkedVerdicts(ClassVerdicts):
 class PricedVerdicts(ClassVerdicts):
     """``KeyVerdicts`` for a one-GPU share whose scorer declares ``Priced``.
 
-    A node's place in the order is the least loss among its usable GPUs, then its
-    free shareable memory, then its name. Each part's ``PricedShares`` keeps the
-    members under each ``(memory_total, free)`` of their GPUs in a heap; this key
-    keeps those keys that hold the share sorted by their loss (``_ordered``, adding
-    only keys new to ``PricedShares.log``), so the best node with no per-node rule to
-    check is the best head among the heaps of the least loss. Where a rule applies
-    (CPUs, memory) the heaps are walked in that order, merged, a heap joining once
-    the walk reaches its loss, each node judged once (``judge``: the score and the GPUs
-    it would strand), and the walk stops at the first node that fits and strands
-    nothing: every later one loses as much or more and has as much capacity left.
+    A node's place is the least loss among its usable GPUs, then its free shareable
+    memory, then its name. Each part's ``PricedShares`` keeps the members under each
+    ``(memory_total, free)`` of their GPUs in a heap; this key keeps the keys that hold
+    the share sorted by loss (``_ordered``), so with no per-node rule the best node is
+    the best head among the heaps of the least loss. Else the heaps are walked in that
+    order, merged, each node judged once (``judge``: its score and the GPUs it would
+    strand), until a node that fits and strands nothing: every later one loses as much
+    or more.
     """
 
     def __init__(self, key: KeyContext, priced: Priced) -> None:

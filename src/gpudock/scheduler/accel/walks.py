@@ -1,9 +1,6 @@
-"""Reading the capacity index's buckets: walks in score order.
-
-``walk`` and ``first_node`` give a class's nodes that can take a job's GPUs now (the
-capacity model's ``GPUS`` rule, ``rules.py``: idle GPUs of the class, or a share level),
-best first; ``node_shapes`` what a walk's ceiling may read of a part's nodes. Shared by
-the verdicts of ``verdicts.py``, ``walked.py`` and ``ranked.py``.
+"""Reading the capacity index's buckets: a class's nodes that can take a job's GPUs now
+(``rules.gpus_fit``), best first (``walk``, ``first_node``), and what a walk's ceiling may
+read of a part's nodes (``node_shapes``).
 """
 
 from __future__ import annotations
@@ -13,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 from gpudock.scheduler.accel.catalog import ModelClassIndex, Part
-from gpudock.scheduler.accel.index import WholeKey
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.declarations import Shapes
+from gpudock.scheduler.node_fit import WholeKey
 from gpudock.scheduler.snapshot import JobRequest
 
 T = TypeVar("T")
