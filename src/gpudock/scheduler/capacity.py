@@ -129,8 +129,10 @@ class FitMemo:
 class CycleState:
     """Per-cycle capacity of every node, by name.
 
-    Only ``reserve`` changes capacity; ``changes`` logs the name of every node
-    it changed, in order, so readers can catch up on what changed since.
+    ``reserve`` and ``hold`` take capacity, ``release`` gives a hold back; ``changes`` logs
+    the name of every node they changed, in order, so readers can catch up on what
+    changed since, and ``released`` counts the releases: while it stays the same,
+    capacity only shrinks.
     ``views`` are the snapshot's nodes (never changed), by name.
 
     It also carries the cycle's plugin data (kube-scheduler's ``CycleState``): a
@@ -156,6 +158,7 @@ class CycleState:
             self.views[view.name] = view
         self.nodes = NodeStates(self.views)
         self.changes: list[str] = []
+        self.released = 0
         self._fits: dict[str, NodeFit] = {}
         self._stale: dict[str, NodeFit] = {}  # fits of nodes changed since, to refit from
         self._unique_uuids: bool | None = None
@@ -307,6 +310,7 @@ class CycleState:
                 gpu.exclusive = False
                 gpu.used_memory = 0
         node.refresh()
+        self.released += 1
         self._changed(node.name)
 
     def _take(self, job: JobRequest, node: NodeState, chosen: Sequence[GpuState]) -> int | None:

@@ -75,8 +75,9 @@ def backfill(
     The job was blocked everywhere, so only the reservation's node can take it
     once the held GPUs are released; it is checked there directly with the
     profile's filters and picker (not the verdict cache, which assumes
-    capacity only shrinks). The net change is a shrink: the hold is restored
-    on whatever the job did not take.
+    capacity only shrinks). The hold is then restored on what the reserved job
+    can still use; the release is counted (``CycleState.released``), so no verdict
+    takes a key as blocked across it.
     """
     node = state.nodes[reservation.node]
     reservation.release(state)

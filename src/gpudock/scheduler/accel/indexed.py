@@ -15,8 +15,9 @@ same ``CycleState``): they are rare and need per-node detail.
 
 What the walks rely on (declared by the policies, property-tested against the generic
 path): a ``Walked`` order without a score is strictly monotone in the capacity the job
-would leave a node; within a cycle capacity only shrinks and node-only verdicts never
-change, so a key with no feasible node stays blocked until the cycle ends.
+would leave a node; node-only verdicts never change within a cycle, and capacity only
+shrinks until a backfill gives a hold back (``CycleState.released``), so a key with no
+feasible node stays blocked until then.
 """
 
 from __future__ import annotations
@@ -100,10 +101,7 @@ class IndexedCache:
         return self._generic
 
     def verdicts(self, job: JobRequest) -> Verdicts:
-        """Current verdicts for ``job``'s key (caught up with every reservation so far).
-
-        A key already blocked stays blocked, so it is answered before catching up.
-        """
+        """Current verdicts for ``job``'s key (caught up with every reservation so far)."""
         key = placement_key(job)
         verdicts = self._by_key.get(key)
         if verdicts is None:

@@ -62,7 +62,7 @@ class RankedVerdicts(ClassVerdicts):
 
     def best(self) -> str | None:
         """The feasible node with the highest score (ties to the lowest name), or None."""
-        if self.blocked:
+        if self.blocked():
             return None
         self._catch_up()
         heap, scores = self._heap, self._scores
@@ -71,7 +71,7 @@ class RankedVerdicts(ClassVerdicts):
             if scores.get(name) == -neg_score:
                 return name
             heapq.heappop(heap)  # stale: the node changed or became infeasible
-        self.blocked = self._extra is None  # capacity only shrinks within a cycle
+        self.block(self._extra is None)
         return None
 
     def ranked(self) -> list[str]:

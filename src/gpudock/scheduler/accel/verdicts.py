@@ -72,10 +72,19 @@ class ClassVerdicts:
         self._catalog = key.catalog
         self._class = key.klass
         self._extra = key.extra
-        self.blocked = False
+        self._blocked = -1  # ``state.released`` when found blocked (``blocked``)
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self._generic: KeyVerdicts | None = None
         self._declared_first = key.filters.declared_first()
+
+    def blocked(self) -> bool:
+        """Found with no feasible node, and no hold released since: capacity only shrank,
+        so there is none still (the rest of the cycle, or until a backfill's release)."""
+        return self._blocked == self._key.state.released
+
+    def block(self, blocked: bool) -> None:
+        """Record whether a search found no feasible node (``blocked``)."""
+        self._blocked = self._key.state.released if blocked else -1
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order: from the index
@@ -131,13 +140,13 @@ class IndexedVerdicts(ClassVerdicts):
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked:
+        if self.blocked():
             return None
         self._catalog.catch_up(self._class)
         best = first_node(self._class, self._job)
         extra = self._extra
         if best is None or extra is None:
-            self.blocked = best is None  # capacity only shrinks within a cycle
+            self.block(best is None)
             return None if best is None else best[1]
         if extra.passes(best[1]):
             return best[1]

@@ -43,12 +43,12 @@ class WalkedVerdicts(ClassVerdicts):
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
         extra = self._extra
-        if self.blocked or (extra is not None and extra.unchanged()):
+        if self.blocked() or (extra is not None and extra.unchanged()):
             return None
         self._catalog.catch_up(self._class)
         first = first_node(self._class, self._job)
         if first is None:
-            self.blocked = True  # capacity only shrinks within a cycle
+            self.block(True)
             return None
         if extra is not None:
             extra.vetoed = False
@@ -70,9 +70,9 @@ class WalkedVerdicts(ClassVerdicts):
             if best is None or (-score, name) < best:
                 best = (-score, name)
         if extra is None:
-            self.blocked = best is None  # capacity, CPUs included, only shrinks within a cycle
+            self.block(best is None)
             return None if best is None else best[1]
-        self.blocked = best is None and not extra.vetoed
+        self.block(best is None and not extra.vetoed)
         return extra.found(None if best is None else best[1])
 
     def _settles(self, score: float, rank: int) -> bool:
@@ -145,7 +145,7 @@ class PricedVerdicts(ClassVerdicts):
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
         extra = self._extra
-        if self.blocked or (extra is not None and extra.unchanged()):
+        if self.blocked() or (extra is not None and extra.unchanged()):
             return None
         self._catalog.catch_up(self._class)
         by_part = [part.index.priced() for part in self._class.parts]
@@ -160,7 +160,7 @@ class PricedVerdicts(ClassVerdicts):
                 if head is not None and (found is None or head < found):
                     found, least = head, lost  # keys come by loss: never less than least
             if extra is None or found is None:
-                self.blocked = found is None  # capacity only shrinks within a cycle
+                self.block(found is None)
                 return None if found is None else str(found[1])
             if extra.passes(str(found[1])):
                 return str(found[1])  # the best node, and the unknown filters admit it
@@ -168,9 +168,9 @@ class PricedVerdicts(ClassVerdicts):
             extra.vetoed = False
         name = self._walk_priced(keys, by_part)
         if extra is None:
-            self.blocked = name is None
+            self.block(name is None)
             return name
-        self.blocked = name is None and not extra.vetoed
+        self.block(name is None and not extra.vetoed)
         return extra.found(name)
 
     def ranked(self) -> list[str]:
