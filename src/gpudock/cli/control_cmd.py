@@ -31,6 +31,7 @@ JobIds = Annotated[
     list[str],
     typer.Argument(
         help="job ids; an array's tasks as ID_INDEX, ID[FIRST-LAST,...] or ID[*]",
+        metavar="JOB_ID",
         show_default=False,
     ),
 ]

@@ -47,7 +47,7 @@ def test_h_is_help_everywhere_and_help_is_plain_text(path: list[str]) -> None:
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["cancel"], "error: missing argument 'job_ids'; see 'gpudock cancel --help'"),
+        (["cancel"], "error: missing argument 'JOB_ID'; see 'gpudock cancel --help'"),
         (
             ["submit", "--gpu", "2", "img"],
             "error: no such option: --gpu (Possible options: --cpus, --gpu-model, --gpus); "
