@@ -16,7 +16,13 @@ Whose fault a failed launch is decides what happens (``executors.errors``):
   broken engine cannot requeue a job forever;
 - the engine unreachable (``ExecutorUnavailable``): nothing changes; the job
   stays STARTING and the reconciler resumes the launch when the engine
-  answers (adopting the container if it runs, requeueing as above if not).
+  answers (adopting the container if it runs, requeueing as above if not);
+- the engine answering, but not about this container in time
+  (``EngineTimeout`` while a ping still answers): the job stays STARTING,
+  held with a reason (``undescribed.py``), and is never started a second
+  time meanwhile: the container's name is fixed per attempt, and a further
+  call about it fails at once while the late one runs
+  (``executors/deadlines.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +32,14 @@ import logging
 from gpudock.core.arrays import array_env
 from gpudock.core.elastic import size_env
 from gpudock.core.job import Job, JobState, container_name, parse_mount
-from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
-from gpudock.runtime import node_health
+from gpudock.executors.base import (
+    EngineFault,
+    EngineTimeout,
+    ExecutorUnavailable,
+    LaunchError,
+    LaunchRequest,
+)
+from gpudock.runtime import node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.registries import PullPlan, pull_login
 from gpudock.store import jobs as job_store
@@ -66,6 +78,10 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
         status = ctx.executor.launch(build_request(ctx, job, pull))
     except EngineFault as exc:
         requeue_after_engine_fault(ctx, job, exc)
+        return
+    except EngineTimeout as exc:
+        undescribed.engine_late(ctx, job, exc)
+        log.warning("job %s: no answer about its container yet; held, not started again", job_id)
         return
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
@@ -111,6 +127,9 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
     if not exc.removed and job.container_name is not None:
         try:
             ctx.executor.remove(job.container_name)
+        except EngineTimeout as late:
+            undescribed.engine_late(ctx, job, late)
+            return
         except ExecutorUnavailable as again:
             node_health.mark_engine_down(ctx, again)
             log.warning("job %s: %s; container not removed yet, retried later", job.id, exc)

@@ -1,4 +1,5 @@
-"""The runtime's lanes: work that frees GPUs never waits behind launches or log copies."""
+"""The runtime's lanes: work that frees GPUs never waits behind launches or log copies,
+and work for a job that holds GPUs goes ahead of the rest in its lane."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
 from gpudock.runtime.context import LANE_OF, LANE_WORKERS, RuntimeContext
+from gpudock.runtime.lanes import Lane
 from gpudock.store.db import Database
 
 
@@ -107,3 +109,42 @@ def _settles(check: Callable[[], bool], seconds: float = 2.0) -> bool:
             return True
         time.sleep(0.01)
     return check()
+
+
+def test_a_gpu_jobs_launch_goes_ahead_of_queued_cpu_only_launches(ctx: RuntimeContext) -> None:
+    release, order = threading.Event(), []
+    workers = LANE_WORKERS["launch"]
+    for job_id in range(workers):  # every launch worker busy
+        ctx.run_once("launch", job_id, lambda: release.wait(30))
+    for job_id in range(100, 110):  # a backlog of CPU-only launches
+        ctx.run_once("launch", job_id, lambda j=job_id: order.append(j))
+    ctx.run_once("launch", 200, lambda: order.append(200), gpus=True)
+    ctx.run_once("launch", 201, lambda: order.append(201), gpus=True)
+    release.set()
+    assert _settles(lambda: len(order) == 12)
+    assert order[:2] == [200, 201], "GPU jobs first, in the order they came"
+    assert order[2:] == list(range(100, 110)), "then the others, in the order they came"
+
+
+def test_a_lane_runs_at_most_its_workers_at_once_and_cancels_queued_work_at_shutdown() -> None:
+    lane, release, running = Lane("t", 2), threading.Event(), []
+    lock = threading.Lock()
+
+    def work() -> None:
+        with lock:
+            running.append(1)
+        release.wait(30)
+
+    futures = [lane.submit(work) for _ in range(5)]
+    assert _settles(lambda: len(running) == 2)
+    assert not _settles(lambda: len(running) > 2, 0.2)
+    assert lane.queued() == 3
+    stopper = threading.Thread(target=lane.shutdown)
+    stopper.start()
+    assert _settles(lambda: all(f.cancelled() for f in futures[2:]))
+    assert not any(f.done() for f in futures[:2]), "running work is never interrupted"
+    release.set()
+    stopper.join(10)
+    assert all(f.done() and not f.cancelled() for f in futures[:2])
+    with pytest.raises(RuntimeError, match="shut down"):
+        lane.submit(work)
