@@ -61,6 +61,7 @@ class LaunchRequest:
     labels: dict[str, str] = field(default_factory=dict)
     pull_login: RegistryLogin | None = None  # the job owner's login for the image's registry
     always_pull: bool = False  # a private registry: pull (check access) even if cached
+    fresh: bool = False  # first use of ``name`` (just committed STARTING): nothing to adopt
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,9 @@ class Executor(ABC):
         """Create and start the container, idempotently.
 
         If a container named ``request.name`` exists it is adopted: started if
-        only created, returned as-is otherwise. Raises ``LaunchError`` for
+        only created, returned as-is otherwise (``request.fresh``: the name was
+        never used, so the launch creates first and adopts only if the name
+        turns out taken). Raises ``LaunchError`` for
         permanent failures (the half-made container is removed),
         ``EngineTimeout`` past ``deadlines.launch``, and
         ``ExecutorUnavailable`` when the engine is unreachable.

@@ -306,9 +306,10 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         try:
             with _engine_call(f"launching {request.name}", request.name):
                 deadline = time.monotonic() + _RACE_SETTLE_SECONDS
-                pause = 0.02
-                while True:
-                    attrs = self._inspect_attrs(client, request.name)
+                pause, fresh = 0.02, request.fresh
+                while True:  # a fresh name has no container to look for: create at once
+                    attrs = None if fresh else self._inspect_attrs(client, request.name)
+                    fresh = False  # taken meanwhile (409): looked at next time round
                     if attrs is not None:
                         status = self._adopt(client, attrs, request)
                     else:

@@ -28,6 +28,7 @@ Whose fault a failed launch is decides what happens (``executors.errors``):
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from gpudock.core.arrays import array_env
 from gpudock.core.elastic import size_env
@@ -60,7 +61,8 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             return
         if job.stop_requested:
             return  # the reconciler cancels it without starting anything
-        if job.state is JobState.ALLOCATED:
+        fresh = job.state is JobState.ALLOCATED  # this attempt's name is used first here
+        if fresh:
             name = container_name(ctx.instance_id, job.id, job.attempt)
             if not job_store.transition(
                 session,
@@ -75,7 +77,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
     with ctx.db.read() as session:  # decrypting a login is no work for a write lock
         pull = pull_login(ctx, session, job.user, job.spec.image)
     try:
-        status = ctx.executor.launch(build_request(ctx, job, pull))
+        status = ctx.executor.launch(replace(build_request(ctx, job, pull), fresh=fresh))
     except EngineFault as exc:
         requeue_after_engine_fault(ctx, job, exc)
         return

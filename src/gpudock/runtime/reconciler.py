@@ -75,10 +75,13 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     As in the full pass, the job is read before its container is inspected.
     For a job whose launch or finish is under way, the decision waits until
     that work ends (``RuntimeContext.after_work``) and is taken then, or
-    handed to a full pass if it cannot be. Returns False, leaving it to a full
-    pass, for a name that is not the current container of an active job on
-    this node, or when the engine cannot be reached. A container the engine
-    does not describe in time holds its job (``undescribed.hold``).
+    handed to a full pass if it cannot be. A container of an attempt that
+    already ended (the job finished, or was requeued as a new attempt) needs
+    nothing: its finisher archives and removes it, and a real orphan is found
+    by the next periodic pass. Returns False, leaving it to a full pass, for
+    a name that is no attempt of a job on this node, or when the engine
+    cannot be reached. A container the engine does not describe in time
+    holds its job (``undescribed.hold``).
     """
     job_id = job_of_container(ctx.instance_id, name)
     if job_id is None:
@@ -87,13 +90,10 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
         return True  # the job's launch or finish ends first
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
-    if (
-        job is None
-        or job.state not in job_store.ACTIVE_STATES
-        or job.container_name != name
-        or job.node not in (None, ctx.node_name)
-    ):
+    if job is None or job.node not in (None, ctx.node_name):
         return False
+    if job.state not in job_store.ACTIVE_STATES or job.container_name != name:
+        return True  # an ended attempt's container (its finisher removes it, or removed it)
     try:
         container = ctx.executor.inspect(name)
     except EngineTimeout as exc:

@@ -124,6 +124,8 @@ def test_an_engine_event_finishes_its_job_without_a_full_pass(
     assert reconcile_container(server.ctx, name)
 
     wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")
+    wait_for(lambda: not server.ctx.busy(job_id), 60, "its logs archived and container removed")
+    assert reconcile_container(server.ctx, name), "its removal's event needs no full pass"
 
 
 def test_an_event_during_its_jobs_launch_is_settled_when_the_launch_ends(
