@@ -26,6 +26,8 @@ log = logging.getLogger("gpudock.runtime")
 
 LANE_WORKERS = {"launch": 8, "control": 4, "archive": 2}
 """Worker threads per lane: the runtime's side effects never wait behind another lane's."""
+LANE_SPARE = {"launch": 4, "control": 2}
+"""More threads per lane that only work for jobs holding GPUs take (``lanes.Lane``)."""
 
 LANE_OF = {
     "launch": "launch",
@@ -38,7 +40,7 @@ LANE_OF = {
 
 
 def _lanes() -> dict[str, Lane]:
-    return {lane: Lane(lane, n) for lane, n in LANE_WORKERS.items()}
+    return {lane: Lane(lane, n, LANE_SPARE.get(lane, 0)) for lane, n in LANE_WORKERS.items()}
 
 
 class Undescribed:
@@ -128,8 +130,9 @@ class RuntimeContext:
         The lane is ``LANE_OF[kind]`` (``launch`` for unknown kinds): finishes
         and stops never queue behind launches, and log archiving never holds
         either. ``gpus``: the job holds GPUs, so ``fn`` goes ahead of the
-        lane's queued work for jobs that hold none (``lanes.Lane``): a GPU
-        job's launch never waits behind a backlog of CPU-only launches.
+        lane's queued work for jobs that hold none, and may use the lane's
+        ``LANE_SPARE`` threads (``lanes.Lane``): a GPU job's launch never waits
+        behind a backlog of CPU-only launches.
         Returns the future, or None when skipped. Exceptions are logged,
         never raised.
         """
