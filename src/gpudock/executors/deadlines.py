@@ -71,9 +71,7 @@ class EngineCalls:
         began = time.monotonic()
         with self._lock:
             late = self._late.get(key)
-            if late is not None and late.future.done():
-                del self._late[key]
-            elif late is not None:
+            if late is not None and not late.future.done():
                 waited = began - late.since
                 raise EngineTimeout(
                     f"the engine has not answered {late.what} for {waited:.0f}s", target=target
@@ -85,9 +83,17 @@ class EngineCalls:
             if not future.cancel():  # it runs: remember it until it ends
                 with self._lock:
                     self._late[key] = _Late(what, began, future)  # type: ignore[arg-type]
+                future.add_done_callback(lambda done: self._forget(key, done))
             raise EngineTimeout(
                 f"the engine did not answer {what} within {seconds:g}s", target=target
             ) from None
+
+    def _forget(self, key: str, done: object) -> None:
+        """A late call ended: its key no longer blocks calls."""
+        with self._lock:
+            late = self._late.get(key)
+            if late is not None and late.future is done:
+                del self._late[key]
 
     def late(self) -> dict[str, float]:
         """Each key with a late call still running, and for how many seconds it has run."""
