@@ -250,12 +250,21 @@ class Executor(ABC):
         """``remove``'s engine work."""
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerEvent:
+    """What happened to a container of this instance: its ``name``, and the
+    ``action`` (``start``, ``die``, ``oom`` or ``destroy``: it was removed)."""
+
+    name: str
+    action: str
+
+
 class EventStream(ABC):
     """A blocking stream of container events; ``close`` ends it from another thread."""
 
     @abstractmethod
-    def __iter__(self) -> Iterator[str]:
-        """Yields the name of each container that started, died, was OOM-killed or removed."""
+    def __iter__(self) -> Iterator[ContainerEvent]:
+        """Yields each container that started, died, was OOM-killed or removed."""
 
     @abstractmethod
     def close(self) -> None:

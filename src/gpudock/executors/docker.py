@@ -61,6 +61,7 @@ from gpudock.executors._docker_spec import (
     stop_timeout,
 )
 from gpudock.executors.base import (
+    ContainerEvent,
     ContainerState,
     ContainerStatus,
     EngineFault,
@@ -139,12 +140,12 @@ class _DockerEvents(EventStream):
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[ContainerEvent]:
         try:
             for event in self._stream:
                 name = (event.get("Actor") or {}).get("Attributes", {}).get("name")
                 if name:
-                    yield str(name)
+                    yield ContainerEvent(str(name), str(event.get("Action") or ""))
         except (docker.errors.DockerException, OSError, ValueError, AttributeError):
             return  # connection dropped or closed
 

@@ -201,8 +201,10 @@ class Controller:
                 self._stop.wait(timeout=1.0)
                 continue
             self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
-            for name in self._events:
-                if not self._safe(functools.partial(reconcile_container, name=name), self.ctx):
+            for event in self._events:
+                name, action = event.name, event.action
+                settle = functools.partial(reconcile_container, name=name, action=action)
+                if not self._safe(settle, self.ctx):
                     self.ctx.wake_reconciler.set()  # not settled here: a full pass
             self._events = None
             self._stop.wait(timeout=0.5)

@@ -66,7 +66,7 @@ def reconcile(ctx: RuntimeContext) -> None:
             _handle_orphan(ctx, container)
 
 
-def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
+def reconcile_container(ctx: RuntimeContext, name: str, action: str | None = None) -> bool:
     """Step 3 for the one job whose container an engine event just named.
 
     The full pass's decision for that job (``_reconcile_job``), taken when the
@@ -78,15 +78,17 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     handed to a full pass if it cannot be. A container of an attempt that
     already ended (the job finished, or was requeued as a new attempt) needs
     nothing: its finisher archives and removes it, and a real orphan is found
-    by the next periodic pass. Returns False, leaving it to a full pass, for
-    a name that is no attempt of a job on this node, or when the engine
-    cannot be reached. A container the engine does not describe in time
-    holds its job (``undescribed.hold``).
+    by the next periodic pass; so does the ``start`` (``action``) of a job
+    already RUNNING: its launch saw the start. Returns False, leaving it to a
+    full pass, for a name that is no attempt of a job on this node, or when
+    the engine cannot be reached. A container the engine does not describe in
+    time holds its job (``undescribed.hold``).
     """
     job_id = job_of_container(ctx.instance_id, name)
     if job_id is None:
         return False  # not ours: left to the full passes
-    if ctx.after_work(job_id, name, functools.partial(_settle_later, ctx, name)):
+    later = functools.partial(_settle_later, ctx, name, action)
+    if ctx.after_work(job_id, f"{name} {action}", later):
         return True  # the job's launch or finish ends first
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
@@ -94,6 +96,8 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
         return False
     if job.state not in job_store.ACTIVE_STATES or job.container_name != name:
         return True  # an ended attempt's container (its finisher removes it, or removed it)
+    if action == "start" and job.state is JobState.RUNNING:
+        return True  # no news: its launch recorded the start
     try:
         container = ctx.executor.inspect(name)
     except EngineTimeout as exc:
@@ -105,11 +109,11 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     return True
 
 
-def _settle_later(ctx: RuntimeContext, name: str) -> None:
+def _settle_later(ctx: RuntimeContext, name: str, action: str | None) -> None:
     """An event deferred behind its job's work: decided now, else by a full pass."""
     settled = False
     try:
-        settled = reconcile_container(ctx, name)
+        settled = reconcile_container(ctx, name, action)
     finally:  # an error is logged by the lane; the full pass retries
         if not settled:
             ctx.wake_reconciler.set()
