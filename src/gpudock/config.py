@@ -103,6 +103,15 @@ class ExecutorConfig(BaseModel):
     )
     stop_grace: float = Field(default=10.0, ge=0)
     pull_timeout: float = Field(default=300.0, gt=0)
+    call_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="the most any engine call may take (a stop: stop_grace more; "
+        "a launch: pull_timeout more)",
+    )
+    inspect_timeout: float = Field(
+        default=10.0, gt=0, description="the most a ping or describing one container may take"
+    )
     log_dir: str | None = Field(default=None, description="default: $GPUDOCK_HOME/logs")
     registries: dict[str, ConfiguredLogin] = Field(
         default_factory=dict,
@@ -119,7 +128,7 @@ class ExecutorConfig(BaseModel):
     def _size(cls, value: Any) -> Any:
         return None if value is None else parse_size(value)
 
-    @field_validator("stop_grace", "pull_timeout", mode="before")
+    @field_validator("stop_grace", "pull_timeout", "call_timeout", "inspect_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)

@@ -89,7 +89,8 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     for key, value in rows:
         console.print(escape(f"  {key:<{width}}  {value}"), highlight=False)
     if job["pending_reasons"]:
-        console.print("  [bold]why pending[/]")
+        title = "why pending" if job["state"] == "PENDING" else "why held"
+        console.print(f"  [bold]{title}[/]")
         for reason in job["pending_reasons"]:
             line = escape(f"    [{reason['layer']}] {reason['message']}")
             if reason.get("counterfactual"):
@@ -196,16 +197,23 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
 def explain(console: Console, job: dict[str, Any]) -> None:
     """``gpudock why``: one block per reason, or what the job is doing instead."""
     state = job["state"]
+    reasons = job["pending_reasons"]
     if state != "PENDING":
         note = job.get("reason") or ""
         where = f" on {job['node']}" if job.get("node") else ""
         console.print(escape(f"job {job['id']} is {state}{where}" + (f": {note}" if note else "")))
+        if reasons:  # held as it is (e.g. the engine does not describe its container)
+            console.print("it is held because:")
+            _reasons(console, reasons)
         return
-    reasons = job["pending_reasons"]
     if not reasons:
         console.print(f"job {job['id']} is PENDING; the scheduler has not looked at it yet")
         return
     console.print(f"job {job['id']} is PENDING because:")
+    _reasons(console, reasons)
+
+
+def _reasons(console: Console, reasons: list[dict[str, Any]]) -> None:
     for reason in reasons:
         console.print(escape(f"  [{reason['layer']}] {reason['message']}"), highlight=False)
         if reason.get("counterfactual"):

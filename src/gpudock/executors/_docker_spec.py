@@ -26,7 +26,13 @@ from gpudock.core.mounts import (
     resolve_within,
     strict_realpath,
 )
-from gpudock.executors.base import ContainerState, ContainerStatus, LaunchError, LaunchRequest
+from gpudock.executors.base import (
+    ContainerState,
+    ContainerStatus,
+    LaunchError,
+    LaunchRequest,
+    ListedContainer,
+)
 
 LABEL_JOB = "gpudock.job"
 LABEL_ATTEMPT = "gpudock.attempt"
@@ -237,6 +243,18 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
         return int(labels[key])
     except (KeyError, ValueError):
         return None
+
+
+def listed_from_summary(summary: Mapping[str, Any]) -> ListedContainer:
+    """A ``ListedContainer`` from one entry of ``docker ps -a`` (``GET /containers/json``)."""
+    labels = summary.get("Labels") or {}
+    names = summary.get("Names") or []
+    return ListedContainer(
+        id=summary["Id"],
+        name=str(names[0]).lstrip("/") if names else summary["Id"],
+        job_id=_int_label(labels, LABEL_JOB),
+        attempt=_int_label(labels, LABEL_ATTEMPT),
+    )
 
 
 def status_from_attrs(attrs: Mapping[str, Any]) -> ContainerStatus:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from gpudock.core.job import Job, JobState
 from gpudock.core.units import format_duration, format_size
-from gpudock.executors.base import ContainerStatus, ExecutorUnavailable
+from gpudock.executors.base import ContainerStatus, EngineTimeout, ExecutorUnavailable
+from gpudock.runtime import undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import jobs as job_store
 
@@ -195,13 +196,20 @@ def archive_and_remove(ctx: RuntimeContext, job_id: int, attempt: int, container
 
 
 def stop(ctx: RuntimeContext, job: Job) -> None:
-    """Stop the job's container (SIGTERM, then SIGKILL after the grace) and finish it."""
+    """Stop the job's container (SIGTERM, then SIGKILL after the grace) and finish it.
+
+    A stop or description the engine does not answer in time holds the job
+    (``undescribed.engine_late``); the next pass tries again.
+    """
     grace = ctx.config.executor.stop_grace
     if job.container_name is None:
         return  # not started: the reconciler ends it without a container
     try:
         ctx.executor.stop(job.container_name, grace)
         status = ctx.executor.inspect(job.container_name)
+    except EngineTimeout as exc:
+        undescribed.engine_late(ctx, job, exc)
+        return
     except ExecutorUnavailable:
         return  # retried by the next reconcile
     if status is None or status.finished:

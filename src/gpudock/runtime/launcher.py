@@ -16,18 +16,31 @@ Whose fault a failed launch is decides what happens (``executors.errors``):
   broken engine cannot requeue a job forever;
 - the engine unreachable (``ExecutorUnavailable``): nothing changes; the job
   stays STARTING and the reconciler resumes the launch when the engine
-  answers (adopting the container if it runs, requeueing as above if not).
+  answers (adopting the container if it runs, requeueing as above if not);
+- the engine answering, but not about this container in time
+  (``EngineTimeout`` while a ping still answers): the job stays STARTING,
+  held with a reason (``undescribed.py``), and is never started a second
+  time meanwhile: the container's name is fixed per attempt, and a further
+  call about it fails at once while the late one runs
+  (``executors/deadlines.py``).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from gpudock.core.arrays import array_env
 from gpudock.core.elastic import size_env
 from gpudock.core.job import Job, JobState, container_name, parse_mount
-from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
-from gpudock.runtime import node_health
+from gpudock.executors.base import (
+    EngineFault,
+    EngineTimeout,
+    ExecutorUnavailable,
+    LaunchError,
+    LaunchRequest,
+)
+from gpudock.runtime import node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.registries import PullPlan, pull_login
 from gpudock.store import jobs as job_store
@@ -48,7 +61,8 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             return
         if job.stop_requested:
             return  # the reconciler cancels it without starting anything
-        if job.state is JobState.ALLOCATED:
+        fresh = job.state is JobState.ALLOCATED  # this attempt's name is used first here
+        if fresh:
             name = container_name(ctx.instance_id, job.id, job.attempt)
             if not job_store.transition(
                 session,
@@ -63,9 +77,13 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
     with ctx.db.read() as session:  # decrypting a login is no work for a write lock
         pull = pull_login(ctx, session, job.user, job.spec.image)
     try:
-        status = ctx.executor.launch(build_request(ctx, job, pull))
+        status = ctx.executor.launch(replace(build_request(ctx, job, pull), fresh=fresh))
     except EngineFault as exc:
         requeue_after_engine_fault(ctx, job, exc)
+        return
+    except EngineTimeout as exc:
+        undescribed.engine_late(ctx, job, exc)
+        log.warning("job %s: no answer about its container yet; held, not started again", job_id)
         return
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
@@ -111,6 +129,9 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
     if not exc.removed and job.container_name is not None:
         try:
             ctx.executor.remove(job.container_name)
+        except EngineTimeout as late:
+            undescribed.engine_late(ctx, job, late)
+            return
         except ExecutorUnavailable as again:
             node_health.mark_engine_down(ctx, again)
             log.warning("job %s: %s; container not removed yet, retried later", job.id, exc)
