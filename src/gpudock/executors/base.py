@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from gpudock.core.job import Mount
 from gpudock.core.registries import RegistryLogin
+from gpudock.gpus.mps import MpsSetup
 
 
 class ExecutorUnavailable(Exception):
@@ -66,6 +67,9 @@ class LaunchRequest:
     env: dict[str, str]
     gpu_uuids: tuple[str, ...]
     gpu_memory: int | None = None  # per-GPU share in bytes, shared jobs only
+    gpu_memory_total: int | None = None  # the smallest allocated GPU's memory, bytes
+    gpu_compute: int | None = None  # percent of each GPU's compute (MPS), shared jobs only
+    mps: MpsSetup | None = None  # the node's MPS daemon, for a shared job on an MPS node
     gpus_emulated: bool = False
     cpus: float | None = None
     memory: int | None = None

@@ -43,7 +43,9 @@ import docker
 import docker.errors
 
 from gpudock.config import ExecutorConfig
+from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.mounts import Realpath
+from gpudock.executors._docker_images import ImageRequirementCache
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
 from gpudock.executors._docker_spec import (
@@ -156,6 +158,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         self._client: Any = None
         self._lock = threading.Lock()
         self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
+        self._images = ImageRequirementCache()
 
     @property
     def gpu_mode(self) -> GpuMode:
@@ -202,6 +205,14 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         """The container's status, or None if it does not exist. Never raises ``LaunchError``."""
         attrs = self._inspect_attrs(self._docker(), name_or_id)
         return None if attrs is None else status_from_attrs(attrs)
+
+    def image_requirements(self, image: str) -> tuple[bool, ImageRequirements | None]:
+        """Whether the engine has ``image``, and its ``NVIDIA_REQUIRE_*`` (None: none),
+        parsed once per image id (``_docker_images.py``). ``ValueError`` for one that
+        does not parse; ``ExecutorUnavailable`` when the engine does not answer."""
+        client = self._docker()
+        with self._api_errors_unavailable("inspecting an image"):
+            return self._images.lookup(client.api, image)
 
     def list_containers(self) -> list[ContainerStatus]:
         """All containers labelled with this instance id, in any state (one inspect each)."""

@@ -5,7 +5,9 @@ placement the applier re-checks the *current* rows inside one transaction:
 
 * every GPU update carries the capacity invariant in its WHERE clause
   (exclusive: the GPU is idle and healthy; shared: not exclusive, healthy,
-  and enough free memory), so the database itself refuses a double booking;
+  and enough free memory outside the GPU's ``memory_reserved``), so the
+  database itself refuses a double booking, and the shares on a GPU never
+  add up to more than its memory less the reserve;
 * the job moves PENDING → ALLOCATED only if it is still PENDING.
 
 If any of those conditional updates touches no row the whole placement is
@@ -133,7 +135,7 @@ def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
                 on_node,
                 healthy,
                 GpuRow.exclusive_job.is_(None),
-                GpuRow.memory_total - GpuRow.used_memory >= share,
+                GpuRow.memory_total - GpuRow.memory_reserved - GpuRow.used_memory >= share,
             )
             .values(
                 used_memory=GpuRow.used_memory + share,
