@@ -156,6 +156,15 @@ def container_env(request: LaunchRequest, driver_capabilities: str) -> dict[str,
     return env
 
 
+def admin_sources(request: LaunchRequest) -> set[str]:
+    """Bind sources the admin's config put there (the MPS directories), not the job:
+    outside the job mounts' allowlist, so ``recheck_sources`` leaves them be."""
+    if not uses_mps(request):
+        return set()
+    assert request.mps is not None
+    return {request.mps.pipe_dir, request.mps.log_dir}
+
+
 def uses_mps(request: LaunchRequest) -> bool:
     """A shared job on a node whose MPS daemon runs: its limits are the driver's."""
     return request.mps is not None and request.gpu_memory is not None and bool(request.gpu_uuids)

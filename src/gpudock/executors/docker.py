@@ -53,6 +53,7 @@ from gpudock.executors._docker_spec import (
     LABEL_INSTANCE,
     LABEL_JOB,
     NO_GPU_DRIVER_TEXT,
+    admin_sources,
     build_create_spec,
     engine_realpath,
     recheck_sources,
@@ -410,8 +411,10 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         ``{Source, ReadOnly}``) must still resolve to itself inside the
         allowlist: a pull or a crash may lie between create and start.
         """
+        admins = admin_sources(request)
+        jobs = [m for m in mounts if str(m.get("Source", "")) not in admins]
         try:
-            recheck_sources(mounts, self.config.allowed_mounts, self._realpath())
+            recheck_sources(jobs, self.config.allowed_mounts, self._realpath())
         except LaunchError:
             self._discard(client, container_id)
             raise

@@ -106,9 +106,11 @@ class NodeGpuMonitor:
 
     # ---- life cycle ---------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, watch: bool = True) -> None:
         """Check MPS, open NVML and register for events (done when this returns), then
-        start the threads. Without NVML only the MPS check runs, every poll interval."""
+        start the threads. Without NVML only the MPS check runs, every poll interval.
+        ``watch`` False leaves the passes to ``watch_once`` and ``poll_once`` (tests
+        that step the monitor); the event thread runs either way."""
         self.check_sharing()
         if self.gpu_uuids:
             try:
@@ -124,7 +126,8 @@ class NodeGpuMonitor:
             self._ecc = {u: c for u in self._polled if (c := self._ecc_of(u)) is not None}
             if self._events is not None:
                 self._spawn("gpu-events", self._event_loop)
-        self._spawn("gpu-watch", self._watch_loop)
+        if watch:
+            self._spawn("gpu-watch", self._watch_loop)
 
     def stop(self) -> None:
         self._stop.set()

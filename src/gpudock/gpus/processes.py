@@ -9,8 +9,9 @@ driver and parent:
 * a nested cgroup inside the container: ``/docker/<id>/init.scope``.
 
 So the id is the last path component that is 64 hex digits, alone or as
-``docker-<id>.scope``. A process in no such cgroup (a host process, or one
-whose ``/proc`` entry this process cannot see) has no container.
+``docker-<id>.scope`` (or ``cri-containerd-<id>.scope``). A process in no such
+cgroup (a host process, or one whose ``/proc`` entry this process cannot see)
+has no container.
 
 ``ContainerOfPid`` caches each answer under the process's start time, so a
 PID the kernel reuses is looked up again, and forgets processes that left.
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 PROC = Path("/proc")
-_ID_RE = re.compile(r"^(?:[a-z]+-)?([0-9a-f]{64})(?:\.scope)?$")
+_ID_RE = re.compile(r"^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$")
 
 
 def container_id_from_cgroup(text: str) -> str | None:

@@ -28,6 +28,7 @@ reads (see the header of ``fake_nvml.c``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -152,7 +153,9 @@ def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
     return gpu
 
 
-def fake_mig(gpu: int, slot: int, profile: str, memory_total: int, **overrides: Any) -> dict[str, Any]:
+def fake_mig(
+    gpu: int, slot: int, profile: str, memory_total: int, **overrides: Any
+) -> dict[str, Any]:
     """A MIG device of fake GPU ``gpu``: ``profile`` (e.g. ``1g.10gb``) with
     ``memory_total`` bytes, in GPU instance ``slot`` (compute instance 0), with a
     stable ``MIG-`` UUID. Keys: ``uuid``, ``profile``, ``memory_total``,
@@ -372,3 +375,61 @@ def _one_line(text: str) -> str:
     if not text or "\n" in text or "\r" in text:
         raise ValueError(f"fake NVML text fields must be one non-empty line, got {text!r}")
     return text
+
+
+MONITOR_CHILD = Path(__file__).with_name("_monitor_child.py")
+
+
+class MonitorProcess:
+    """A ``NodeGpuMonitor`` in a child process on this fake NVML, driven step by step.
+
+    ``send(op, **fields)`` runs one command (``start``, ``watch``, ``poll``,
+    ``wait``, ``assign``, ``stop``; see ``_monitor_child.py``) and returns the
+    sink calls it caused. Use as a context manager: the child is stopped after.
+    """
+
+    def __init__(
+        self,
+        fake: FakeNvml,
+        gpus: list[str],
+        config: dict[str, Any] | None = None,
+        sharing: str = "auto",
+    ) -> None:
+        fake.write()
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", STATE_ENV)}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_SRC), env.get("PYTHONPATH")]))
+        env["LD_LIBRARY_PATH"] = str(fake.lib_dir)
+        env[STATE_ENV] = str(fake.state_path)
+        setup = {"gpus": gpus, "config": config or {}, "sharing": sharing}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MONITOR_CHILD), json.dumps(setup)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def send(self, op: str, **fields: Any) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            stderr = self.proc.stderr.read() if self.proc.stderr else ""
+            raise AssertionError(f"monitor child died on {op!r}:\n{stderr}")
+        calls: list[dict[str, Any]] = json.loads(line)["calls"]
+        return calls
+
+    def __enter__(self) -> MonitorProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(AssertionError, OSError):
+                self.send("stop")
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
