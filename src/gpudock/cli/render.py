@@ -193,11 +193,12 @@ def reserved_text(reserved: dict[str, Any] | None) -> str:
 
 
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:
-    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled)."""
+    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled);
+    SHARING is how its GPUs are shared (``exclusive``, ``mps``, ``time-slice``)."""
     table = Table(box=None, header_style="bold")
     columns = (
-        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "DRIVER",
-        "CUDA", "NOTE",
+        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "SHARING",
+        "DRIVER", "CUDA", "NOTE",
     )  # fmt: skip
     for col in columns:
         table.add_column(col, no_wrap=col not in ("NOTE", "LABELS", "TAINTS"), overflow="fold")
@@ -217,6 +218,7 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
             escape(pairs_text(n.get("labels") or {})),
             escape(",".join(n.get("taints") or []) or "-"),
             n["gpu_source"],
+            n.get("gpu_sharing") or "-",
             n["driver_version"] or "-",
             n["cuda_version"] or "-",
             n["status_reason"] or "",

@@ -82,12 +82,13 @@ class Controller:
         self._session = SchedulerSession(learn=True)
 
     def start(self) -> None:
-        """Reconcile once (adopt what survived a restart), start the GPU monitor (its
-        event registration is done when this returns), then start the loops."""
-        self._safe(reconcile, self.ctx)
+        """Start the GPU monitor (the node's sharing mode is known and its event
+        registration done when it returns, before any launch), reconcile once (adopt
+        what survived a restart), then start the loops."""
         if self.monitor is not None:
             self.monitor.start()
             self.ctx.gpu_watchdog = self.monitor.watching
+        self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
             loops.append(("events", self._event_loop))

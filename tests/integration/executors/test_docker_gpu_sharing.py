@@ -7,6 +7,7 @@ so the checks read what the container process really starts with.
 from __future__ import annotations
 
 import io
+import random
 import tarfile
 import time
 import uuid
@@ -15,21 +16,38 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.executors.test_docker_executor import (
-    GPU_A,
-    GPU_B,
-    make_request,
-    wait_exit,
-)
 from tests.kit.docker import TEST_IMAGE, hook_log_entries, require_gpu_hook
 
 from gpudock.config import ExecutorConfig
+from gpudock.core.job import container_name
+from gpudock.executors.base import LaunchRequest
 from gpudock.executors.docker import DockerExecutor
 from gpudock.gpus.mps import MpsSetup
 
 pytestmark = pytest.mark.docker
 
 GiB = 1024**3
+GPU_A = "GPU-11111111-2222-3333-4444-555555555555"
+GPU_B = "GPU-66666666-7777-8888-9999-000000000000"
+
+
+def make_request(command: list[str], **fields: Any) -> LaunchRequest:
+    """A launch request for a fresh job id (so parallel runs never share a name)."""
+    job_id = random.randrange(10**8, 10**9)
+    return LaunchRequest(
+        job_id=job_id,
+        attempt=0,
+        name=container_name("sharetest", job_id, 0),
+        image=TEST_IMAGE,
+        command=command,
+        env=fields.pop("env", {}),
+        gpu_uuids=fields.pop("gpu_uuids", ()),
+        **fields,
+    )
+
+
+def wait_exit(api: Any, container: str) -> None:
+    api.api.wait(container, timeout=30)
 
 
 @pytest.fixture
