@@ -9,10 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpudock.api.deps import Ctx, CurrentUser
 from gpudock.api.schemas import ErrorOut, GpuOut
+from gpudock.core.mig import PROFILE_PATTERN
 from gpudock.core.mig_plan import MigPlan, describe
 from gpudock.services.gpu_admin import GpuAdminService
 
 router = APIRouter(tags=["inventory"])
+WANT_SCHEMA = PROFILE_PATTERN.removesuffix("$") + "=[0-9]{1,4}$"
+"""A ``want`` the plan takes: a MIG profile name, ``=``, a count (the schema says it; the
+service's messages say what is wrong)."""
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -100,7 +104,13 @@ class MigPlanOut(BaseModel):
 def mig_plan(
     _: CurrentUser,
     service: Service,
-    want: Annotated[list[str], Query(description="more demand: PROFILE=COUNT, repeatable")] = [],  # noqa: B006
+    want: Annotated[
+        list[str],
+        Query(
+            description="more demand: PROFILE=COUNT, repeatable",
+            json_schema_extra={"items": {"type": "string", "pattern": WANT_SCHEMA}},
+        ),
+    ] = [],  # noqa: B006
 ) -> MigPlanOut:
     """A suggested MIG layout per GPU for pending MIG jobs (and ``want``): the
     ``nvidia-smi mig`` commands an admin would run. gpudock changes nothing."""
