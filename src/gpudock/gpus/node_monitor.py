@@ -155,9 +155,9 @@ class NodeGpuMonitor:
         verdict = judge(samples, assignments)
         for offence in verdict.offences:
             if offence.job_id not in self._offended:
-                self._offended.add(offence.job_id)
                 log.warning("job %s: %s", offence.job_id, offence.reason)
                 self.sink.over_limit(offence)
+                self._offended.add(offence.job_id)  # only once the sink took it
         seen = set()
         for stray in verdict.strays:
             seen.add((stray.gpu_uuid, stray.pid))
@@ -198,6 +198,7 @@ class NodeGpuMonitor:
 
     def _watch_loop(self) -> None:
         next_poll = 0.0
+        failing = False
         while not self._stop.is_set():
             started = self.clock()
             try:
@@ -206,8 +207,14 @@ class NodeGpuMonitor:
                 if started >= next_poll:
                     next_poll = started + self.config.health.poll_interval
                     self.poll_once()
-            except Exception:  # a pass that failed must not end the watchdog
-                log.exception("GPU monitor pass failed; the next one follows")
+            except Exception as exc:  # a pass that failed must not end the watchdog
+                if not failing:  # once per streak: the sink's store may be down a while
+                    log.warning("GPU monitor pass failed (%s); retrying every pass", exc)
+                failing = True
+            else:
+                if failing:
+                    log.warning("GPU monitor passes succeed again")
+                failing = False
             self._stop.wait(max(0.0, self.config.watchdog.interval - (self.clock() - started)))
 
     # ---- health and MPS -----------------------------------------------------
@@ -222,19 +229,19 @@ class NodeGpuMonitor:
             if problem is None:
                 self._lost.discard(uuid)
             elif uuid not in self._lost:
-                self._lost.add(uuid)
                 lost = GpuFault(uuid, FaultKind.LOST, FaultClass.GPU_RESET, None, problem)
                 self.sink.gpu_fault(lost)
+                self._lost.add(uuid)  # once the sink took it
         for uuid in self._polled:
             counts = self._ecc_of(uuid)
             before = self._ecc.get(uuid)
             if counts is None or before is None:
                 continue
-            self._ecc[uuid] = counts
             for kind, now, then in ((True, counts[1], before[1]), (False, counts[0], before[0])):
                 if now > then:
                     detail = f"{now - then} new, {now} since the last reset"
                     self.sink.gpu_fault(_with_gpu(ecc_fault(kind, detail), uuid))
+            self._ecc[uuid] = counts  # once the sink took what was new
 
     def _ecc_of(self, uuid: str) -> tuple[int, int] | None:
         try:
@@ -255,6 +262,8 @@ class NodeGpuMonitor:
             self.sink.sharing(mode, setup)
 
     def _event_loop(self) -> None:
+        """Wait for events; hand each to the sink, retrying while the sink fails (its
+        store may be down), so no event is lost to an outage."""
         while not self._stop.is_set():
             try:
                 event = self.nvml.wait(self._events, 500)
@@ -263,7 +272,18 @@ class NodeGpuMonitor:
                 self._polled = list(self.gpu_uuids)
                 return
             if event is not None:
-                self.sink.gpu_fault(self.fault_of(event))
+                self._deliver(self.fault_of(event))
+
+    def _deliver(self, fault: GpuFault) -> None:
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                self.sink.gpu_fault(fault)
+                return
+            except Exception as exc:
+                log.warning("GPU fault %s not recorded yet (%s); retrying", fault.summary, exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
 
     def fault_of(self, event: GpuEvent) -> GpuFault:
         """What an NVML event means, by the catalog and the config's overrides."""
