@@ -101,7 +101,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             ctx.clock(),
             container_id=status.id,
             started_at=started_at,
-            gpu_layers=gpu_layers(request, ctx.gpu_watchdog) or None,
+            gpu_layers=gpu_layers(job, request.mps is not None, ctx.gpu_watchdog) or None,
         )
     if running:
         ctx.metrics.job_started(job.spec.queue, job.submitted_at, started_at)
@@ -143,17 +143,13 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
         log.warning("job %s: %s", job.id, reason)
 
 
-def gpu_layers(request: LaunchRequest, watchdog: bool) -> list[str]:
+def gpu_layers(job: Job, mps: bool, watchdog: bool) -> list[str]:
     """The layers that hold a shared job to its GPU memory share, strongest first:
     ``mps`` (the driver's limit), ``watchdog`` (the node stops it past its share),
     ``hints`` (its frameworks told the limit). A job with whole GPUs has none."""
-    if request.gpu_memory is None or not request.gpu_uuids:
+    if job.gpu_memory_per_gpu is None or not job.gpu_uuids:
         return []
-    return [
-        *(["mps"] if request.mps is not None else []),
-        *(["watchdog"] if watchdog else []),
-        "hints",
-    ]
+    return [*(["mps"] if mps else []), *(["watchdog"] if watchdog else []), "hints"]
 
 
 def build_request(

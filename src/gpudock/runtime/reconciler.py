@@ -180,6 +180,7 @@ def _adopt(ctx: RuntimeContext, job: Job, container: ContainerStatus) -> None:
             ctx.clock(),
             container_id=container.id,
             started_at=container.started_at or ctx.clock(),
+            gpu_layers=launcher.gpu_layers(job, ctx.mps is not None, ctx.gpu_watchdog) or None,
         )
     if moved:
         job.state = JobState.RUNNING
