@@ -41,7 +41,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -61,6 +60,7 @@ from gpudock.core.mounts import AllowedMount, parse_allowlist
 from gpudock.core.registries import ConfiguredLogin, check_registries
 from gpudock.core.spec_schema import Flag, Integer, Number
 from gpudock.core.units import parse_duration, parse_size
+from gpudock.docfile import DocumentError, load_document
 from gpudock.gpus.config import GpuNodeConfig
 from gpudock.queue.config import QueuesConfig
 
@@ -433,15 +433,12 @@ def load_config(path: str | Path | None) -> ServerConfig:
         return ServerConfig()
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text()) or {}
-    except OSError as exc:
-        raise InvalidInput(f"cannot read config {file}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"config {file} is not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"config {file} is not valid YAML: {exc}") from exc
+        data = load_document(file) or {}
+    except DocumentError as exc:  # "cannot read config F: …", "config F:3:5: problem"
+        message = str(exc)
+        if message.startswith("cannot read "):
+            raise InvalidInput(message.replace("cannot read ", "cannot read config ", 1)) from exc
+        raise InvalidInput(f"config {message}") from exc
     if not isinstance(data, dict):
         raise InvalidInput(f"config {file} must be a mapping at the top level")
     try:

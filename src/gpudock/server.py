@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
+from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.executors.base import Executor
 from gpudock.executors.docker import DockerExecutor, default_client_factory
 from gpudock.gpus import apply_declared_topology, discover
@@ -56,6 +58,12 @@ def build_server(
 ) -> Server:
     """Open and migrate the store, register this node's GPUs, wire the runtime.
 
+    Everything that can be checked without the database is checked first (the
+    scheduler profile, the database URL's form, the ``--emulate-gpus`` spec,
+    the node's topology), so a mistake there touches no database. When the
+    node's CPUs let fewer jobs that ask for no CPUs run at once than it has
+    GPUs, one WARNING line says so (``core.job_defaults.cpu_shortfall``).
+
     The node is registered with the config's ``node`` labels, taints and CPU
     cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
     and its declared ``node.topology`` replaces the discovered one (declared
@@ -67,10 +75,10 @@ def build_server(
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
-    home.mkdir(parents=True, exist_ok=True)
-    db = Database.open(db_url or default_url(home))
+    url = db_url or default_url(home)
+    make_url(url)  # a malformed --db: ArgumentError, before anything else is done
     node_name = config.node_name or socket.gethostname()
-    inventory = discover(node_name, emulate_gpus)
+    inventory = discover(node_name, emulate_gpus)  # a bad --emulate-gpus: before the database
     if (declared := config.node.topology) is not None:
         inventory = apply_declared_topology(
             inventory, declared.groups_of("nvlink"), declared.groups_of("numa")
@@ -78,6 +86,11 @@ def build_server(
     if inventory.note:
         log.info("%s", inventory.note)
     capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
+    short = cpu_shortfall(len(inventory.gpus), capacity.cpus, config.job_defaults)
+    if short is not None:
+        log.warning("node %s: %s", node_name, short, extra={"node": node_name})
+    home.mkdir(parents=True, exist_ok=True)
+    db = Database.open(url)
     now = time.time()
     with db.write() as session:
         config = start_config(session, config, node_name)  # the last apply, if any, is in force

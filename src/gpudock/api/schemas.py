@@ -211,10 +211,15 @@ class NodeOut(BaseModel):
     gpus_total: int
     gpus_idle: int
     gpus: list[GpuOut]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="configuration problems, e.g. too few CPUs for its GPUs under job_defaults",
+    )
 
     @classmethod
-    def of(cls, node: Node) -> NodeOut:
+    def of(cls, node: Node, warnings: list[str] | None = None) -> NodeOut:
         return cls(
+            warnings=warnings or [],
             name=node.name,
             status=node.status.value,
             status_reason=node.status_reason,

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from gpudock.cli.client import Client, ClientError
-from gpudock.cli.common import check_output, fail
+from gpudock.cli.common import check_output, fail, usage
 from gpudock.cli.jsontime import iso_times
 
 PAGE = 500
@@ -65,7 +65,7 @@ def _page(client: Client, params: dict[str, Any]) -> dict[str, Any]:
     try:
         page: dict[str, Any] = client.request("GET", "/v1/events", params=params)
     except ClientError as exc:
-        fail(exc.message, 2 if exc.status == 422 else 1)
+        fail(exc.message, exc.exit_code)
     return page
 
 
@@ -100,7 +100,7 @@ def events_command(
     """Print the event log (state changes, placements, preemptions, health), oldest first."""
     check_output(output)
     if not interval > 0:
-        fail("--interval must be a positive number of seconds", 2)
+        usage("--interval must be a positive number of seconds")
     client = Client()
     params: dict[str, Any] = {"since": since, "limit": PAGE}
     if job is not None:

@@ -221,8 +221,9 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
             n.get("gpu_sharing") or "-",
             n["driver_version"] or "-",
             n["cuda_version"] or "-",
-            n["status_reason"] or "",
-        )
+            escape("; ".join([*([n["status_reason"]] if n["status_reason"] else []),
+                              *n.get("warnings", [])])),
+        )  # fmt: skip
     return table
 
 

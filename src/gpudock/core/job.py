@@ -40,6 +40,7 @@ from gpudock.core.image_ref import (
     MAX_REFERENCE_LENGTH,
     check_image_reference,
 )
+from gpudock.core.mount_forms import canonical_mount
 from gpudock.core.units import parse_duration, parse_size
 
 
@@ -220,8 +221,10 @@ class JobSpec(BaseModel):
     mounts: list[str] = Field(
         default_factory=list,
         description=(
-            "host bind mounts 'HOST:CONTAINER[:ro|rw]' (read-only unless ':rw'); only "
-            "admin-allowlisted paths, ':rw' only under an entry that allows it"
+            "host bind mounts 'HOST:CONTAINER[:ro|rw]' (read-only unless ':rw'), or Docker's "
+            "'type=bind,src=HOST,dst=CONTAINER[,readonly]' (read-write unless readonly), "
+            "stored as the first; only admin-allowlisted paths, read-write only under an "
+            "entry that allows it"
         ),
     )
     priority_class: str | None = Field(
@@ -435,9 +438,11 @@ class JobSpec(BaseModel):
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, value: list[str]) -> list[str]:
-        for mount in value:
+        """Docker's ``type=bind,src=…,dst=…[,readonly]`` is stored in gpudock's form."""
+        mounts = [canonical_mount(mount) for mount in value]
+        for mount in mounts:
             parse_mount(mount)
-        return value
+        return mounts
 
     @field_validator("node_selector", mode="before")
     @classmethod

@@ -36,7 +36,7 @@ from gpudock.gpus.config import GpuNodeConfig
 from gpudock.gpus.mps import MpsSetup, mps_daemon_running, resolve_sharing
 from gpudock.gpus.nvml import GpuQueryFailed, NvmlUnavailable
 from gpudock.gpus.nvml_live import GpuEvent, NvmlLive
-from gpudock.gpus.processes import ContainerOfPid
+from gpudock.gpus.processes import GONE, ContainerOfPid
 from gpudock.gpus.watchdog import Assignment, Offence, ProcessSample, Stray, Verdict, judge
 from gpudock.gpus.xid import FaultClass, FaultKind, GpuFault, classify_xid, ecc_fault
 
@@ -175,6 +175,8 @@ class NodeGpuMonitor:
                 continue  # a lost GPU is the health check's to report
             for process in processes:
                 container = self.pids.lookup(process.pid)
+                if container == GONE:
+                    continue  # ended since NVML listed it: nothing to attribute
                 job = self._job_of(container) if container is not None else None
                 used = process.used_memory or 0
                 samples.append(ProcessSample(uuid, process.pid, used, container, job))

@@ -15,6 +15,9 @@ has no container.
 
 ``ContainerOfPid`` caches each answer under the process's start time, so a
 PID the kernel reuses is looked up again, and forgets processes that left.
+A PID with no ``/proc`` entry (it ended after NVML listed it, or this
+process's PID namespace does not hold it) is ``GONE``: it can be attributed
+to nothing, so the watchdog counts it for no one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 PROC = Path("/proc")
+GONE = "-"
+"""``ContainerOfPid.lookup``'s answer for a PID without a ``/proc`` entry."""
 _ID_RE = re.compile(r"^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$")
 
 
@@ -57,11 +62,11 @@ class ContainerOfPid:
         self._cache: dict[int, tuple[int, str | None]] = {}
 
     def lookup(self, pid: int) -> str | None:
-        """The container id of ``pid``, or None (no container, or not visible here)."""
+        """The container id of ``pid``, None when it runs in no container, or ``GONE``."""
         started = start_time(pid, self.proc)
         if started is None:
             self._cache.pop(pid, None)
-            return None
+            return GONE
         known = self._cache.get(pid)
         if known is not None and known[0] == started:
             return known[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudock.gpus.processes import ContainerOfPid, container_id_from_cgroup
+from gpudock.gpus.processes import GONE, ContainerOfPid, container_id_from_cgroup
 
 ID = "9072d63110f7a65e00be6a06a32566ce4018ec953ee977cb713673cb23460eb9"
 
@@ -44,7 +44,7 @@ def test_lookups_are_cached_per_process_start_and_forgotten(tmp_path: Path) -> N
     assert pids.lookup(42) == ID  # the same process: cached
     (proc / "42" / "stat").write_text(stat.replace(" 777 ", " 778 "))
     assert pids.lookup(42) is None  # a new process with the reused PID: looked up again
-    assert pids.lookup(43) is None  # gone, or never there
+    assert pids.lookup(43) == GONE  # ended, or never there: attributable to nothing
 
 
 def test_this_process_is_in_no_container() -> None:

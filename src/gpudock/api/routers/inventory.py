@@ -12,7 +12,7 @@ router = APIRouter(prefix="/v1", tags=["inventory"])
 
 @router.get("/nodes", response_model=list[NodeOut])
 def nodes(_: CurrentUser, inventory: Inventory) -> list[NodeOut]:
-    return [NodeOut.of(n) for n in inventory.nodes()]
+    return [NodeOut.of(n, inventory.warnings(n)) for n in inventory.nodes()]
 
 
 @router.get("/gpus", response_model=list[GpuOut])

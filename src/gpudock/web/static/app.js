@@ -142,7 +142,7 @@ async function login(event) {
       body: JSON.stringify({ token: document.getElementById("token").value }),
     });
   } catch (err) {
-    error.textContent = err.status === 401 ? "That token is invalid or revoked." : err.message;
+    error.textContent = err.status === 401 ? "That token is invalid, expired or revoked." : err.message;
     document.getElementById("login").hidden = false;
     return;
   }
