@@ -23,8 +23,10 @@ from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.executors.base import Executor
 from gpudock.executors.docker import DockerExecutor, default_client_factory
 from gpudock.gpus import apply_declared_topology, discover
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
+from gpudock.runtime.gpu_guard import StoreSink
 from gpudock.runtime.host_capacity import node_capacity
 from gpudock.scheduler.registry import build_profile
 from gpudock.services.admin import start_config
@@ -68,6 +70,8 @@ def build_server(
     GPU indices the node lacks are logged as a WARNING and ignored). A
     scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces
     the file's priority classes, queues and this node's labels and taints.
+    The node's GPU monitor (watchdog, health events, MPS check; NVML GPUs
+    only, the MPS check always) starts with the controller.
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
@@ -116,7 +120,11 @@ def build_server(
         gpus_emulated=inventory.source == "emulated",
         vault=Vault(home / KEY_FILE),
     )
-    controller = Controller(ctx)
+    sink = StoreSink(ctx)
+    ctx.fault_note = sink.fault_note
+    watched = [g.uuid for g in inventory.gpus] if inventory.source == "nvml" else []
+    monitor = NodeGpuMonitor(config.gpus, sink, watched, config.executor.sharing)
+    controller = Controller(ctx, monitor)
     return Server(ctx, controller, create_app(ctx, controller), new_token)
 
 

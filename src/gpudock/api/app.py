@@ -18,6 +18,7 @@ from gpudock.api.routers import (
     admin,
     estimates,
     events,
+    gpu_admin,
     health,
     inventory,
     jobs,
@@ -62,6 +63,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(metrics.router)
     app.include_router(events.router)
     app.include_router(admin.router)
+    app.include_router(gpu_admin.router)
     app.include_router(job_controls_router)
     app.include_router(registries_router)
     app.include_router(web.router)

@@ -37,12 +37,20 @@ def summary(event: dict[str, Any]) -> str:
         changes = ", ".join(f"{k}={v}" for k, v in (p.get("changes") or {}).items())
         return f"{p.get('action')} by {p.get('by')}" + (f": {changes}" if changes else "")
     if kind == "job.watchdog_kill":
+        if p.get("reason"):
+            return f"stopped: {p['reason']}"
         return f"stopped: ran past max_runtime {p.get('max_runtime')}s"
     if kind == "node.health":
         text = f"node {p.get('from')} → {p.get('to')}"
         return f"{text}: {p['reason']}" if p.get("reason") else text
     if kind == "gpu.health":
-        return f"GPU {p.get('index')} ({p.get('uuid')}) {p.get('from')} → {p.get('to')}"
+        text = f"GPU {p.get('index')} ({p.get('uuid')}) {p.get('from')} → {p.get('to')}"
+        return f"{text}: {p['reason']}" if p.get("reason") else text
+    if kind == "gpu.fault":
+        return f"GPU {p.get('uuid')}: {p.get('summary')} ({p.get('class')})"
+    if kind == "gpu.stray_process":
+        killed = ", killed" if p.get("killed") else ""
+        return f"GPU {p.get('uuid')}: pid {p.get('pid')} of no job{killed}"
     return json.dumps(p, sort_keys=True)
 
 
@@ -79,8 +87,8 @@ def events_command(
         typer.Option(
             "--type",
             "-t",
-            help="job.state, job.placed, job.preempted, "
-            "job.watchdog_kill, node.health, gpu.health, or job/node/gpu; repeatable",
+            help="job.state, job.placed, job.preempted, job.watchdog_kill, node.health, "
+            "gpu.health, gpu.fault, gpu.stray_process, or job/node/gpu; repeatable",
         ),
     ] = None,
     since: Annotated[int, typer.Option(help="start after this event id")] = 0,

@@ -33,6 +33,7 @@ from gpudock.cli.common import (
 )
 from gpudock.cli.control_cmd import cancel, exec_command, hold, release, requeue, update
 from gpudock.cli.events_cmd import events_command
+from gpudock.cli.gpu_cmd import gpu_app, mig_app
 from gpudock.cli.logs_cmd import logs
 from gpudock.cli.registry_cmd import registry_app
 from gpudock.cli.server_cmd import server
@@ -56,6 +57,8 @@ app = typer.Typer(
 app.add_typer(token_app, name="token")
 app.add_typer(admin_app, name="admin")
 app.add_typer(registry_app, name="registry")
+app.add_typer(gpu_app, name="gpu")
+app.add_typer(mig_app, name="mig")
 app.command("events")(events_command)
 app.command("top")(top_command)
 

@@ -28,6 +28,7 @@ from gpudock.executors.faults import EngineFault as EngineFault
 from gpudock.executors.faults import EngineTimeout as EngineTimeout
 from gpudock.executors.faults import ExecutorUnavailable as ExecutorUnavailable
 from gpudock.executors.faults import LaunchError as LaunchError
+from gpudock.gpus.mps import MpsSetup
 
 
 class ContainerState(StrEnum):
@@ -53,6 +54,9 @@ class LaunchRequest:
     env: dict[str, str]
     gpu_uuids: tuple[str, ...]
     gpu_memory: int | None = None  # per-GPU share in bytes, shared jobs only
+    gpu_memory_total: int | None = None  # the smallest allocated GPU's memory, bytes
+    gpu_compute: int | None = None  # percent of each GPU's compute (MPS), shared jobs only
+    mps: MpsSetup | None = None  # the node's MPS daemon, for a shared job on an MPS node
     gpus_emulated: bool = False
     cpus: float | None = None
     memory: int | None = None

@@ -44,7 +44,9 @@ import docker.errors
 import requests.exceptions
 
 from gpudock.config import ExecutorConfig
+from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.mounts import Realpath
+from gpudock.executors._docker_images import ImageRequirementCache
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
 from gpudock.executors._docker_spec import (
@@ -52,6 +54,7 @@ from gpudock.executors._docker_spec import (
     LABEL_INSTANCE,
     LABEL_JOB,
     NO_GPU_DRIVER_TEXT,
+    admin_sources,
     build_create_spec,
     engine_realpath,
     listed_from_summary,
@@ -179,6 +182,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         self._client: Any = None
         self._lock = threading.Lock()
         self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
+        self._images = ImageRequirementCache()
 
     @property
     def gpu_mode(self) -> GpuMode:
@@ -225,6 +229,23 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         """The container's status, or None if it does not exist. Never raises ``LaunchError``."""
         attrs = self._inspect_attrs(self._docker(), name_or_id)
         return None if attrs is None else status_from_attrs(attrs)
+
+    def image_requirements(self, image: str) -> tuple[bool, ImageRequirements | None]:
+        """Whether the engine has ``image``, and its ``NVIDIA_REQUIRE_*`` (None: none),
+        parsed once per image id (``_docker_images.py``), within ``deadlines.describe``.
+        ``ValueError`` for one that does not parse; ``ExecutorUnavailable`` when the
+        engine does not answer; ``EngineTimeout`` when it answers too late."""
+        return self._calls.run(
+            f"image:{image}",
+            f"inspecting image {image}",
+            self.deadlines.describe,
+            lambda: self._image_requirements(image),
+        )
+
+    def _image_requirements(self, image: str) -> tuple[bool, ImageRequirements | None]:
+        client = self._docker()
+        with self._api_errors_unavailable("inspecting an image"):
+            return self._images.lookup(client.api, image)
 
     def _list(self) -> list[ListedContainer]:
         """All containers labelled with this instance id, in any state (``docker ps -a``)."""
@@ -419,8 +440,10 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         ``{Source, ReadOnly}``) must still resolve to itself inside the
         allowlist: a pull or a crash may lie between create and start.
         """
+        admins = admin_sources(request)
+        jobs = [m for m in mounts if str(m.get("Source", "")) not in admins]
         try:
-            recheck_sources(mounts, self.config.allowed_mounts, self._realpath())
+            recheck_sources(jobs, self.config.allowed_mounts, self._realpath())
         except LaunchError:
             self._discard(client, container_id)
             raise

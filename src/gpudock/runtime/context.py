@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.gpus.mps import MpsSetup
 from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
@@ -98,6 +99,10 @@ class RuntimeContext:
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
     vault: Vault | None = None  # encrypts users' registry logins; None: none can be stored
+    mps: MpsSetup | None = None  # the node's MPS daemon while it shares GPUs by MPS
+    gpu_watchdog: bool = False  # the node's GPU-memory watchdog runs (NVML is there)
+    # an application fault on one of these GPUs since then, for a failure reason (gpu_guard)
+    fault_note: Callable[[Sequence[str], float | None], str | None] | None = None
     clock: Clock = field(default=time.time)
     metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from gpudock.core.job import PendingReason
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
@@ -66,8 +67,12 @@ def backlog_reason(window: int, gpu_share: int) -> PendingReason:
 
 
 class Controller:
-    def __init__(self, ctx: RuntimeContext) -> None:
+    """The server's background loops, and the node's GPU monitor (``monitor``:
+    started after the first reconcile, stopped first)."""
+
+    def __init__(self, ctx: RuntimeContext, monitor: NodeGpuMonitor | None = None) -> None:
         self.ctx = ctx
+        self.monitor = monitor
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._events: EventStream | None = None
@@ -82,7 +87,12 @@ class Controller:
         self._session = SchedulerSession(learn=True)
 
     def start(self) -> None:
-        """Reconcile once (adopt what survived a restart), then start both loops."""
+        """Start the GPU monitor (the node's sharing mode is known and its event
+        registration done when it returns, before any launch), reconcile once (adopt
+        what survived a restart), then start the loops."""
+        if self.monitor is not None:
+            self.monitor.start()
+            self.ctx.gpu_watchdog = self.monitor.watching
         self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
@@ -95,6 +105,8 @@ class Controller:
         self.ctx.wake_scheduler.set()
 
     def stop(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         self._stop.set()
         self.ctx.wake_scheduler.set()
         self.ctx.wake_reconciler.set()

@@ -30,6 +30,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from sqlalchemy import select
+
 from gpudock.core.arrays import array_env
 from gpudock.core.elastic import size_env
 from gpudock.core.job import Job, JobState, container_name, parse_mount
@@ -44,6 +46,7 @@ from gpudock.runtime import node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.registries import PullPlan, pull_login
 from gpudock.store import jobs as job_store
+from gpudock.store.models import GpuRow
 
 log = logging.getLogger("gpudock.launcher")
 
@@ -76,8 +79,12 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             job.state, job.container_name = JobState.STARTING, name
     with ctx.db.read() as session:  # decrypting a login is no work for a write lock
         pull = pull_login(ctx, session, job.user, job.spec.image)
+        totals = session.scalars(
+            select(GpuRow.memory_total).where(GpuRow.uuid.in_(job.gpu_uuids))
+        ).all()
+    request = build_request(ctx, job, pull, min(totals) if totals else None)
     try:
-        status = ctx.executor.launch(replace(build_request(ctx, job, pull), fresh=fresh))
+        status = ctx.executor.launch(replace(request, fresh=fresh))
     except EngineFault as exc:
         requeue_after_engine_fault(ctx, job, exc)
         return
@@ -112,6 +119,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             ctx.clock(),
             container_id=status.id,
             started_at=started_at,
+            gpu_layers=gpu_layers(job, request.mps is not None, ctx.gpu_watchdog) or None,
         )
     if running:
         ctx.metrics.job_started(job.spec.queue, job.submitted_at, started_at)
@@ -156,9 +164,25 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
         log.warning("job %s: %s", job.id, reason)
 
 
-def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -> LaunchRequest:
+def gpu_layers(job: Job, mps: bool, watchdog: bool) -> list[str]:
+    """The layers that hold a shared job to its GPU memory share, strongest first:
+    ``mps`` (the driver's limit), ``watchdog`` (the node stops it past its share),
+    ``hints`` (its frameworks told the limit). A job with whole GPUs has none."""
+    if job.gpu_memory_per_gpu is None or not job.gpu_uuids:
+        return []
+    return [*(["mps"] if mps else []), *(["watchdog"] if watchdog else []), "hints"]
+
+
+def build_request(
+    ctx: RuntimeContext,
+    job: Job,
+    pull: PullPlan | None = None,
+    gpu_memory_total: int | None = None,
+) -> LaunchRequest:
     """The executor request for the job's current attempt and allocation; ``pull``
-    is the job owner's login for the image's registry (``services/registries.py``)."""
+    is the job owner's login for the image's registry (``services/registries.py``);
+    ``gpu_memory_total`` the memory of its smallest GPU (for the framework hints).
+    A shared job on a node that shares GPUs by MPS gets the node's MPS setup."""
     spec = job.spec
     labels = dict(spec.labels)
     labels.update({"gpudock.user": job.user, "gpudock.queue": spec.queue})
@@ -171,6 +195,9 @@ def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -
         env={**spec.env, **array_env(job.array_id, job.array_index), **size_env(spec, job)},
         gpu_uuids=job.gpu_uuids,
         gpu_memory=job.gpu_memory_per_gpu,
+        gpu_memory_total=gpu_memory_total,
+        gpu_compute=spec.gpu_compute,
+        mps=ctx.mps if job.gpu_memory_per_gpu is not None and job.gpu_uuids else None,
         gpus_emulated=ctx.gpus_emulated,
         cpus=spec.cpus,
         memory=spec.memory,

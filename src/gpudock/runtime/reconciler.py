@@ -202,6 +202,7 @@ def _adopt(ctx: RuntimeContext, job: Job, container: ContainerStatus) -> None:
             ctx.clock(),
             container_id=container.id,
             started_at=container.started_at or ctx.clock(),
+            gpu_layers=launcher.gpu_layers(job, ctx.mps is not None, ctx.gpu_watchdog) or None,
         )
     if moved:
         job.state = JobState.RUNNING
@@ -218,7 +219,7 @@ def _over_runtime(ctx: RuntimeContext, job: Job) -> bool:
 
 def _stop_unstarted(ctx: RuntimeContext, job: Job) -> None:
     """A stop requested before any container existed: cancel, or requeue a preemption."""
-    result = finisher.outcome(job, None)
+    result = finisher.outcome(job, None, ctx.config.gpus.health.on_fault)
     with ctx.db.write() as session:
         job_store.transition(session, job.id, job.state, result.state, ctx.clock(), result.reason)
     ctx.wake_scheduler.set()

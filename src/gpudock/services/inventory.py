@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudock.core.inventory import Gpu, Node
+from gpudock.core.inventory import Gpu, MigDevice, Node
 from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
@@ -43,6 +43,10 @@ class InventoryService:
     def gpus(self) -> list[Gpu]:
         with self.ctx.db.read() as session:
             return inv_store.list_gpus(session)
+
+    def mig_devices(self) -> list[MigDevice]:
+        with self.ctx.db.read() as session:
+            return inv_store.list_mig_devices(session)
 
     def reservations(self, principal: Principal) -> dict[tuple[str, int], ReservedFor]:
         """``(node, GPU index) -> ReservedFor`` from the latest scheduling cycle's Plan.

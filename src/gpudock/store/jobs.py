@@ -212,6 +212,7 @@ def transition(
             stop_requested=None,
             stop_requested_by=None,
             preempted_for=None,
+            gpu_layers=None,
         )
     guard = [JobRow.id == job_id, JobRow.state == expected.value]
     if target is JobState.ALLOCATED:
@@ -506,6 +507,7 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         array_index=row.array_index,
         held_by=row.held_by,
         held_at=row.held_at,
+        gpu_layers=tuple(row.gpu_layers or ()),
     )
 
 

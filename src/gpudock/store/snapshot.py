@@ -62,20 +62,25 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
 
     ``used_cpus`` sums the ``cpus`` of the jobs holding resources on the node,
     ``used_host_memory`` their ``memory``; ``cpus`` and ``host_memory`` are the
-    node's stored capacity (None: not counted).
+    node's stored capacity (None: not counted). A GPU's ``memory_total`` here
+    is what shares may take: its memory less its ``memory_reserved`` (an
+    exclusive job uses all of that), as the applier's WHERE clause counts it.
+    A GPU in MIG mode is not ``healthy`` here: its MIG devices are the units
+    jobs get, never the GPU whole or a share of it (the applier agrees).
     """
     gpus: dict[str, list[GpuView]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
+        capacity = g.memory_total - (g.memory_reserved or 0)
         gpus.setdefault(g.node, []).append(
             GpuView(
                 uuid=g.uuid,
                 index=g.index,
                 name=g.name,
-                memory_total=g.memory_total,
-                used_memory=g.used_memory,
+                memory_total=capacity,
+                used_memory=min(g.used_memory, capacity),
                 exclusive=g.exclusive_job is not None,
                 shared_jobs=g.shared_jobs,
-                healthy=g.health == GpuHealth.OK.value,
+                healthy=g.health == GpuHealth.OK.value and not g.mig_mode,
                 numa=g.numa,
                 nvlink=g.nvlink,
             )

@@ -18,7 +18,8 @@ def nodes(_: CurrentUser, inventory: Inventory) -> list[NodeOut]:
 @router.get("/gpus", response_model=list[GpuOut])
 def gpus(principal: CurrentUser, inventory: Inventory) -> list[GpuOut]:
     reserved = inventory.reservations(principal)
-    out = [GpuOut.of(g) for g in inventory.gpus()]
+    migs = inventory.mig_devices()
+    out = [GpuOut.of(g, [m for m in migs if m.parent_uuid == g.uuid]) for g in inventory.gpus()]
     for gpu in out:
         held = reserved.get((gpu.node, gpu.index))
         if held is not None:
