@@ -131,6 +131,19 @@ class Executor(ABC):
     def remove(self, name_or_id: str) -> None:
         """Force-remove the container. No error if absent."""
 
+    def mount_problem(self) -> str | None:
+        """Why this executor cannot bind mounts race-free (one line), or None when it can.
+
+        While it cannot, mounts under ``rw`` allowlist entries (folders jobs can
+        write) are refused at submit and at launch. An executor that does not
+        override this cannot.
+        """
+        return "this executor does not stage bind mounts"
+
+    def release_stale_mounts(self) -> int:
+        """Remove what launches of a crashed server left for binding; how many. Idempotent."""
+        return 0
+
 
 class EventStream(ABC):
     """A blocking stream of container events; ``close`` ends it from another thread."""

@@ -6,10 +6,11 @@
       │ container named request.name exists? ──yes──► adopt (ours? start if created)
       no
       ▼
-    resolve mount sources on this host ──missing, or a symlink leaves the
-      │                                  allowlist──► LaunchError, nothing created
+    stage mount sources on this host ──missing, a symlink leaves the allowlist,
+      │  (``_docker_mounts``)               or the path changes meanwhile──►
+      │                                     LaunchError, nothing created
       ▼
-    create, binding the resolved paths
+    create, binding the staged paths (unstaged once started or failed)
       │ 404 no such image ──► pull (bounded by pull_timeout) ──► create again
       │ 409 name taken (a racing launch) ──► wait briefly, adopt
       ▼
@@ -37,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import docker
@@ -44,6 +46,7 @@ import docker.errors
 
 from gpudock.config import ExecutorConfig
 from gpudock.core.mounts import Realpath
+from gpudock.executors._docker_mounts import Binding, BindSources, staging_root
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
 from gpudock.executors._docker_spec import (
@@ -72,6 +75,7 @@ from gpudock.executors.base import (
     LaunchRequest,
 )
 from gpudock.executors.errors import Fault, classify
+from gpudock.executors.mount_staging import MountStager
 
 log = logging.getLogger("gpudock.executors.docker")
 
@@ -139,7 +143,9 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     ``gpudock.attempt``, ``gpudock.instance`` (this executor's
     ``instance_id``) and ``gpudock.gpus``; ``list_containers`` sees only
     containers with this instance's label. The client is created on first use,
-    so constructing an executor never touches the engine.
+    so constructing an executor never touches the engine (nor the host's mounts).
+    Mount sources are staged under ``staging_root(config, home)`` (``stager``
+    overrides it, for tests).
     """
 
     def __init__(
@@ -147,6 +153,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         config: ExecutorConfig,
         instance_id: str,
         client_factory: ClientFactory | None = None,
+        home: Path | None = None,
+        stager: MountStager | None = None,
     ) -> None:
         if not instance_id:
             raise ValueError("instance_id must not be empty")
@@ -156,6 +164,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         self._client: Any = None
         self._lock = threading.Lock()
         self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
+        self._binds = BindSources(config, stager or MountStager(staging_root(config, home)))
 
     @property
     def gpu_mode(self) -> GpuMode:
@@ -250,6 +259,14 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         client = self._docker()
         with self._api_errors_unavailable("starting a command in a container"):
             return start_exec_tty(client, name_or_id, command, rows, cols)
+
+    def mount_problem(self) -> str | None:
+        """Why mounts are not staged on this host, or None (``_docker_mounts``)."""
+        return self._binds.problem()
+
+    def release_stale_mounts(self) -> int:
+        """Unmount and remove staging a crashed server left (``MountStager.sweep``)."""
+        return self._binds.sweep()
 
     # ---------------------------------------------------------------- commands
 
@@ -360,16 +377,30 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         if status.state is not ContainerState.CREATED:
             return status
         mounts = (attrs.get("HostConfig") or {}).get("Mounts") or []
+        if any(self._binds.is_staged(str(m.get("Source", ""))) for m in mounts):
+            self._discard(client, status.id)  # its staging died with the launch: make anew
+            return None
         return self._start(client, status.id, request, mounts)
 
     def _create_and_start(self, client: Any, request: LaunchRequest) -> ContainerStatus | None:
-        """Create and start a new container; None if the name was taken meanwhile."""
+        """Create and start a new container; None if the name was taken meanwhile.
+
+        Its mounts stay staged from before the create until the start returned.
+        """
+        with self._binds.bind(request) as binding:
+            return self._create_and_start_bound(client, request, binding)
+
+    def _create_and_start_bound(
+        self, client: Any, request: LaunchRequest, binding: Binding
+    ) -> ContainerStatus | None:
         spec = build_create_spec(
             request,
             self.config,
             self.instance_id,
             device_request=self._device_request(request),
             realpath=self._realpath(),
+            sources=binding.sources,
+            unsafe=binding.unsafe,
         )
         host_config = client.api.create_host_config(**spec.host)
         pull_timeout, login = self.config.pull_timeout, request.pull_login
@@ -385,7 +416,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             if exc.status_code == 409:
                 return None
             raise
-        return self._start(client, created["Id"], request, spec.host.get("mounts") or [])
+        recheck = (spec.host.get("mounts") or []) if binding.sources is None else []
+        return self._start(client, created["Id"], request, recheck)
 
     def _realpath(self) -> Realpath:
         return engine_realpath(self.config.docker_url, os.environ.get("DOCKER_HOST"))
@@ -395,9 +427,10 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     ) -> ContainerStatus | None:
         """Start a created container; on failure remove it and explain or fall back.
 
-        Just before the start, each bind source (``mounts``, Docker's
-        ``{Source, ReadOnly}``) must still resolve to itself inside the
-        allowlist: a pull or a crash may lie between create and start.
+        Just before the start, each bind source in ``mounts`` (Docker's
+        ``{Source, ReadOnly}``; resolved, not staged, sources only) must still
+        resolve to itself inside the allowlist: a pull or a crash may lie
+        between create and start.
         """
         try:
             recheck_sources(mounts, self.config.allowed_mounts, self._realpath())

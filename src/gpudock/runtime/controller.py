@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpudock.core.job import PendingReason
+from gpudock.core.mounts import staging_notice
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
@@ -77,7 +78,14 @@ class Controller:
         self._session = SchedulerSession(learn=True)
 
     def start(self) -> None:
-        """Reconcile once (adopt what survived a restart), then start both loops."""
+        """Say whether mounts can be staged, reconcile once (adopt what survived a
+        restart), then start both loops."""
+        notice = staging_notice(
+            self.ctx.executor.mount_problem(), self.ctx.config.executor.allowed_mounts
+        )
+        if notice is not None:
+            writable = any(e.mode == "rw" for e in self.ctx.config.executor.allowed_mounts)
+            log.log(logging.WARNING if writable else logging.INFO, "%s", notice)
         self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):

@@ -9,7 +9,8 @@ Run at start-up and periodically. One pass:
    or over its ``max_runtime``, and mark one whose container vanished LOST
    (or requeue it when retries remain);
 4. stop and remove containers that belong to no active job (orphans),
-   archiving their logs first.
+   archiving their logs first;
+5. unmount what launches of a crashed server left staged (``release_stale_mounts``).
 
 ``reconcile_container`` does step 3 for the one job an engine event names,
 as soon as the event arrives (or, when the job's launch or finish is under
@@ -56,6 +57,7 @@ def reconcile(ctx: RuntimeContext) -> None:
     if strays:
         for container in _orphans(ctx, strays):
             _handle_orphan(ctx, container)
+    ctx.executor.release_stale_mounts()
 
 
 def reconcile_container(ctx: RuntimeContext, name: str) -> bool:

@@ -183,15 +183,19 @@ class JobService:
         return list(folder.glob("attempt-*.log")) if folder.is_dir() else []
 
     def _check_mounts(self, spec: JobSpec) -> None:
-        """Each mount's path string under an allowlist entry that allows its mode.
+        """Each mount's path string under an allowlist entry that allows its mode; none
+        under an ``rw`` entry while the executor cannot stage mounts (``mount_problem``).
 
         Symlinks are resolved at launch, by the executor (``gpudock.core.mounts``).
         """
+        if not spec.mounts:
+            return
         allowed = self.ctx.config.executor.allowed_mounts
+        unsafe = self.ctx.executor.mount_problem()
         for text in spec.mounts:
             mount = parse_mount(text)
             try:
-                check_mount(mount.host, mount.read_only, allowed)
+                check_mount(mount.host, mount.read_only, allowed, unsafe)
             except MountRefused as exc:
                 raise InvalidInput(f"mount {text!r}: {exc}", field="mounts") from None
 
