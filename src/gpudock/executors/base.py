@@ -125,7 +125,11 @@ class Executor(ABC):
 
     @abstractmethod
     def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
-        """Stdout and stderr, interleaved, as chunks; follows until exit if asked."""
+        """Stdout and stderr, interleaved, as chunks; follows until exit if asked.
+
+        If the iterator has a ``close`` method, it may be called from another
+        thread to end a follow early (a blocked read returns).
+        """
 
     @abstractmethod
     def remove(self, name_or_id: str) -> None:
@@ -187,6 +191,12 @@ class ExecOutput(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def interrupt(self) -> None:
+        """End the iteration from another thread: a blocked read returns, the command
+        itself is not killed. The default closes; an output read over a socket shuts it
+        down instead (safe while another thread reads it)."""
+        self.close()
 
 
 class ExecSession(ABC):

@@ -136,6 +136,32 @@ class _DockerEvents(EventStream):
             self._stream.close()
 
 
+class _EngineStream(Iterator[bytes]):
+    """A log stream from the engine; ``close`` works from any thread (docker-py's
+    ``CancellableStream`` shuts its socket down). Closed once exhausted."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __next__(self) -> bytes:
+        if self._stream is None:
+            raise StopIteration
+        try:
+            return bytes(next(self._stream))
+        except StopIteration:
+            self.close()
+            raise
+        except (docker.errors.DockerException, OSError) as exc:
+            self.close()
+            raise ExecutorUnavailable(f"Docker engine lost while reading logs: {exc}") from exc
+
+    def close(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+
 class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     """The ``Executor`` for one Docker Engine.
 
@@ -229,7 +255,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         """Stdout and stderr chunks, interleaved, without timestamps.
 
         Yields nothing if the container does not exist. With ``follow`` it
-        blocks until the container exits; close the iterator to stop early.
+        blocks until the container exits; ``close()`` on the result, from any
+        thread, ends it early (a blocked read returns).
         """
         client = self._docker()
         with self._api_errors_unavailable("reading logs"):
@@ -238,11 +265,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
                     name_or_id, stdout=True, stderr=True, stream=True, follow=follow
                 )
             except docker.errors.NotFound:
-                return
-            try:
-                yield from stream
-            finally:
-                stream.close()
+                return _EngineStream(None)
+        return _EngineStream(stream)
 
     def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """Run ``command`` in the running container (``_docker_exec.py``)."""
