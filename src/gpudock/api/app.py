@@ -12,6 +12,7 @@ from gpudock import __version__, web
 from gpudock.api import openapi
 from gpudock.api.docs import DocsPolicy
 from gpudock.api.errors import install_error_handlers
+from gpudock.api.json_text import JsonText
 from gpudock.api.limits import BodyLimit
 from gpudock.api.request_id import RequestId
 from gpudock.api.routers import (
@@ -57,6 +58,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     )
     app.state.ctx = ctx
     app.state.token_watch = token_watch
+    app.add_middleware(JsonText)  # inside BodyLimit: reads only what the limit let through
     app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
     app.add_middleware(DocsPolicy)
     app.add_middleware(RequestId)  # added last: outermost, so every response carries its id

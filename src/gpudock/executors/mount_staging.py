@@ -46,7 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudock.core.job import Mount
-from gpudock.core.mounts import AllowedMount, MountRefused, resolve_entry, strict_realpath
+from gpudock.core.mounts import (
+    AllowedMount,
+    MountRefused,
+    check_mount,
+    resolve_entry,
+    strict_realpath,
+)
 from gpudock.executors import _linux_mounts as linux
 
 log = logging.getLogger("gpudock.executors.mounts")
@@ -190,6 +196,7 @@ class MountStager:
         return Staged(str(folder), tuple(sources))
 
     def _stage_one(self, mount: Mount, allowed: Sequence[AllowedMount], target: str) -> str:
+        check_mount(mount.host, mount.read_only, allowed)  # the string, as at submit
         resolved, entry = resolve_entry(mount.host, mount.read_only, allowed, strict_realpath)
         if self._between is not None:
             self._between()

@@ -211,9 +211,10 @@ class Controller:
         """Run one step of a loop and return what it returned (None when it failed);
         a failure is logged and the loop goes on.
 
-        While the database is down each failing step logs one line (no trace)
-        and waits a growing pause (1 s doubling to 30 s) before the loop tries
-        again; the first step that succeeds logs the recovery.
+        While the database is down a failing step waits a growing pause (1 s
+        doubling to 30 s) before the loop tries again. The outage itself is
+        logged once when it starts and once when the database answers again
+        (``Database.availability``), never per step and never with a trace.
         """
         try:
             result = fn(ctx)
@@ -221,18 +222,13 @@ class Controller:
             if not database_unavailable(exc):
                 log.exception("background step failed; retrying next cycle")
                 return None
+            ctx.db.availability.failed(exc)
             with self._outage_lock:
                 self._db_failures += 1
                 pause = min(30.0, 2.0 ** (self._db_failures - 1))
-            log.warning(
-                "database unavailable (%s); retrying in %.0f s",
-                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                pause,
-            )
+            log.debug("background step deferred (the database is down); next try in %.0f s", pause)
             self._stop.wait(timeout=pause)
             return None
         with self._outage_lock:
-            if self._db_failures:
-                log.warning("database reachable again; background loops resumed")
             self._db_failures = 0
         return result

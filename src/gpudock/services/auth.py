@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session
 
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
+from gpudock.core.spec_schema import EXPIRES_PATTERN, TOKEN_NAME_PATTERN
 from gpudock.core.units import parse_duration
 from gpudock.core.users import USER_HELP, USER_PATTERN
 from gpudock.runtime.context import RuntimeContext
@@ -44,7 +45,8 @@ UI_COOKIE = "gpudock_token"
 UI_HEADER = "X-Gpudock-UI"
 """Header the UI's scripts send with every state-changing request (CSRF guard)."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+ -]{0,63}$")
+_NAME_RE = re.compile(TOKEN_NAME_PATTERN)
+_EXPIRES_RE = re.compile(EXPIRES_PATTERN)
 
 
 def iso(at: float) -> str:
@@ -56,6 +58,12 @@ def parse_expires(value: str | float | None) -> float | None:
     """Seconds until expiry from ``30d``/``12h``/seconds; None: never. ``InvalidInput`` else."""
     if value is None:
         return None
+    if isinstance(value, str) and not _EXPIRES_RE.fullmatch(value):
+        raise InvalidInput(
+            f"expires must be a positive duration such as 30d, 12h or 1h30m, or seconds, "
+            f"got {value!r}; leave it out for a token that never expires",
+            field="expires",
+        )
     try:
         seconds = parse_duration(value)
     except ValueError as exc:

@@ -121,7 +121,9 @@ class TokenWatch:
             with self.ctx.db.read() as session:
                 found = token_store.lifetimes(session, {w.token_id for w in watches})
         except Exception as exc:
-            if not database_unavailable(exc):
+            if database_unavailable(exc):
+                self.ctx.db.availability.failed(exc)  # logged once per outage
+            else:
                 log.exception("cannot check the tokens of open sessions")
             return
         now = self.ctx.clock()

@@ -42,9 +42,10 @@ Controls = Annotated[JobControls, Depends(get_controls)]
 
 
 class JobUpdate(BaseModel):
-    """What ``PATCH /v1/jobs/{id}`` may change; absent fields stay as they are."""
+    """What ``PATCH /v1/jobs/{id}`` may change; absent fields stay as they are, and at
+    least one must be given (``{}`` changes nothing: 422)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     priority_class: str | None = Field(default=None, description="a new priority class")
     max_runtime: StrictInt | StrictFloat | str | None = Field(
