@@ -148,6 +148,11 @@ class Executor(ABC):
         """Remove what launches of a crashed server left for binding; how many. Idempotent."""
         return 0
 
+    def reap_leftovers(self) -> int:
+        """Remove what the engine itself left of this instance's containers after a crash
+        (e.g. Docker's forgotten containerd shims); how many. Idempotent."""
+        return 0
+
 
 class EventStream(ABC):
     """A blocking stream of container events; ``close`` ends it from another thread."""

@@ -31,7 +31,6 @@ socket) is shared. Plain calls from a few threads are fine; each
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -49,6 +48,7 @@ from gpudock.core.mounts import Realpath
 from gpudock.executors._docker_mounts import Binding, BindSources, staging_root
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
+from gpudock.executors._docker_shims import ShimReaper
 from gpudock.executors._docker_spec import (
     LABEL_ATTEMPT,
     LABEL_INSTANCE,
@@ -61,6 +61,7 @@ from gpudock.executors._docker_spec import (
     status_from_attrs,
     stop_timeout,
 )
+from gpudock.executors._docker_streams import DockerEvents, EngineStream
 from gpudock.executors.base import (
     ContainerState,
     ContainerStatus,
@@ -83,6 +84,7 @@ CLIENT_TIMEOUT_SECONDS = 30
 CLIENT_POOL_SIZE = 16
 # A racing create holds the name (409) before its container can be inspected.
 _RACE_SETTLE_SECONDS = 10.0
+SHIM_SCAN_SECONDS = 10.0  # between two looks for shims the engine forgot
 
 ClientFactory = Callable[[], Any]  # returns a docker.DockerClient
 GpuMode = Literal["device-request", "env"]
@@ -118,50 +120,6 @@ def _engine_call(what: str) -> Iterator[None]:
         raise ExecutorUnavailable(f"Docker engine unreachable while {what}: {exc}") from exc
 
 
-class _DockerEvents(EventStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[str]:
-        try:
-            for event in self._stream:
-                name = (event.get("Actor") or {}).get("Attributes", {}).get("name")
-                if name:
-                    yield str(name)
-        except (docker.errors.DockerException, OSError, ValueError, AttributeError):
-            return  # connection dropped or closed
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._stream.close()
-
-
-class _EngineStream(Iterator[bytes]):
-    """A log stream from the engine; ``close`` works from any thread (docker-py's
-    ``CancellableStream`` shuts its socket down). Closed once exhausted."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def __next__(self) -> bytes:
-        if self._stream is None:
-            raise StopIteration
-        try:
-            return bytes(next(self._stream))
-        except StopIteration:
-            self.close()
-            raise
-        except (docker.errors.DockerException, OSError) as exc:
-            self.close()
-            raise ExecutorUnavailable(f"Docker engine lost while reading logs: {exc}") from exc
-
-    def close(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.close()
-
-
 class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     """The ``Executor`` for one Docker Engine.
 
@@ -191,6 +149,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         self._lock = threading.Lock()
         self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
         self._binds = BindSources(config, stager or MountStager(staging_root(config, home)))
+        self._reaper = ShimReaper(instance_id)
+        self._next_shim_scan = 0.0  # monotonic; 0: at the next chance (start, engine back)
 
     @property
     def gpu_mode(self) -> GpuMode:
@@ -223,7 +183,11 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             with _engine_call("pinging"):
                 client.ping()
         except docker.errors.APIError as exc:
+            self._next_shim_scan = 0.0  # the engine may restart: look for its leftovers then
             raise ExecutorUnavailable(f"Docker engine unhealthy: {_explanation(exc)}") from exc
+        except ExecutorUnavailable:
+            self._next_shim_scan = 0.0
+            raise
 
     def events(self) -> EventStream:
         """Start/die/oom/destroy events of this instance's containers (see base class)."""
@@ -231,7 +195,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         label = f"{LABEL_INSTANCE}={self.instance_id}"
         filters = {"type": "container", "label": label, "event": ["start", "die", "oom", "destroy"]}
         with self._api_errors_unavailable("subscribing to events"):
-            return _DockerEvents(client.api.events(decode=True, filters=filters))
+            return DockerEvents(client.api.events(decode=True, filters=filters))
 
     def inspect(self, name_or_id: str) -> ContainerStatus | None:
         """The container's status, or None if it does not exist. Never raises ``LaunchError``."""
@@ -265,8 +229,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
                     name_or_id, stdout=True, stderr=True, stream=True, follow=follow
                 )
             except docker.errors.NotFound:
-                return _EngineStream(None)
-        return _EngineStream(stream)
+                return EngineStream(None)
+        return EngineStream(stream)
 
     def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """Run ``command`` in the running container (``_docker_exec.py``)."""
@@ -291,6 +255,20 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     def release_stale_mounts(self) -> int:
         """Unmount and remove staging a crashed server left (``MountStager.sweep``)."""
         return self._binds.sweep()
+
+    def reap_leftovers(self) -> int:
+        """Kill the containerd shims Docker forgot that are this instance's and run nothing
+        (``_docker_shims.py``); how many. A local engine only; a scan at most every
+        ``SHIM_SCAN_SECONDS``, and at the first call after the engine stopped answering."""
+        now = time.monotonic()
+        if self._binds.socket_path() is None or now < self._next_shim_scan:
+            return 0
+        self._next_shim_scan = now + SHIM_SCAN_SECONDS
+        try:
+            return self._reaper.reap(lambda container: self.inspect(container) is not None)
+        except ExecutorUnavailable:
+            self._next_shim_scan = 0.0
+            return 0
 
     # ---------------------------------------------------------------- commands
 

@@ -10,7 +10,8 @@ Run at start-up and periodically. One pass:
    (or requeue it when retries remain);
 4. stop and remove containers that belong to no active job (orphans),
    archiving their logs first;
-5. unmount what launches of a crashed server left staged (``release_stale_mounts``).
+5. unmount what launches of a crashed server left staged (``release_stale_mounts``),
+   and reap what a crashed engine left of this instance's containers (``reap_leftovers``).
 
 ``reconcile_container`` does step 3 for the one job an engine event names,
 as soon as the event arrives (or, when the job's launch or finish is under
@@ -58,6 +59,7 @@ def reconcile(ctx: RuntimeContext) -> None:
         for container in _orphans(ctx, strays):
             _handle_orphan(ctx, container)
     ctx.executor.release_stale_mounts()
+    ctx.executor.reap_leftovers()
 
 
 def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
