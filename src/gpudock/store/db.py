@@ -43,9 +43,11 @@ class Availability:
     """Whether the database answers, as last seen; one log line per change, never a trace.
 
     ``failed`` (an outage error, from anyone who met one) logs ``database
-    unavailable (...)`` when it was up; ``answered`` (a statement that just
-    ran, from the engine itself) logs ``database reachable again after N s``
-    when it was down. So a step that did not touch the database never says it
+    unavailable (...)`` when it was up; ``answered(started)`` (a statement
+    that just ran, from the engine itself) logs ``database reachable again
+    after N s`` when it was down and the statement *began* after the outage
+    was noticed: one that was already under way when the database went away
+    proves nothing. So a step that did not touch the database never says it
     is back, and a thousand failing requests say it is down once.
     """
 
@@ -69,13 +71,16 @@ class Availability:
             first,
         )
 
-    def answered(self) -> None:
+    def answered(self, started: float) -> None:
+        """A statement that began at ``started`` (``time.monotonic()``) succeeded."""
         if self._down_since is None:  # the common case: no lock
             return
         with self._lock:
-            since, self._down_since = self._down_since, None
-        if since is not None:
-            log.warning("database reachable again after %.0f s", time.monotonic() - since)
+            since = self._down_since
+            if since is None or started <= since:
+                return
+            self._down_since = None
+        log.warning("database reachable again after %.0f s", time.monotonic() - since)
 
 
 class Database:
@@ -84,6 +89,7 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.availability = Availability()
+        event.listen(engine, "before_cursor_execute", self._started)
         event.listen(engine, "after_cursor_execute", self._answered)
         event.listen(engine, "handle_error", self._failed)
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
@@ -157,8 +163,19 @@ class Database:
     def close(self) -> None:
         self.engine.dispose()
 
-    def _answered(self, *_: Any) -> None:
-        self.availability.answered()
+    @staticmethod
+    def _started(
+        conn: Any, cursor: Any, statement: Any, params: Any, context: Any, *_: Any
+    ) -> None:
+        if context is not None:
+            context.gpudock_started = time.monotonic()
+
+    def _answered(
+        self, conn: Any, cursor: Any, statement: Any, params: Any, context: Any, *_: Any
+    ) -> None:
+        started = getattr(context, "gpudock_started", None)
+        if started is not None:
+            self.availability.answered(started)
 
     def _failed(self, context: Any) -> None:
         if getattr(context, "is_pre_ping", False):
