@@ -332,3 +332,37 @@ def test_an_engine_in_another_mount_namespace_is_named(tmp_path: Path, isolated:
         assert problem is None
     with pytest.raises(OSError):
         engine_namespace_problem(str(tmp_path / "nobody.sock"))
+
+
+PROPAGATION = """
+import os, subprocess, sys
+from pathlib import Path
+from gpudock.core.job import Mount
+from gpudock.core.mounts import AllowedMount
+from gpudock.executors import _linux_mounts as linux
+from gpudock.executors.mount_staging import MountStager
+base, peer, data = (Path(sys.argv[1]) / n for n in ("base", "peer", "data"))
+for folder in (base, peer, data):
+    folder.mkdir()
+subprocess.run(["mount", "-t", "tmpfs", "tmp", str(base)], check=True)
+subprocess.run(["mount", "--make-shared", str(base)], check=True)
+subprocess.run(["mount", "--bind", str(base), str(peer)], check=True)  # a peer: sees base's mounts
+stager = MountStager(base / "staging")
+assert stager.problem() is None, stager.problem()
+staged = stager.stage("c", [Mount(str(data), "/d", True)], [AllowedMount(path=str(data))])
+points = set(linux.mount_points())
+print(staged.sources[0] in points, staged.sources[0].replace(str(base), str(peer)) in points)
+"""
+
+
+def test_staged_mounts_never_propagate_to_other_mount_namespaces(tmp_path: Path) -> None:
+    """Under a shared mount (systemd's default for /), the staging folder is made a
+    private mount of its own first: a peer of its parent never receives the staged
+    mounts. Run in a mount namespace of its own, so the host is not touched."""
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable, "-c",
+         PROPAGATION, str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False"]  # mounted here, not in the peer
