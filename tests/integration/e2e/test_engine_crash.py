@@ -141,6 +141,7 @@ def test_dockerd_killed_during_launches_fails_no_job_and_starts_none_twice_by_it
         30,
         "the engine to hold no gpudock container",
     )
+
     def forgotten() -> dict[str, int]:
         known = {c["Id"] for c in client.api.containers(all=True)}
         return {cid: pid for cid, pid in engine.shims().items() if cid not in known}
