@@ -58,12 +58,6 @@ def parse_expires(value: str | float | None) -> float | None:
     """Seconds until expiry from ``30d``/``12h``/seconds; None: never. ``InvalidInput`` else."""
     if value is None:
         return None
-    if isinstance(value, str) and not _EXPIRES_RE.fullmatch(value):
-        raise InvalidInput(
-            f"expires must be a positive duration such as 30d, 12h or 1h30m, or seconds, "
-            f"got {value!r}; leave it out for a token that never expires",
-            field="expires",
-        )
     try:
         seconds = parse_duration(value)
     except ValueError as exc:
@@ -72,6 +66,12 @@ def parse_expires(value: str | float | None) -> float | None:
         raise InvalidInput(
             f"expires must be a positive duration such as 30d, got {value!r}; "
             "leave it out for a token that never expires",
+            field="expires",
+        )
+    if isinstance(value, str) and not _EXPIRES_RE.fullmatch(value):  # e.g. "1e3", "+5"
+        raise InvalidInput(
+            f"expires: write the lifetime as amounts with s, m, h or d (30d, 1h30m) or as "
+            f"plain seconds, got {value!r}",
             field="expires",
         )
     if seconds > MAX_EXPIRES:
