@@ -52,14 +52,20 @@ ONE_NODE_WHOLE_GPUS: dict[str, Any] = {
     }
 }
 SPEC_RULES: list[dict[str, Any]] = [
-    {"not": {"required": ["min_gpus", "gpus"]}},
-    {"not": {"required": ["gpus_per_node", "gpus"]}},
-    {"not": {"required": ["gpus_per_node", "min_gpus"]}},
+    {  # a minimum is given once: gpus, min_gpus or gpus_per_node
+        "dependentSchemas": {
+            "min_gpus": {"properties": {"gpus": False, "gpus_per_node": False}},
+            "gpus_per_node": {"properties": {"gpus": False}},
+        }
+    },
     {
         "if": _range_given("gpus"),
         "then": {
-            "not": {"anyOf": [{"required": ["min_gpus"]}, _range_given("max_gpus")]},
-            **ONE_NODE_WHOLE_GPUS,
+            "properties": {
+                **ONE_NODE_WHOLE_GPUS["properties"],
+                "min_gpus": False,
+                "max_gpus": {"type": "null"},
+            }
         },
     },
     {
