@@ -38,55 +38,6 @@ def gpus_schema(schema: dict[str, Any]) -> None:
     schema["anyOf"] = [integer, {"type": "string", "pattern": GPU_RANGE_PATTERN}]
 
 
-def _range_given(field: str) -> dict[str, Any]:
-    """Schema: ``field`` present and not null (an integer ``max_gpus``, a text ``gpus``)."""
-    kind = "string" if field == "gpus" else "integer"
-    return {"required": [field], "properties": {field: {"type": kind}}}
-
-
-ONE_NODE_WHOLE_GPUS: dict[str, Any] = {
-    "properties": {
-        "nodes": {"maximum": 1},
-        "gpu_memory": {"type": "null"},
-        "topology": {"type": "null"},
-    }
-}
-SPEC_RULES: list[dict[str, Any]] = [
-    {  # a minimum is given once: gpus, min_gpus or gpus_per_node
-        "dependentSchemas": {
-            "min_gpus": {"properties": {"gpus": False, "gpus_per_node": False}},
-            "gpus_per_node": {"properties": {"gpus": False}},
-        }
-    },
-    {
-        "if": _range_given("gpus"),
-        "then": {
-            "properties": {
-                **ONE_NODE_WHOLE_GPUS["properties"],
-                "min_gpus": False,
-                "max_gpus": {"type": "null"},
-            }
-        },
-    },
-    {
-        "if": _range_given("max_gpus"),
-        "then": {
-            "properties": {
-                **ONE_NODE_WHOLE_GPUS["properties"],
-                "gpus": {"minimum": 1},
-                "gpus_per_node": {"minimum": 1},
-            }
-        },
-    },
-    {
-        "if": {"required": ["elastic"], "properties": {"elastic": {"const": "restart"}}},
-        "then": {"anyOf": [_range_given("max_gpus"), _range_given("gpus")]},
-    },
-]
-"""The elastic rules JSON Schema can state, for the spec's schema (``spec_schema``); what
-it cannot (a minimum above the maximum) is refused with 422 alone."""
-
-
 def parse_gpu_range(text: str) -> tuple[int, int]:
     """``"2-4"`` as ``(2, 4)``; ``ValueError`` naming the problem. Ends outside 1-1024
     are parsed, for ``range_problem`` and the field bounds to name."""

@@ -66,13 +66,8 @@ SPECS = [
     {"gpus": "1-2", "elastic": "restart"},
     {"gpus_per_node": 1},
     {"gpus": "0-2"},
-    {"gpus": 0, "max_gpus": 2},
-    {"min_gpus": 1, "gpus": 1, "max_gpus": 2},
-    {"gpus_per_node": 1, "gpus": 1},
-    {"elastic": "restart", "gpus": 2},
-    {"gpus": "1-2", "max_gpus": 3},
-    {"gpus": "2-4", "gpu_memory": "1GiB"},
-    {"max_gpus": 2, "nodes": 2},
+    {"gpus": "1-2000"},
+    {"min_gpus": 0, "max_gpus": 2},
 ]
 
 
@@ -86,6 +81,26 @@ def test_a_job_spec_is_accepted_exactly_when_the_schema_says_so(
     assert response.status_code == (201 if valid else 422), (valid, response.text)
     if response.status_code == 201:
         api.post(f"/v1/jobs/{response.json()['id']}/cancel")
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"gpus": 0, "max_gpus": 2}, "at least 1 GPU"),
+        ({"min_gpus": 1, "gpus": 1, "max_gpus": 2}, "give min_gpus or gpus"),
+        ({"gpus_per_node": 1, "gpus": 1}, "give gpus_per_node or gpus"),
+        ({"elastic": "restart", "gpus": 2}, "elastic: restart needs a GPU range"),
+        ({"gpus": "1-2", "max_gpus": 3}, "not both"),
+        ({"gpus": "2-4", "gpu_memory": "1GiB"}, "whole GPUs"),
+        ({"gpus": "4-2"}, "must not be greater than max_gpus"),
+    ],
+)
+def test_rules_between_fields_are_a_422_naming_them(
+    api: TestClient, fields: dict[str, Any], why: str
+) -> None:
+    """What JSON Schema cannot say here (schemathesis.toml lists POST /v1/jobs' 422s)."""
+    body = {"image": IMAGE, "command": ["true"], **fields}
+    assert why in error(api.post("/v1/jobs", json=body), 422)["message"]
 
 
 def test_max_gpus_alone_means_one_to_that_many(api: TestClient) -> None:
