@@ -112,7 +112,7 @@ def build_server(
     log_dir.mkdir(parents=True, exist_ok=True)
     ctx = RuntimeContext(
         db=db,
-        executor=executor or DockerExecutor(config.executor, instance),
+        executor=executor or DockerExecutor(config.executor, instance, home=home),
         config=config,
         node_name=node_name,
         instance_id=instance,
