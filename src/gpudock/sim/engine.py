@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from mypy_extensions import mypyc_attr
 
-from gpudock.scheduler.admission import queue_usage
+from gpudock.scheduler.admission import never_admitted_on, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.framework import PlacementKey, placement_key
@@ -199,20 +199,24 @@ class Simulator(JobTransitions):
         return self.record
 
     def _refuse(self) -> None:
-        """Refuse, as a server would at submit, the jobs no node of the cluster could ever
-        run (``scheduler.feasibility.never_fits``, with the policy's profile): they are not
-        replayed, and ``record.refused`` keeps the filters' reason with their trace ids.
-        Not under ``scheduler.never_fits: pending``: such jobs then wait, unfinished."""
-        if self.policy.scheduler.never_fits == "pending":
-            return
+        """Refuse, as a server would at submit, the jobs it could never run: no node of
+        the cluster ever admits them (``scheduler.feasibility.never_fits``, with the
+        policy's profile; not under ``scheduler.never_fits: pending``, where such jobs wait
+        unfinished), or their queue could never admit them (``never_admitted_on``, with
+        declared queues). They are not replayed; ``record.refused`` keeps the reason, in
+        the server's words and order (nodes first), with their trace ids."""
         nodes = tuple(self._nodes.values())
         profile = self._profile
-        found: dict[PlacementKey, str | None] = {}  # by what filters read of a job
+        nodes_asked = self.policy.scheduler.never_fits != "pending"
+        queues = self._queues.config if self._queues is not None else None
+        found: dict[tuple[PlacementKey, str, str], str | None] = {}  # by what the checks read
         for job in self._jobs:
-            key = placement_key(job.request)
+            r = job.request
+            key = (placement_key(r), r.queue, r.user)
             if key not in found:
-                refusal = never_fits(job.request, nodes, profile)
-                found[key] = None if refusal is None else refusal.message
+                refusal = never_fits(r, nodes, profile) if nodes_asked else None
+                queue = never_admitted_on(queues, r, nodes) if queues is not None else None
+                found[key] = next((w.message for w in (refusal, queue) if w is not None), None)
             why = found[key]
             if why is not None:
                 job.state = "skipped"
