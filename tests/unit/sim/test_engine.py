@@ -492,19 +492,27 @@ def test_a_job_that_can_never_fit_is_refused_with_the_filters_reason() -> None:
 
 def test_a_job_its_queue_could_never_admit_is_skipped_as_the_server_refuses_it() -> None:
     """Declared queues: a job above its queue's limit, or of an undeclared queue, would be
-    refused at submit by the server (``never_admitted_on``), so it is not replayed."""
+    refused at submit by the server (``never_admitted_on``), so it is not replayed; its
+    reason is the server's. A job no node could run either is refused, as the server does,
+    for the nodes first (the profile's filters)."""
     queues = QueuesConfig.model_validate({"queues": [{"name": "x", "limit": {"gpus": 4}}]})
     cluster = replace(parse_cluster("1x8"), queues=queues)
     jobs = [
         Job("big", 0, 10, 8, queue="x"),
         Job("typo", 0, 10, 1, queue="y"),
         Job("ok", 0, 10, 4, queue="x"),
+        Job("huge", 0, 10, 16, queue="y"),
     ]
 
     record = run("fair-share", jobs, cluster)
 
-    assert record.skipped_jobs == 2
+    assert record.skipped_jobs == 3
     assert timeline(record) == {"ok": (0, 10)}
+    assert record.refused == {
+        "needs 8 GPUs but queue x's limit is 4 GPUs": ["big"],
+        "queue 'y' does not exist (declared queues: default, x)": ["typo"],
+        "needs 2 nodes (a gang) that can each take 8 GPUs; the cluster has 1 node": ["huge"],
+    }
 
 
 def test_half_gpu_jobs_pack_two_per_gpu() -> None:
