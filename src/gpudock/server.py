@@ -1,4 +1,4 @@
-"""Server bootstrap: home dir, database, discovery, tokens, executor, controller, app.
+"""Server bootstrap: home dir, database, executor, nodes, tokens, controller, app.
 
 ``build_server`` wires everything without starting threads or sockets, so
 tests can build a server in-process; ``serve`` runs it under uvicorn.
@@ -15,12 +15,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
+from sqlalchemy import select
 
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
-from gpudock.executors.base import Executor
-from gpudock.executors.docker import DockerExecutor, default_client_factory
+from gpudock.executors.base import Executor, ExecutorWithNodes
+from gpudock.executors.docker import default_client_factory
+from gpudock.executors.registry import create_executor
 from gpudock.gpus import apply_declared_topology, discover
+from gpudock.runtime.cluster import store_nodes
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
 from gpudock.runtime.host_capacity import node_capacity
@@ -29,6 +32,7 @@ from gpudock.services.admin import start_config
 from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
+from gpudock.store.models import NodeRow
 from gpudock.vault import KEY_FILE, Vault
 
 log = logging.getLogger("gpudock.server")
@@ -52,20 +56,66 @@ def build_server(
     emulate_gpus: str | None = None,
     executor: Executor | None = None,
 ) -> Server:
-    """Open and migrate the store, register this node's GPUs, wire the runtime.
+    """Open and migrate the store, build the backend's executor, register the nodes, wire
+    the runtime.
 
-    The node is registered with the config's ``node`` labels, taints and CPU
-    cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
-    and its declared ``node.topology`` replaces the discovered one (declared
-    GPU indices the node lacks are logged as a WARNING and ignored). A
-    scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces
-    the file's priority classes, queues and this node's labels and taints.
-    Raises ``ValueError`` for a scheduler config naming unknown policies.
+    The executor is the config's ``backend`` (``executors/registry.py``); it
+    checks its engine first (``Executor.prepare``: ``BackendRefused`` names
+    what is wrong). A one-host engine registers this host: its GPUs
+    (discovery), the config's ``node`` labels, taints and CPU cores (unset:
+    its engine host's, as is its memory: ``host_capacity.py``), its declared
+    ``node.topology`` (declared GPU indices the node lacks are logged as a
+    WARNING and ignored). A multi-node engine (Swarm) registers every node it
+    has (``runtime/cluster.py``). A scheduling config stored by ``gpudock
+    admin apply`` (or SIGHUP) replaces the file's priority classes, queues and
+    this node's labels and taints. Raises ``ValueError`` for a scheduler config
+    naming unknown policies, an unknown backend, or ``emulate_gpus`` on a
+    multi-node engine.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
     home.mkdir(parents=True, exist_ok=True)
     db = Database.open(db_url or default_url(home))
-    node_name = config.node_name or socket.gethostname()
+    with db.write() as session:
+        instance = inv_store.instance_id(session)
+    executor = executor or create_executor(config, instance, home)
+    executor.prepare()
+    if isinstance(executor, ExecutorWithNodes):
+        if emulate_gpus is not None:
+            raise ValueError(
+                f"--emulate-gpus declares this host's GPUs for backend docker; on backend "
+                f"{config.backend} each node declares its GPUs (NVIDIA-GPU generic resources)"
+            )
+        node_name = _register_cluster(db, executor, config.swarm.node_grace)
+        emulated = False
+        config = _start_config(db, config, node_name)
+    else:
+        node_name = config.node_name or socket.gethostname()
+        config, emulated = _register_host(db, config, node_name, emulate_gpus)
+    new_token = _admin_token(db)
+    if new_token is not None:
+        _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")
+    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ctx = RuntimeContext(
+        db=db,
+        executor=executor,
+        config=config,
+        node_name=node_name,
+        instance_id=instance,
+        log_dir=log_dir,
+        gpus_emulated=emulated,
+        vault=Vault(home / KEY_FILE),
+        cluster=isinstance(executor, ExecutorWithNodes),
+    )
+    controller = Controller(ctx)
+    return Server(ctx, controller, create_app(ctx, controller), new_token)
+
+
+def _register_host(
+    db: Database, config: ServerConfig, node_name: str, emulate_gpus: str | None
+) -> tuple[ServerConfig, bool]:
+    """Register this host as the only node; return the config in force and whether its
+    GPUs are emulated."""
     inventory = discover(node_name, emulate_gpus)
     if (declared := config.node.topology) is not None:
         inventory = apply_declared_topology(
@@ -77,7 +127,6 @@ def build_server(
     now = time.time()
     with db.write() as session:
         config = start_config(session, config, node_name)  # the last apply, if any, is in force
-        instance = inv_store.instance_id(session)
         traits = replace(config.node.traits(), cpus=capacity.cpus, memory=capacity.memory or None)
         inv_store.register_node(session, inventory, now, traits)
         for other in inv_store.disown_other_nodes(session, node_name, now):
@@ -86,25 +135,33 @@ def build_server(
                 other,
                 extra={"node": other},
             )
-        new_token = None
-        if not token_store.has_admin(session, now):  # none active: a fresh one to recover
-            new_token = token_store.create_token(session, "admin", True, now)
-    if new_token is not None:
-        _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")
-    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    ctx = RuntimeContext(
-        db=db,
-        executor=executor or DockerExecutor(config.executor, instance),
-        config=config,
-        node_name=node_name,
-        instance_id=instance,
-        log_dir=log_dir,
-        gpus_emulated=inventory.source == "emulated",
-        vault=Vault(home / KEY_FILE),
-    )
-    controller = Controller(ctx)
-    return Server(ctx, controller, create_app(ctx, controller), new_token)
+    return config, inventory.source == "emulated"
+
+
+def _register_cluster(db: Database, executor: ExecutorWithNodes, grace: float) -> str:
+    """Register every node of a multi-node engine; return the name of the server's own."""
+    engine = executor.nodes()
+    local = executor.local_node()
+    name = next((n.name for n in engine if n.engine_id == local), local)
+    store_nodes(db, engine, grace, time.time())
+    with db.read() as session:
+        for row in session.scalars(select(NodeRow).where(NodeRow.engine_id.is_(None))):
+            log.warning("node %s is registered but not in the swarm", row.name)
+    log.info("swarm of %d nodes; this server runs on node %s", len(engine), name)
+    return name
+
+
+def _start_config(db: Database, config: ServerConfig, node_name: str) -> ServerConfig:
+    with db.write() as session:
+        return start_config(session, config, node_name)
+
+
+def _admin_token(db: Database) -> str | None:
+    """A fresh admin token when none is active (the first start, or a recovery)."""
+    with db.write() as session:
+        if token_store.has_admin(session, time.time()):
+            return None
+        return token_store.create_token(session, "admin", True, time.time())
 
 
 def write_client_config(home: Path, host: str, port: int) -> Path:

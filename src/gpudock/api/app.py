@@ -16,6 +16,7 @@ from gpudock.api.limits import BodyLimit
 from gpudock.api.request_id import RequestId
 from gpudock.api.routers import (
     admin,
+    agent,
     estimates,
     events,
     health,
@@ -64,6 +65,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(admin.router)
     app.include_router(job_controls_router)
     app.include_router(registries_router)
+    app.include_router(agent.router)
     app.include_router(web.router)
     openapi.install(app)
     return app

@@ -42,11 +42,25 @@ def release(job_id: int, output: Output = "table") -> None:
     _done(job, output, f"job {job_id} released ({job['state']})")
 
 
-def requeue(job_id: int, output: Output = "table") -> None:
+def requeue(
+    job_id: int,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="admins: requeue now a job whose node is lost, stopping nothing (you vouch "
+            "that its container stopped)",
+        ),
+    ] = False,
+    output: Output = "table",
+) -> None:
     """Put a running job back in the queue: its container is stopped; no retry is used."""
     check_output(output)
-    job = call("POST", f"/v1/jobs/{job_id}/requeue")
-    _done(job, output, f"job {job_id} is being requeued (its container stops, then PENDING)")
+    job = call("POST", f"/v1/jobs/{job_id}/requeue", params={"force": "true"} if force else None)
+    if force:
+        _done(job, output, f"job {job_id} requeued ({job['state']}); its lost node was not asked")
+    else:
+        _done(job, output, f"job {job_id} is being requeued (its container stops, then PENDING)")
 
 
 def update(

@@ -160,12 +160,29 @@ def reserved_text(reserved: dict[str, Any] | None) -> str:
     return f"{who} ({when})"
 
 
+def _swarm_state(node: dict[str, Any]) -> str:
+    return f"{node.get('engine_state') or '-'}/{node.get('availability') or '-'}"
+
+
+def _agent(node: dict[str, Any]) -> str:
+    """``watched``, or what is missing: ``unwatched, unfenced`` (no agent) or ``silent``."""
+    agent = node.get("agent") or "-"
+    if agent == "unwatched":
+        return "[red]unwatched, unfenced[/]"
+    if node.get("fencing"):
+        return f"{agent}, fencing"
+    return agent if agent != "silent" else "[yellow]silent[/]"
+
+
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:
-    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled)."""
+    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled). On a
+    Swarm, SWARM is its state/availability and AGENT says whether an agent watches
+    (fences) it."""
     table = Table(box=None, header_style="bold")
+    cluster = any(n.get("engine_state") is not None for n in nodes)
     columns = (
         "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "DRIVER",
-        "CUDA", "NOTE",
+        "CUDA", *(("SWARM", "AGENT") if cluster else ()), "NOTE",
     )  # fmt: skip
     for col in columns:
         table.add_column(col, no_wrap=col not in ("NOTE", "LABELS", "TAINTS"), overflow="fold")
@@ -187,6 +204,7 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
             n["gpu_source"],
             n["driver_version"] or "-",
             n["cuda_version"] or "-",
+            *((_swarm_state(n), _agent(n)) if cluster else ()),
             n["status_reason"] or "",
         )
     return table

@@ -25,6 +25,8 @@ class EventType(StrEnum):
     JOB_CHANGED = "job.changed"  # held, released, requeued or updated by a user: action, by
     NODE_HEALTH = "node.health"  # a node's status changed: status, reason
     GPU_HEALTH = "gpu.health"  # a GPU's health changed: uuid, index, from, to
+    NODE_LOST = "node.lost"  # a node away past its grace: jobs, watched (requeued or waiting)
+    NODE_FENCED = "node.fenced"  # its agent stopped stale containers, or confirmed none: killed
     CONFIG_APPLIED = "config.applied"  # admin apply or SIGHUP: version, by, source, changes
 
     @property

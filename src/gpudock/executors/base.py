@@ -12,12 +12,32 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpudock.core.cluster import AVAILABILITIES, EngineNode
 from gpudock.core.job import Mount
 from gpudock.core.registries import RegistryLogin
 
 
 class ExecutorUnavailable(Exception):
     """The container engine cannot be reached right now (transient)."""
+
+
+class NodeUnavailable(ExecutorUnavailable):
+    """One node of a multi-node engine cannot run the request now (it is down).
+
+    The engine itself answers; the node's state is the cluster watcher's to
+    judge (``runtime/cluster.py``), so nothing is marked down for it here.
+    """
+
+    def __init__(self, message: str, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class BackendRefused(Exception):
+    """The engine cannot serve as this backend (one line: what is wrong, what to do).
+
+    Raised when the server starts (``Executor.prepare``); the server refuses to start.
+    """
 
 
 class EngineFault(ExecutorUnavailable):
@@ -55,8 +75,22 @@ class ContainerState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Member:
+    """One container of a multi-node gang attempt: rank ``rank`` on ``node``, its GPUs."""
+
+    rank: int
+    node: str
+    gpu_uuids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LaunchRequest:
-    """Everything needed to start one attempt of one job."""
+    """Everything needed to start one attempt of one job.
+
+    ``node`` is where the scheduler placed it (a one-host engine has only its
+    own); ``members`` holds a multi-node gang's parts in rank order (empty
+    for every other job), each started as its own container on its node.
+    """
 
     job_id: int
     attempt: int
@@ -74,6 +108,8 @@ class LaunchRequest:
     labels: dict[str, str] = field(default_factory=dict)
     pull_login: RegistryLogin | None = None  # the job owner's login for the image's registry
     always_pull: bool = False  # a private registry: pull (check access) even if cached
+    node: str | None = None
+    members: tuple[Member, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +131,24 @@ class ContainerStatus:
 
 
 class Executor(ABC):
-    """Minimal backend contract; capability mixins extend it later."""
+    """Minimal backend contract; capability mixins extend it.
+
+    ``binds_mounts``: whether it can bind host paths (``JobSpec.mounts``)
+    with the allowlist's symlink checks; a job asking for mounts on an
+    executor that cannot is refused at submit.
+    """
+
+    binds_mounts: bool = True
+
+    def prepare(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
+        """Check, when the server starts, that the engine can serve as this backend.
+
+        Raises ``BackendRefused`` with a one-line reason if not. The default
+        accepts any engine, reachable or not (an outage is waited out later).
+        """
+
+    def close(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
+        """Release the engine connections; a later call opens new ones. Default: nothing."""
 
     @abstractmethod
     def ping(self) -> None:
@@ -229,6 +282,59 @@ class ExecutorWithExec(Executor):
         the engine refuses the command (e.g. no such executable), and
         ``ExecutorUnavailable`` when the engine is unreachable.
         """
+
+
+__all__ = ["AVAILABILITIES", "EngineNode"]
+
+
+class ExecutorWithNodes(Executor):
+    """Capability: the engine runs containers on many nodes (Docker Swarm).
+
+    Its nodes become the store's nodes (``runtime/cluster.py`` keeps them in
+    step); every job it runs names its node (``LaunchRequest.node``).
+    """
+
+    @abstractmethod
+    def nodes(self) -> list[EngineNode]:
+        """Every node of the engine, with state, availability, labels and GPUs.
+
+        Raises ``ExecutorUnavailable`` when the engine does not answer.
+        """
+
+    @abstractmethod
+    def node_events(self) -> EventStream:
+        """A stream that yields a node's engine id each time its state or spec changes."""
+
+    @abstractmethod
+    def set_availability(self, engine_id: str, availability: str) -> None:
+        """Set a node's availability (``AVAILABILITIES``) in the engine.
+
+        Raises ``ExecutorUnavailable`` when it does not answer, ``LaunchError``
+        when it refuses (an unknown node).
+        """
+
+    @abstractmethod
+    def local_node(self) -> str:
+        """The engine id of the node whose engine the server talks to."""
+
+
+class ExecutorWithAgentService(Executor):
+    """Capability: the engine runs the node agent itself (a Swarm global service), and says
+    where each of its tasks runs, so that a task may enroll for its own node only."""
+
+    @abstractmethod
+    def deploy_agent(self, image: str, server_url: str, enroll_token: str) -> str:
+        """Create or update the agent service running ``image`` on every node; return its name.
+
+        The tasks reach the server at ``server_url`` and hold ``enroll_token``
+        (an engine secret). Raises ``ExecutorUnavailable`` when the engine
+        does not answer or refuses.
+        """
+
+    @abstractmethod
+    def agent_task_node(self, task_id: str) -> str | None:
+        """The engine id of the node where agent task ``task_id`` runs (or starts); None
+        when it is no live task of the agent service."""
 
 
 Notify = Callable[[str], None]

@@ -37,12 +37,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import docker
 import docker.errors
 
-from gpudock.config import ExecutorConfig
+from gpudock.config import ExecutorConfig, ServerConfig
 from gpudock.core.mounts import Realpath
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
@@ -479,3 +480,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             log.warning("could not remove half-made container %s: %s", container_id[:12], exc)
             return False
         return True
+
+
+def create(config: ServerConfig, instance_id: str, home: Path) -> DockerExecutor:
+    """The ``docker`` backend (``executors/registry.py``): this host's engine."""
+    return DockerExecutor(config.executor, instance_id)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.gpus.telemetry import GpuTelemetry
 from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
@@ -62,6 +63,9 @@ class RuntimeContext:
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
     vault: Vault | None = None  # encrypts users' registry logins; None: none can be stored
+    cluster: bool = False  # the executor runs many nodes (Swarm): runtime/cluster.py watches them
+    # GPU readings node agents reported last ({node: {uuid: reading}}); /metrics shows them
+    node_telemetry: dict[str, dict[str, GpuTelemetry]] = field(default_factory=dict)
     clock: Clock = field(default=time.time)
     metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)

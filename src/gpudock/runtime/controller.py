@@ -28,6 +28,7 @@ from gpudock.core.job import PendingReason
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
+from gpudock.runtime.cluster import ClusterWatcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
 from gpudock.runtime.gating import gate_snapshot
@@ -75,9 +76,14 @@ class Controller:
         # what each cycle reuses of the last one's work; plugins learn across cycles (the
         # job mix share prices follow), as a live cluster should
         self._session = SchedulerSession(learn=True)
+        self._watcher: ClusterWatcher | None = None
 
     def start(self) -> None:
-        """Reconcile once (adopt what survived a restart), then start both loops."""
+        """Reconcile once (adopt what survived a restart), then start both loops (and, on a
+        multi-node engine, the cluster watcher: ``runtime/cluster.py``)."""
+        if self.ctx.cluster:
+            self._watcher = ClusterWatcher(self.ctx, lambda fn: self._safe(fn, self.ctx))
+            self._watcher.start()
         self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
@@ -91,6 +97,8 @@ class Controller:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
         self.ctx.wake_scheduler.set()
         self.ctx.wake_reconciler.set()
         if self._events is not None:
@@ -117,8 +125,7 @@ class Controller:
             with ctx.db.write() as session:
                 job_store.set_backlog_reason(session, window[-1], backlog_reason(len(window)))
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
-        for placement in result.committed:
-            job_id = placement.job_id
+        for job_id in result.started:
             ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))
         if result.rejected:
             ctx.wake_scheduler.set()  # retry on fresh state

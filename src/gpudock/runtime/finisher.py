@@ -115,7 +115,7 @@ def outcome(job: Job, status: ContainerStatus | None) -> Outcome:
         return Outcome(JobState.PENDING, f"requeued by {job.stop_requested_by}; no retry used")
     if status is None:
         why = f"container {job.container_name} disappeared while the job was running"
-        return _maybe_retry(job, JobState.LOST, why)
+        return maybe_retry(job, JobState.LOST, why)
     code = status.exit_code
     if code == 0:
         return Outcome(JobState.SUCCEEDED, "exited with code 0")
@@ -126,10 +126,11 @@ def outcome(job: Job, status: ContainerStatus | None) -> Outcome:
         why = f"exited with code {code}"
         if status.error:
             why += f": {status.error}"
-    return _maybe_retry(job, JobState.FAILED, why)
+    return maybe_retry(job, JobState.FAILED, why)
 
 
-def _maybe_retry(job: Job, state: JobState, why: str) -> Outcome:
+def maybe_retry(job: Job, state: JobState, why: str) -> Outcome:
+    """``state`` with ``why``, or PENDING (a retry) while the job has retries left."""
     if job.failures < job.spec.retries:
         retry = f"retrying ({job.failures + 1} of {job.spec.retries} retries)"
         return Outcome(JobState.PENDING, f"{why}; {retry}", failed_attempt=True)

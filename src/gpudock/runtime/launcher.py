@@ -26,7 +26,13 @@ import logging
 from gpudock.core.arrays import array_env
 from gpudock.core.elastic import size_env
 from gpudock.core.job import Job, JobState, container_name, parse_mount
-from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
+from gpudock.executors.base import (
+    EngineFault,
+    ExecutorUnavailable,
+    LaunchError,
+    LaunchRequest,
+    Member,
+)
 from gpudock.runtime import node_health
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.registries import PullPlan, pull_login
@@ -69,7 +75,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
         return
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
-        log.warning("job %s: Docker unreachable; launch resumes when it returns", job_id)
+        log.warning("job %s: %s; the launch resumes when it returns", job_id, exc)
         return
     except LaunchError as exc:
         with ctx.db.write() as session:
@@ -158,4 +164,8 @@ def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -
         labels=labels,
         pull_login=None if pull is None else pull.login,
         always_pull=pull is not None and pull.always,
+        node=job.node,
+        members=tuple(
+            Member(rank, part.node, part.gpu_uuids) for rank, part in enumerate(job.gang)
+        ),
     )

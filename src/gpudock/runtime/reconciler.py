@@ -11,6 +11,10 @@ Run at start-up and periodically. One pass:
 4. stop and remove containers that belong to no active job (orphans),
    archiving their logs first.
 
+On a multi-node engine (``ctx.cluster``) a pass judges every node's jobs
+except those on a node that is away (the cluster watcher's node loss owns
+them), and leaves node statuses to the watcher.
+
 ``reconcile_container`` does step 3 for the one job an engine event names,
 as soon as the event arrives (or, when the job's launch or finish is under
 way, as soon as that work ends); the full pass stays the safety net.
@@ -27,6 +31,7 @@ from gpudock.core.job import Job, JobState, job_of_container
 from gpudock.executors.base import ContainerState, ContainerStatus, ExecutorUnavailable
 from gpudock.runtime import finisher, launcher, node_health
 from gpudock.runtime.context import RuntimeContext
+from gpudock.store import cluster as cluster_store
 from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 
@@ -43,7 +48,8 @@ def reconcile(ctx: RuntimeContext) -> None:
     """
     with ctx.db.read() as session:
         active = job_store.list_jobs(session, states=job_store.ACTIVE_STATES, newest_first=False)
-    active = [j for j in active if j.node in (None, ctx.node_name)]  # this host's jobs only
+        away = cluster_store.away_nodes(session) if ctx.cluster else set()
+    active = [j for j in active if _judged_here(ctx, j, away)]
     containers = _engine_containers(ctx)
     if containers is None:
         return
@@ -56,6 +62,15 @@ def reconcile(ctx: RuntimeContext) -> None:
     if strays:
         for container in _orphans(ctx, strays):
             _handle_orphan(ctx, container)
+
+
+def _judged_here(ctx: RuntimeContext, job: Job, away: set[str]) -> bool:
+    """Whether this pass judges ``job``: on one host, its own jobs; on a cluster, every
+    job none of whose nodes is away (their engine's view is stale: the cluster
+    watcher's node loss handles them, ``runtime/cluster.py``)."""
+    if not ctx.cluster:
+        return job.node in (None, ctx.node_name)
+    return not any(part.node in away for part in job.placement)
 
 
 def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
@@ -78,11 +93,12 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
         return True  # the job's launch or finish ends first
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
+        away = cluster_store.away_nodes(session) if ctx.cluster else set()
     if (
         job is None
         or job.state not in job_store.ACTIVE_STATES
         or job.container_name != name
-        or job.node not in (None, ctx.node_name)
+        or not _judged_here(ctx, job, away)
     ):
         return False
     try:
@@ -127,6 +143,8 @@ def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
         return None
+    if ctx.cluster:
+        return containers  # node statuses are the cluster watcher's (runtime/cluster.py)
     with ctx.db.write() as session:
         changed = inv_store.set_node_status(
             session, ctx.node_name, NodeStatus.AVAILABLE, None, ctx.clock()

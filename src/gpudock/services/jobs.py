@@ -187,6 +187,12 @@ class JobService:
 
         Symlinks are resolved at launch, by the executor (``gpudock.core.mounts``).
         """
+        if spec.mounts and not self.ctx.executor.binds_mounts:
+            raise InvalidInput(
+                f"mounts are not available on backend {self.ctx.config.backend}: the server "
+                "cannot check host paths on the node a job lands on; use a volume in the image",
+                field="mounts",
+            )
         allowed = self.ctx.config.executor.allowed_mounts
         for text in spec.mounts:
             mount = parse_mount(text)

@@ -167,6 +167,11 @@ def list_nodes(session: Session) -> list[Node]:
             cpus_used=cpus_used.get(r.name, 0.0),
             memory=r.memory,
             memory_used=memory_used.get(r.name, 0),
+            engine_state=r.engine_state,
+            availability=r.availability,
+            down_since=r.down_since,
+            agent_seen_at=r.agent_seen_at,
+            fencing=r.fence_nonce is not None,
         )
         for r in session.scalars(select(NodeRow).order_by(NodeRow.name))
     ]
@@ -174,28 +179,42 @@ def list_nodes(session: Session) -> list[Node]:
 
 def used_cpus_by_node(session: Session) -> dict[str, float]:
     """``{node: sum of cpus}`` over jobs holding resources (ALLOCATED, STARTING,
-    RUNNING) that requested CPUs. One aggregate query; nodes without such jobs
-    are absent."""
+    RUNNING) that requested CPUs; a gang's ``cpus`` count on each of its nodes.
+    One aggregate query (and one over gangs); nodes without such jobs are absent."""
     active = [s.value for s in JobState if s.holds_resources]
+    where = (JobRow.state.in_(active), JobRow.cpus.is_not(None), JobRow.node.is_not(None))
     stmt = (
         select(JobRow.node, func.sum(JobRow.cpus))
-        .where(JobRow.state.in_(active), JobRow.cpus.is_not(None), JobRow.node.is_not(None))
+        .where(*where, JobRow.gang.is_(None))
         .group_by(JobRow.node)
     )
-    return {node: float(total or 0.0) for node, total in session.execute(stmt) if node}
+    used = {node: float(total or 0.0) for node, total in session.execute(stmt) if node}
+    for cpus, gang in session.execute(select(JobRow.cpus, JobRow.gang).where(*where, _GANG)):
+        for node, _uuids in gang or ():
+            used[str(node)] = used.get(str(node), 0.0) + float(cpus or 0.0)
+    return used
 
 
 def used_memory_by_node(session: Session) -> dict[str, int]:
     """``{node: sum of memory}`` (bytes, from each job's spec) over jobs holding resources
-    that set ``memory``. One aggregate query; nodes without such jobs are absent."""
+    that set ``memory``; a gang's ``memory`` counts on each of its nodes. One aggregate
+    query (and one over gangs); nodes without such jobs are absent."""
     active = [s.value for s in JobState if s.holds_resources]
     memory = JobRow.spec["memory"].as_float()
+    where = (JobRow.state.in_(active), memory.is_not(None), JobRow.node.is_not(None))
     stmt = (
         select(JobRow.node, func.sum(memory))
-        .where(JobRow.state.in_(active), memory.is_not(None), JobRow.node.is_not(None))
+        .where(*where, JobRow.gang.is_(None))
         .group_by(JobRow.node)
     )
-    return {node: round(total or 0) for node, total in session.execute(stmt) if node}
+    used = {node: round(total or 0) for node, total in session.execute(stmt) if node}
+    for size, gang in session.execute(select(memory, JobRow.gang).where(*where, _GANG)):
+        for node, _uuids in gang or ():
+            used[str(node)] = used.get(str(node), 0) + round(size or 0)
+    return used
+
+
+_GANG = JobRow.gang.is_not(None)
 
 
 def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:

@@ -1,0 +1,479 @@
+"""Run job attempts as Docker Swarm services, on the nodes the scheduler chose.
+
+::
+
+    launch(request)                     one service per member (a gang: one per rank,
+      │ services named request.name      on an attachable overlay network, dnsrr)
+      │ exist? ──yes──► adopt (ours?)
+      no
+      ▼
+    create each service: replicated-job, restart none, node.id==<node>,
+      │ NVIDIA_VISIBLE_DEVICES=<uuids>|void, labels, limits, hardening
+      ▼
+    wait until every member runs ──rejected "No such image"──► LaunchError
+      │                            ──failed to start──────────► LaunchError (the task's error)
+      │                            ──node down────────────────► NodeUnavailable (not marked here)
+      │                            ──start_timeout────────────► LaunchError
+      ▼
+    ContainerStatus (one per attempt: a gang's members aggregated, ``gang_status``)
+
+``stop`` sets the service's job to zero completions (Swarm then stops the
+task: SIGTERM, ``StopGracePeriod``, SIGKILL, and removes it) while it
+follows the service's logs, so the output of the stop grace is kept (in
+``<state dir>/swarm-stops``) for ``logs`` and the archive. Removing a job
+service does not stop its container (Docker 20.10): ``stop`` never relies on
+it. ``remove`` deletes the services and the gang's network; the stopped
+containers of ended attempts stay on their nodes until the node agent
+removes them (``swarm.keep_exited``).
+
+Services are created with the API's plain create: no registry look-up from
+the manager (the Go client's ``QueryRegistry: false``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.auth
+import docker.errors
+
+from gpudock.config import ExecutorConfig, ServerConfig, SwarmConfig
+from gpudock.executors import _swarm_agent
+from gpudock.executors._docker_pull import explanation
+from gpudock.executors._swarm_spec import (
+    BEFORE_RUNNING,
+    LABEL_NAME,
+    LABEL_RANK,
+    NO_NEW_PRIVILEGES_API,
+    Hardening,
+    api_at_least,
+    engine_nodes,
+    gang_status,
+    latest_task,
+    members_of,
+    network_name,
+    service_name,
+    service_spec,
+    task_message,
+    task_state,
+)
+from gpudock.executors._swarm_stop import StopCapture, zero_completions
+from gpudock.executors._swarm_watch import ServicePoller, SwarmNodeEvents
+from gpudock.executors.base import (
+    AVAILABILITIES,
+    BackendRefused,
+    ContainerStatus,
+    EngineNode,
+    EventStream,
+    ExecutorUnavailable,
+    ExecutorWithAgentService,
+    ExecutorWithEvents,
+    ExecutorWithNodes,
+    LaunchError,
+    LaunchRequest,
+    Member,
+    NodeUnavailable,
+)
+from gpudock.executors.labels import LABEL_ATTEMPT, LABEL_INSTANCE, LABEL_JOB
+
+log = logging.getLogger("gpudock.executors.swarm")
+
+CLIENT_TIMEOUT_SECONDS = 30
+POLL_SECONDS = 0.05  # while waiting for a task to run
+ServiceTasks = list[tuple[int, str, dict[str, Any] | None]]  # (rank, node, newest task)
+
+
+class SwarmExecutor(ExecutorWithEvents, ExecutorWithNodes, ExecutorWithAgentService):
+    """The ``Executor`` of the Swarm this host's engine manages (see module docstring)."""
+
+    binds_mounts = False  # paths live on other hosts: the allowlist's checks cannot run there
+
+    def __init__(
+        self, config: ExecutorConfig, swarm: SwarmConfig, instance_id: str, state_dir: Path
+    ) -> None:
+        if not instance_id:
+            raise ValueError("instance_id must not be empty")
+        self.config, self.swarm, self.instance_id = config, swarm, instance_id
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._node_ids: dict[str, str] = {}  # gpudock node name → Swarm node id
+        self._hardening = Hardening()
+        self._stops = StopCapture(state_dir / "swarm-stops")
+
+    # ----------------------------------------------------------------- engine
+
+    def _docker(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                url = self.config.docker_url
+                try:
+                    self._client = (
+                        docker.DockerClient(base_url=url, timeout=CLIENT_TIMEOUT_SECONDS)
+                        if url
+                        else docker.from_env(timeout=CLIENT_TIMEOUT_SECONDS)
+                    )
+                except docker.errors.DockerException as exc:
+                    raise ExecutorUnavailable(f"Docker engine unreachable: {exc}") from exc
+            return self._client.api
+
+    @contextlib.contextmanager
+    def _call(self, what: str) -> Iterator[None]:
+        """Engine errors of any kind as ``ExecutorUnavailable`` (``LaunchError`` passes)."""
+        try:
+            yield
+        except (LaunchError, ExecutorUnavailable):
+            raise
+        except docker.errors.APIError as exc:
+            raise ExecutorUnavailable(
+                f"Swarm manager error while {what}: {explanation(exc)}"
+            ) from exc
+        except (docker.errors.DockerException, OSError) as exc:
+            raise ExecutorUnavailable(f"Swarm manager unreachable while {what}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def prepare(self) -> None:
+        """Refuse (``BackendRefused``) unless this host's engine is a Swarm manager."""
+        try:
+            api = self._docker()
+            info = api.info()
+            version = str(api.version().get("ApiVersion", ""))
+        except (docker.errors.DockerException, OSError, ExecutorUnavailable) as exc:
+            raise BackendRefused(
+                f"the swarm backend cannot reach the Docker engine: {exc}"
+            ) from None
+        swarm = info.get("Swarm") or {}
+        if swarm.get("LocalNodeState") != "active":
+            raise BackendRefused(
+                "the swarm backend needs this host's Docker engine to be a Swarm manager, but it "
+                "is not in a swarm (run `docker swarm init`, or use backend: docker)"
+            )
+        if not swarm.get("ControlAvailable"):
+            raise BackendRefused(
+                "the swarm backend needs this host's Docker engine to be a Swarm manager, but it "
+                "is a worker (run the server on a manager, or `docker node promote` this node)"
+            )
+        self._hardening = Hardening(api_at_least(version, NO_NEW_PRIVILEGES_API))
+        if self.config.no_new_privileges and not self._hardening.no_new_privileges:
+            log.warning(
+                "Engine API %s cannot set no-new-privileges on Swarm services (1.44+ can); "
+                "jobs run without it (docs/operations.md, what Swarm cannot express)",
+                version,
+            )
+
+    def ping(self) -> None:
+        with self._call("pinging"):
+            self._docker().ping()
+
+    # ------------------------------------------------------------------ nodes
+
+    def nodes(self) -> list[EngineNode]:
+        with self._call("listing nodes"):
+            found = engine_nodes(self._docker().nodes())
+        with self._lock:
+            self._node_ids = {n.name: n.engine_id for n in found}
+        return found
+
+    def node_events(self) -> EventStream:
+        with self._call("subscribing to node events"):
+            stream = self._docker().events(decode=True, filters={"type": ["node"]})
+        return SwarmNodeEvents(stream)
+
+    def local_node(self) -> str:
+        with self._call("reading this node's id"):
+            return str(self._docker().info()["Swarm"]["NodeID"])
+
+    def set_availability(self, engine_id: str, availability: str) -> None:
+        if availability not in AVAILABILITIES:
+            raise ValueError(f"availability must be one of {AVAILABILITIES}")
+        api = self._docker()
+        with self._call("setting a node's availability"):
+            try:
+                node = api.inspect_node(engine_id)
+            except docker.errors.NotFound:
+                raise LaunchError(f"node {engine_id} is not in the swarm") from None
+            spec = dict(node["Spec"])
+            spec["Availability"] = availability
+            api.update_node(engine_id, node["Version"]["Index"], spec)
+
+    def deploy_agent(self, image: str, server_url: str, enroll_token: str) -> str:
+        """The agent's global service (``_swarm_agent.py``), created or updated."""
+        with self._call("deploying the node agent"):
+            return _swarm_agent.deploy_agent(
+                self._docker(), self.instance_id, image, server_url, enroll_token
+            )
+
+    def agent_task_node(self, task_id: str) -> str | None:
+        with self._call("inspecting an agent task"):
+            return _swarm_agent.agent_task_node(self._docker(), self.instance_id, task_id)
+
+    def _engine_id(self, node: str) -> str:
+        with self._lock:
+            known = self._node_ids.get(node)
+        if known is None:
+            self.nodes()
+            with self._lock:
+                known = self._node_ids.get(node)
+        if known is None:
+            raise LaunchError(f"node {node} is not in the swarm")
+        return known
+
+    # ---------------------------------------------------------------- queries
+
+    def _services(self, name: str | None = None) -> list[dict[str, Any]]:
+        filters: dict[str, Any] = {"label": [f"{LABEL_INSTANCE}={self.instance_id}"]}
+        if name is not None:
+            filters["label"].append(f"{LABEL_NAME}={name}")
+        with self._call("listing services"):
+            return list(self._docker().services(filters=filters))
+
+    def _tasks(self, services: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """``{service id: its tasks}`` for ``services``, in one call per 100."""
+        ids = [s["ID"] for s in services]
+        found: dict[str, list[dict[str, Any]]] = {i: [] for i in ids}
+        api = self._docker()
+        with self._call("listing tasks"):
+            for start in range(0, len(ids), 100):
+                try:
+                    tasks = api.tasks(filters={"service": ids[start : start + 100]})
+                except docker.errors.NotFound:  # one was removed since it was listed
+                    wanted = set(ids[start : start + 100])
+                    tasks = [t for t in api.tasks() if t["ServiceID"] in wanted]
+                for task in tasks:
+                    found.setdefault(task["ServiceID"], []).append(task)
+        return found
+
+    def _statuses(self, services: list[dict[str, Any]]) -> list[ContainerStatus]:
+        tasks = self._tasks(services)
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for service in services:
+            labels = service["Spec"].get("Labels") or {}
+            groups.setdefault(labels.get(LABEL_NAME, service["Spec"]["Name"]), []).append(service)
+        result = []
+        for name, members in groups.items():
+            labels = members[0]["Spec"].get("Labels") or {}
+            ranked: ServiceTasks = [
+                (int((m["Spec"].get("Labels") or {}).get(LABEL_RANK, 0)),
+                 str((m["Spec"].get("Labels") or {}).get("gpudock.node", "")),
+                 latest_task(tasks.get(m["ID"], [])))  # type: ignore[misc]
+                for m in members
+            ]  # fmt: skip
+            stopped = self._stops.status(name)
+            if stopped is not None and all(task is None for _r, _n, task in ranked):
+                result.append(stopped)
+            else:
+                result.append(gang_status(name, ranked, labels))
+        return result
+
+    def list_containers(self) -> list[ContainerStatus]:
+        """One status per attempt (a gang's services aggregated) of this instance."""
+        return self._statuses(self._services())
+
+    def inspect(self, name_or_id: str) -> ContainerStatus | None:
+        services = self._services(name_or_id)
+        if not services:
+            return None
+        return self._statuses(services)[0]
+
+    def events(self) -> EventStream:
+        """Attempts whose status changed, found by polling tasks twice a second."""
+        self.ping()
+        return ServicePoller(self.list_containers, interval=0.5)
+
+    # ----------------------------------------------------------------- launch
+
+    def launch(self, request: LaunchRequest) -> ContainerStatus:
+        """Create the attempt's services (or adopt them) and wait until all run."""
+        members = members_of(request)
+        existing = self._services(request.name)
+        if existing:
+            self._check_owner(existing, request)
+        else:
+            self._create(request, members)
+        return self._wait_running(request, members)
+
+    def _check_owner(self, services: list[dict[str, Any]], request: LaunchRequest) -> None:
+        wanted = {
+            LABEL_INSTANCE: self.instance_id,
+            LABEL_JOB: str(request.job_id),
+            LABEL_ATTEMPT: str(request.attempt),
+        }
+        for service in services:
+            labels = service["Spec"].get("Labels") or {}
+            if any(labels.get(k) != v for k, v in wanted.items()):
+                raise LaunchError(
+                    f"a service named {service['Spec']['Name']} exists but is not this gpudock "
+                    f"instance's job {request.job_id} attempt {request.attempt}; left untouched"
+                )
+
+    def _create(self, request: LaunchRequest, members: tuple[Member, ...]) -> None:
+        api = self._docker()
+        headers = {}
+        if request.pull_login is not None:
+            headers["X-Registry-Auth"] = docker.auth.encode_header(request.pull_login.auth_config())
+        with self._call(f"creating the services of {request.name}"):
+            if request.members:
+                self._network(api, request)
+            for member in members:
+                spec = service_spec(
+                    request, member, self.config, self.swarm, self.instance_id,
+                    self._engine_id(member.node), self._hardening,
+                )  # fmt: skip
+                try:
+                    api._result(
+                        api._post_json(api._url("/services/create"), data=spec, headers=headers),
+                        True,
+                    )
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:  # 409: a racing launch made it: adopted below
+                        raise LaunchError(
+                            f"Swarm refused service {spec['Name']}: {explanation(exc)}"
+                        ) from exc
+
+    def _network(self, api: Any, request: LaunchRequest) -> None:
+        name = network_name(request.name)
+        if api.networks(names=[name]):
+            return
+        labels = {LABEL_INSTANCE: self.instance_id, LABEL_JOB: str(request.job_id),
+                  LABEL_ATTEMPT: str(request.attempt), LABEL_NAME: request.name}  # fmt: skip
+        try:
+            api.create_network(name, driver="overlay", attachable=True, labels=labels)
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+
+    def _wait_running(self, request: LaunchRequest, members: tuple[Member, ...]) -> ContainerStatus:
+        """Poll until every member runs (or ended); explain failures before running."""
+        deadline = time.monotonic() + self.swarm.start_timeout
+        names = {service_name(request, m): m for m in members}
+        while True:
+            services = self._services(request.name)
+            tasks = self._tasks(services)
+            by_name = {s["Spec"]["Name"]: latest_task(tasks.get(s["ID"], [])) for s in services}
+            for name, member in names.items():
+                task = by_name.get(name)
+                if task is not None and _failed_to_start(task):
+                    raise LaunchError(self._start_error(request, member, task))
+            status = self._statuses(services)[0] if services else None
+            if status is not None and status.state.value != "created":
+                return status
+            if time.monotonic() > deadline:
+                waiting = {n: task_message(t) if t else "no task" for n, t in by_name.items()}
+                raise LaunchError(
+                    f"service {request.name} did not start within "
+                    f"{self.swarm.start_timeout:g}s: {waiting}"
+                )
+            self._check_nodes_up(request, members, by_name)
+            time.sleep(POLL_SECONDS)
+
+    def _start_error(self, request: LaunchRequest, member: Member, task: Any) -> str:
+        message = task_message(task)
+        if "no such image" in message.lower():
+            return f"image {request.image} not found on node {member.node} ({message})"
+        return f"service {service_name(request, member)} on node {member.node}: {message}"
+
+    def _check_nodes_up(
+        self, request: LaunchRequest, members: tuple[Member, ...], tasks: dict[str, Any]
+    ) -> None:
+        """A member whose task waits on a node that is down: ``NodeUnavailable``."""
+        waiting = [
+            m for m in members
+            if (t := tasks.get(service_name(request, m))) is None or task_state(t) in BEFORE_RUNNING
+        ]  # fmt: skip
+        if not waiting:
+            return
+        states = {n.name: n for n in self.nodes()}
+        for member in waiting:
+            node = states.get(member.node)
+            if node is None or not node.ready:
+                state = "gone" if node is None else node.state
+                raise NodeUnavailable(
+                    f"node {member.node} is {state}; {request.name} starts when it is back",
+                    member.node,
+                )
+
+    # -------------------------------------------------------------- commands
+
+    def stop(self, name_or_id: str, grace_seconds: float) -> None:
+        """Stop every member (zero completions), keeping their logs; no error if absent.
+
+        Returns once their tasks ended. A member on a node that is not ready
+        cannot be stopped now: its tasks are told to stop (their node acts
+        when it is back; its agent sooner) and this returns at once.
+        """
+        services = self._services(name_or_id)
+        if not services:
+            return
+        api = self._docker()
+        with self._call(f"stopping {name_or_id}"):
+            if self._on_away_node(services):
+                for service in services:
+                    zero_completions(api, service["ID"])
+                return
+            final = self._stops.stop(api, name_or_id, services, grace_seconds)
+        if final is not None:
+            self._stops.remember(name_or_id, final)
+
+    def _on_away_node(self, services: list[dict[str, Any]]) -> bool:
+        ready = {n.name for n in self.nodes() if n.ready}
+        return any(
+            (s["Spec"].get("Labels") or {}).get("gpudock.node") not in ready for s in services
+        )
+
+    def remove(self, name_or_id: str) -> None:
+        """Remove the attempt's services and network; live tasks are told to stop first
+        (without waiting: their nodes stop them; removing a job service alone would not)."""
+        services = self._services(name_or_id)
+        api = self._docker()
+        with self._call(f"removing {name_or_id}"):
+            tasks = self._tasks(services)
+            for service in services:
+                if any(task_state(t) in BEFORE_RUNNING | {"running"} for t in tasks[service["ID"]]):
+                    zero_completions(api, service["ID"])
+            for service in services:
+                with contextlib.suppress(docker.errors.NotFound):
+                    api.remove_service(service["ID"])
+            for network in api.networks(names=[network_name(name_or_id)]):
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    api.remove_network(network["Id"])
+        self._stops.forget(name_or_id)
+
+    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+        """The attempt's output: a stopped one's captured log, else its services' logs.
+
+        A gang's ranks come one after the other, each after a ``==> rank N``
+        line (following: interleaved as they arrive).
+        """
+        captured = self._stops.captured(name_or_id)
+        if captured is not None:
+            yield from captured
+            return
+        services = sorted(
+            self._services(name_or_id),
+            key=lambda s: int((s["Spec"].get("Labels") or {}).get(LABEL_RANK, 0)),
+        )
+        api = self._docker()
+        with self._call("reading logs"):
+            yield from self._stops.service_logs(api, services, follow)
+
+
+def _failed_to_start(task: Mapping[str, Any]) -> bool:
+    """Rejected, or failed without an exit code: it never ran (no image, runtime refused)."""
+    code = ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ExitCode")
+    return task_state(task) in ("rejected", "failed") and not code
+
+
+def create(config: ServerConfig, instance_id: str, home: Path) -> SwarmExecutor:
+    """The ``swarm`` backend (``executors/registry.py``): the Swarm this host manages."""
+    return SwarmExecutor(config.executor, config.swarm, instance_id, home)
