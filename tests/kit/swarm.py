@@ -281,6 +281,18 @@ class SwarmCluster:
                 ends.setdefault(cid, record["time"])
         return {cid: (start, ends.get(cid, time.time())) for cid, start in starts.items()}
 
+    def commit_image(self, name: str, entrypoint: list[str]) -> str:
+        """``TEST_IMAGE`` with another entrypoint, as image ``name`` on every node."""
+        change = "ENTRYPOINT " + json.dumps(entrypoint)
+        for node in self.nodes:
+            with contextlib.closing(node.client()) as client:
+                container = client.containers.create(TEST_IMAGE, ["true"])
+                try:
+                    container.commit(*name.split(":", 1), changes=[change])
+                finally:
+                    container.remove(force=True)
+        return name
+
     # ----------------------------------------------------------------- repair
 
     def restore(self) -> None:

@@ -1,14 +1,19 @@
-"""The agent's view of its node's Docker engine: gpudock's containers, and stopping them.
+"""The agent's view of its node's containers: the engine's word, checked against the kernel's.
 
 Containers are found by the ``gpudock.instance`` label (whatever the
-instance: the server says which are its own). With the engine gone (killed,
-hung) the agent can still stop a container: its init is SIGKILLed, which
-ends every process of the container's PID namespace. Its pid comes from the
-last listing, or else from the engine's own record of the container
-(``<data root>/containers/<id>/config.v2.json``, which a dead engine leaves
-behind); a pid is used only while ``/proc/<pid>/cgroup`` names the
-container, so a reused pid is never hit. That needs the host's PID
-namespace and filesystem (a host-process agent).
+instance: the server says which are its own). Whether one *runs* is the
+kernel's word, not only the engine's: a container runs while a process
+lives in its cgroup (``/proc/*/cgroup`` names the container id). An engine
+killed in the middle of a start can come back without knowing that its
+container runs (its record says ``created``), and an engine that is gone
+knows nothing at all; the processes run on either way. Labels of a container
+the engine cannot list come from its record under the engine's data root
+(``containers/<id>/config.v2.json``).
+
+Stopping one: the engine's ``rm -f`` when it answers, then SIGKILL to every
+process still in the container's cgroup. That needs the host's PID
+namespace and filesystem (a host-process agent; a Swarm-service agent
+stops containers through the engine only).
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +35,17 @@ from gpudock.executors.labels import LABEL_ATTEMPT, LABEL_INSTANCE, LABEL_JOB, p
 
 log = logging.getLogger("gpudock.agent")
 
-
-@dataclass(frozen=True, slots=True)
-class Init:
-    """A running container's init process (its host pid) and gpudock instance."""
-
-    pid: int
-    instance: str | None = None  # the container's gpudock instance
+_ID = re.compile(r"(?:^|[/-])([0-9a-f]{64})(?:\.scope)?$")
 
 
 class NodeEngine:
-    """The node's engine (``client()`` makes a docker-py client of it)."""
+    """The node's engine (``client()`` makes a docker-py client of it) and its containers."""
 
     def __init__(self, client: Callable[[], Any], proc: Path = Path("/proc")) -> None:
         self._make = client
         self._client: Any = None
         self._proc = proc
-        self.inits: dict[str, Init] = {}  # running containers' init, from the last listing
+        self.labels: dict[str, dict[str, str]] = {}  # gpudock containers seen: their labels
         self.ended: dict[str, float | None] = {}  # stopped containers: when they stopped
         self.managers: list[str] = []  # the swarm's manager addresses, from the last info
         self.data_root: Path | None = None  # the engine's DockerRootDir, from the last info
@@ -62,55 +61,38 @@ class NodeEngine:
             with contextlib.suppress(Exception):
                 client.close()
 
+    # ----------------------------------------------------------------- listing
+
     def containers(self) -> list[ReportedContainer]:
-        """Every container with a gpudock label, running or not. Raises on an engine error."""
+        """Every container with a gpudock label (the engine's listing), running when the
+        engine or the kernel says so. Raises when the engine does not answer."""
         api = self.client().api
-        found = []
-        seen: dict[str, Init] = {}
-        ended: dict[str, float | None] = {}
-        for summary in api.containers(all=True, filters={"label": LABEL_INSTANCE}):
+        summaries = api.containers(all=True, filters={"label": LABEL_INSTANCE})
+        live = self.processes()
+        found, ended = [], {}
+        for summary in summaries:
             cid, labels = summary["Id"], summary.get("Labels") or {}
-            running = summary.get("State") == "running"
-            if running and cid in self.inits:
-                seen[cid] = self.inits[cid]
-            elif not running and cid in self.ended:
-                ended[cid] = self.ended[cid]
-            else:
-                self._inspect(api, cid, labels, running, seen, ended)
-            found.append(
-                ReportedContainer(
-                    id=cid,
-                    name=(summary.get("Names") or ["?"])[0].lstrip("/"),
-                    instance=labels.get(LABEL_INSTANCE),
-                    job=_int(labels.get(LABEL_JOB)),
-                    attempt=_int(labels.get(LABEL_ATTEMPT)),
-                    running=running,
-                    finished_at=None if running else ended.get(cid),
-                )
-            )
-        self.inits, self.ended = seen, ended
+            self.labels[cid] = labels
+            running = summary.get("State") == "running" or cid in live
+            if not running:
+                ended[cid] = self.ended[cid] if cid in self.ended else _finished(api, cid)
+            found.append(_reported(cid, summary, labels, running, ended.get(cid)))
+        listed = {s["Id"] for s in summaries}
+        for cid in live.keys() - listed:  # runs, but the engine does not list it
+            labels = self.labels.get(cid) or self.recorded_labels(cid)
+            if labels and LABEL_INSTANCE in labels:
+                found.append(_reported(cid, {"Names": [cid[:12]]}, labels, True, None))
+        self.ended = ended
         return found
 
-    def _inspect(
-        self,
-        api: Any,
-        cid: str,
-        labels: dict[str, str],
-        running: bool,
-        seen: dict[str, Init],
-        ended: dict[str, float | None],
-    ) -> None:
-        """Remember a new running container's init, or when a stopped one stopped."""
-        try:
-            state = api.inspect_container(cid).get("State") or {}
-        except docker.errors.NotFound:
-            return
-        if not running:
-            ended[cid] = parse_engine_time(state.get("FinishedAt"))
-            return
-        pid = int(state.get("Pid") or 0)
-        if pid > 0:
-            seen[cid] = Init(pid, labels.get(LABEL_INSTANCE))
+    def stray(self, instance: str) -> list[str]:
+        """gpudock containers of ``instance`` with live processes, engine or not."""
+        result = []
+        for cid in self.processes():
+            labels = self.labels.get(cid) or self.recorded_labels(cid)
+            if labels and labels.get(LABEL_INSTANCE) == instance:
+                result.append(cid)
+        return result
 
     def swarm_managers(self) -> list[str]:
         """The managers' addresses (``host:port``) this node's engine knows; cached (with
@@ -123,52 +105,83 @@ class NodeEngine:
             self.managers = managers
         return self.managers
 
-    def kill(self, container: str) -> bool:
-        """Stop and remove ``container`` now (SIGKILL); True if it was there. Raises on an
-        engine error."""
-        try:
-            self.client().api.remove_container(container, force=True)
-        except docker.errors.NotFound:
-            return False
-        return True
-
-    def kill_init(self, container: str) -> bool:
-        """SIGKILL the container's init (the engine is gone); True if it was still alive."""
-        init = self.inits.get(container)
-        pid = init.pid if init is not None else self.recorded().get(container)
-        if pid is None or not _in_cgroup_of(self._proc, pid, container):
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-            return True
-        return False
-
-    def recorded(self, instance: str | None = None) -> dict[str, int]:
-        """Running gpudock containers (of ``instance``, or any) as the engine last recorded
-        them under its data root: ``{container id: init pid}``. Never raises."""
-        found: dict[str, int] = {}
+    def recorded_labels(self, container: str) -> dict[str, str] | None:
+        """The labels in the engine's record of ``container`` (its data root), if any."""
         if self.data_root is None:
-            return found
-        for path in (self.data_root / "containers").glob("*/config.v2.json"):
+            return None
+        try:
+            data = json.loads(
+                (self.data_root / "containers" / container / "config.v2.json").read_text()
+            )
+        except (OSError, ValueError):
+            return None
+        labels = (data.get("Config") or {}).get("Labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
+
+    def processes(self) -> dict[str, list[int]]:
+        """``{container id: pids}`` of every process whose cgroup names a container."""
+        found: dict[str, list[int]] = {}
+        for entry in os.scandir(self._proc):
+            if not entry.name.isdigit():
+                continue
             try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
+                text = Path(entry.path, "cgroup").read_text()
+            except OSError:
                 continue
-            labels = (data.get("Config") or {}).get("Labels") or {}
-            state = data.get("State") or {}
-            if LABEL_INSTANCE not in labels or not state.get("Running") or not state.get("Pid"):
-                continue
-            if instance is None or labels[LABEL_INSTANCE] == instance:
-                found[str(data.get("ID"))] = int(state["Pid"])
+            for line in text.splitlines():
+                match = _ID.search(line.rsplit(":", 1)[-1])
+                if match is not None:
+                    found.setdefault(match.group(1), []).append(int(entry.name))
+                    break
         return found
 
+    # ------------------------------------------------------------------ kills
 
-def _in_cgroup_of(proc: Path, pid: int, container: str) -> bool:
-    """Whether process ``pid`` lives in container ``container``'s cgroup."""
+    def kill(self, container: str) -> bool:
+        """Stop ``container`` now: the engine's ``rm -f``, then SIGKILL to whatever still
+        lives in its cgroup. True if anything was there to stop."""
+        stopped = False
+        try:
+            self.client().api.remove_container(container, force=True)
+            stopped = True
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, OSError) as exc:
+            log.info(
+                "the engine did not remove %s (%s); killing its processes", container[:12], exc
+            )
+            self.reset()
+        return self.kill_processes(container) or stopped
+
+    def kill_processes(self, container: str) -> bool:
+        """SIGKILL every process in ``container``'s cgroup; True if there was one."""
+        pids = self.processes().get(container, [])
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return bool(pids)
+
+
+def _reported(
+    cid: str, summary: dict[str, Any], labels: dict[str, str], running: bool, ended: float | None
+) -> ReportedContainer:
+    return ReportedContainer(
+        id=cid,
+        name=(summary.get("Names") or ["?"])[0].lstrip("/"),
+        instance=labels.get(LABEL_INSTANCE),
+        job=_int(labels.get(LABEL_JOB)),
+        attempt=_int(labels.get(LABEL_ATTEMPT)),
+        running=running,
+        finished_at=None if running else ended,
+    )
+
+
+def _finished(api: Any, container: str) -> float | None:
     try:
-        return container in (proc / str(pid) / "cgroup").read_text()
-    except OSError:
-        return False
+        state = api.inspect_container(container).get("State") or {}
+    except docker.errors.NotFound:
+        return None
+    return parse_engine_time(state.get("FinishedAt"))
 
 
 def _int(text: str | None) -> int | None:

@@ -5,12 +5,14 @@ Each step (every ``interval`` seconds, the server's figure once it spoke):
 1. list the node's gpudock containers (the engine), then read NVML;
 2. report them (``POST /v1/agent/sync``), echoing the server's last nonce;
 3. kill and remove what the orders name (the server's view is the authority);
-4. the lease: when neither the server nor any Swarm manager has answered for
-   ``lease`` seconds, the node is cut off, and the server will requeue its
-   jobs once its grace ends: every running container of the instance is
-   stopped now, by the engine, or (the engine gone) by SIGKILL to its init.
-   The same when the engine itself has been gone that long. What it stopped
-   is reported once the server answers again.
+4. the lease (its own thread, checked four times a second, so a report
+   stuck on a dead link never delays it): when neither the server nor any
+   Swarm manager has answered for ``lease`` seconds, the node is cut off, and
+   the server will requeue its jobs once its grace ends: every container of
+   the instance with a live process is stopped now, by the engine, or (the
+   engine gone) by SIGKILL to the processes of its cgroup. The same when the
+   engine itself has been gone that long. What it stopped is reported once
+   the server answers again.
 
 A server that is down while the managers answer changes nothing: the node is
 not cut off, and no job is requeued behind its back. The order (list, then
@@ -43,6 +45,7 @@ from gpudock.agent.protocol import AgentOrders, AgentReport, EnrollOut
 log = logging.getLogger("gpudock.agent")
 
 FIRST_RETRY = 1.0  # seconds between reports until the server first answered
+LEASE_TICK = 0.25  # seconds between two checks of the lease
 DEFAULT_LEASE = 50.0  # before the server said (its default grace 60 s less two intervals)
 
 
@@ -76,6 +79,8 @@ class Agent:
         self.engine_seen = now
         self.context: NodeContext | None = None
         self.services: list[NodeService] = []
+        self._lock = threading.Lock()
+        self._managers_ok_until = 0.0
 
     def _docker(self) -> Any:
         url = self.settings.docker_url
@@ -92,6 +97,9 @@ class Agent:
         server = None
         if self.settings.metrics_port:
             server = serve(self.settings.metrics_port, self.settings.metrics_host, self.page)
+        lease = threading.Thread(target=self._lease_loop, args=(stop,), name="gpudock-lease")
+        lease.daemon = True
+        lease.start()
         try:
             while not stop.is_set():
                 started = time.monotonic()
@@ -128,13 +136,13 @@ class Agent:
             gpus=self.gpus.gpus,
             driver_version=self.gpus.driver_version,
             cuda_version=self.gpus.cuda_version,
-            fenced=self.fenced,
+            fenced=list(self.fenced),
         )
         orders = self._post(report)
         if orders is not None:
-            self.fenced = []
+            with self._lock:
+                self.fenced = [c for c in self.fenced if c not in report.fenced]
             self._obey(orders)
-        self._lease()
         return orders
 
     def _post(self, report: AgentReport) -> AgentOrders | None:
@@ -177,16 +185,20 @@ class Agent:
                 log.warning("cannot remove stopped container %s: %s", container[:12], exc)
 
     def kill(self, container: str, why: str) -> None:
-        """Stop and remove ``container`` (by its init if the engine is gone)."""
+        """Stop and remove ``container`` (its processes, if the engine cannot)."""
         log.warning("killing container %s: %s", container[:12], why)
-        try:
-            self.engine.kill(container)
-        except (docker.errors.DockerException, OSError):
-            self.engine.kill_init(container)
+        self.engine.kill(container)
 
     # ------------------------------------------------------------------ lease
 
-    def _lease(self) -> None:
+    def _lease_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(LEASE_TICK):
+            try:
+                self.lease()
+            except Exception:  # the loop must outlive any one failure
+                log.exception("the lease check failed; trying again")
+
+    def lease(self) -> None:
         """Step 4: stop every container of the instance when cut off (see module docstring)."""
         if self.orders is None:
             return
@@ -197,21 +209,24 @@ class Agent:
             return
         why = "no Docker engine" if engine_gone else "no server and no Swarm manager"
         instance = self.orders.instance
-        targets = [c for c, init in self.engine.inits.items() if init.instance == instance]
-        targets += [c for c in self.engine.recorded(instance) if c not in targets]
-        if not engine_gone:
-            try:
-                listed = self.engine.containers()
-                targets = [c.id for c in listed if c.running and c.instance == instance]
-            except (docker.errors.DockerException, OSError):
-                pass
+        targets = self.engine.stray(instance)  # the kernel's word: processes in their cgroups
         for container in targets:
-            if container not in self.fenced:
-                self.kill(container, f"{why} for {lease:g}s: the server requeues its jobs")
-                self.fenced.append(container)
+            self.kill(container, f"{why} for {lease:g}s: the server requeues its jobs")
+            with self._lock:
+                if container not in self.fenced:
+                    self.fenced.append(container)
 
     def _managers_answer(self) -> bool:
-        """Whether any Swarm manager accepts a TCP connection (the node is not cut off)."""
+        """Whether any Swarm manager accepts a TCP connection (the node is not cut off);
+        a yes is trusted for a second."""
+        if time.monotonic() < self._managers_ok_until:
+            return True
+        if self._probe_managers():
+            self._managers_ok_until = time.monotonic() + 1.0
+            return True
+        return False
+
+    def _probe_managers(self) -> bool:
         try:
             managers = self.engine.swarm_managers()
         except (docker.errors.DockerException, OSError):

@@ -70,12 +70,16 @@ def deploy_agent(
         str | None,
         typer.Option(help="the URL agents reach the server at; default: the one you use"),
     ] = None,
+    docker_socket: Annotated[
+        str, typer.Option(help="each node's Docker engine socket (the same path on every host)")
+    ] = "/var/run/docker.sock",
 ) -> None:
     """Run the node agent on every Swarm node, as a global service (admins)."""
     from gpudock.cli.client import Client
 
     url = server_url or Client().url
-    result = call("POST", "/v1/swarm/agent", json={"image": image, "server_url": url})
+    body = {"image": image, "server_url": url, "docker_socket": docker_socket}
+    result = call("POST", "/v1/swarm/agent", json=body)
     print(f"agent service {result['service']} deployed; its tasks enroll with {url}")
 
 

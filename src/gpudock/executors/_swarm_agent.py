@@ -28,9 +28,10 @@ def service_name(instance: str) -> str:
 
 
 def agent_spec(
-    instance: str, image: str, server_url: str, secret_id: str, secret_name: str
+    instance: str, image: str, server_url: str, secret_id: str, secret_name: str, socket: str
 ) -> dict[str, Any]:
-    """The ``POST /services/create`` body of the agent's global service."""
+    """The ``POST /services/create`` body of the agent's global service (``socket``: the
+    node's engine socket on each host, mounted at ``/var/run/docker.sock``)."""
     container = {
         "Image": image,
         "Args": ["agent", "--server", server_url, "--enroll-file", SECRET_FILE],
@@ -41,9 +42,7 @@ def agent_spec(
             "NVIDIA_DRIVER_CAPABILITIES=utility",
         ],
         "Labels": {LABEL_AGENT: instance},
-        "Mounts": [
-            {"Type": "bind", "Source": "/var/run/docker.sock", "Target": "/var/run/docker.sock"}
-        ],
+        "Mounts": [{"Type": "bind", "Source": socket, "Target": "/var/run/docker.sock"}],
         "Secrets": [
             {
                 "SecretID": secret_id,
@@ -65,12 +64,14 @@ def agent_spec(
     }
 
 
-def deploy_agent(api: Any, instance: str, image: str, server_url: str, token: str) -> str:
+def deploy_agent(
+    api: Any, instance: str, image: str, server_url: str, token: str, socket: str
+) -> str:
     """Create or update the agent service with a fresh secret holding ``token``."""
     digest = hashlib.sha256(token.encode()).hexdigest()[:12]
     secret_name = f"gpudock-agent-enroll-{instance}-{digest}"
     secret = api.create_secret(secret_name, token.encode(), labels={LABEL_AGENT: instance})
-    spec = agent_spec(instance, image, server_url, secret["ID"], secret_name)
+    spec = agent_spec(instance, image, server_url, secret["ID"], secret_name, socket)
     try:
         current = api.inspect_service(service_name(instance))
     except docker.errors.NotFound:

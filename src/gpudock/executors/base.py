@@ -323,12 +323,15 @@ class ExecutorWithAgentService(Executor):
     where each of its tasks runs, so that a task may enroll for its own node only."""
 
     @abstractmethod
-    def deploy_agent(self, image: str, server_url: str, enroll_token: str) -> str:
+    def deploy_agent(
+        self, image: str, server_url: str, enroll_token: str, docker_socket: str
+    ) -> str:
         """Create or update the agent service running ``image`` on every node; return its name.
 
-        The tasks reach the server at ``server_url`` and hold ``enroll_token``
-        (an engine secret). Raises ``ExecutorUnavailable`` when the engine
-        does not answer or refuses.
+        The tasks reach the server at ``server_url``, hold ``enroll_token``
+        (an engine secret) and their node's engine socket (``docker_socket``
+        on each host). Raises ``ExecutorUnavailable`` when the engine does
+        not answer or refuses.
         """
 
     @abstractmethod

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -44,17 +43,13 @@ import docker
 import docker.auth
 import docker.errors
 
-from gpudock.config import ExecutorConfig, ServerConfig, SwarmConfig
-from gpudock.executors import _swarm_agent
+from gpudock.config import ServerConfig
 from gpudock.executors._docker_pull import explanation
+from gpudock.executors._swarm_engine import SwarmEngine
 from gpudock.executors._swarm_spec import (
     BEFORE_RUNNING,
     LABEL_NAME,
     LABEL_RANK,
-    NO_NEW_PRIVILEGES_API,
-    Hardening,
-    api_at_least,
-    engine_nodes,
     gang_status,
     latest_task,
     members_of,
@@ -64,18 +59,12 @@ from gpudock.executors._swarm_spec import (
     task_message,
     task_state,
 )
-from gpudock.executors._swarm_stop import StopCapture, zero_completions
-from gpudock.executors._swarm_watch import ServicePoller, SwarmNodeEvents
+from gpudock.executors._swarm_stop import zero_completions
+from gpudock.executors._swarm_watch import ServicePoller
 from gpudock.executors.base import (
-    AVAILABILITIES,
-    BackendRefused,
     ContainerStatus,
-    EngineNode,
     EventStream,
-    ExecutorUnavailable,
-    ExecutorWithAgentService,
     ExecutorWithEvents,
-    ExecutorWithNodes,
     LaunchError,
     LaunchRequest,
     Member,
@@ -85,149 +74,14 @@ from gpudock.executors.labels import LABEL_ATTEMPT, LABEL_INSTANCE, LABEL_JOB
 
 log = logging.getLogger("gpudock.executors.swarm")
 
-CLIENT_TIMEOUT_SECONDS = 30
 POLL_SECONDS = 0.05  # while waiting for a task to run
 ServiceTasks = list[tuple[int, str, dict[str, Any] | None]]  # (rank, node, newest task)
 
 
-class SwarmExecutor(ExecutorWithEvents, ExecutorWithNodes, ExecutorWithAgentService):
+class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
     """The ``Executor`` of the Swarm this host's engine manages (see module docstring)."""
 
     binds_mounts = False  # paths live on other hosts: the allowlist's checks cannot run there
-
-    def __init__(
-        self, config: ExecutorConfig, swarm: SwarmConfig, instance_id: str, state_dir: Path
-    ) -> None:
-        if not instance_id:
-            raise ValueError("instance_id must not be empty")
-        self.config, self.swarm, self.instance_id = config, swarm, instance_id
-        self._client: Any = None
-        self._lock = threading.Lock()
-        self._node_ids: dict[str, str] = {}  # gpudock node name → Swarm node id
-        self._hardening = Hardening()
-        self._stops = StopCapture(state_dir / "swarm-stops")
-
-    # ----------------------------------------------------------------- engine
-
-    def _docker(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                url = self.config.docker_url
-                try:
-                    self._client = (
-                        docker.DockerClient(base_url=url, timeout=CLIENT_TIMEOUT_SECONDS)
-                        if url
-                        else docker.from_env(timeout=CLIENT_TIMEOUT_SECONDS)
-                    )
-                except docker.errors.DockerException as exc:
-                    raise ExecutorUnavailable(f"Docker engine unreachable: {exc}") from exc
-            return self._client.api
-
-    @contextlib.contextmanager
-    def _call(self, what: str) -> Iterator[None]:
-        """Engine errors of any kind as ``ExecutorUnavailable`` (``LaunchError`` passes)."""
-        try:
-            yield
-        except (LaunchError, ExecutorUnavailable):
-            raise
-        except docker.errors.APIError as exc:
-            raise ExecutorUnavailable(
-                f"Swarm manager error while {what}: {explanation(exc)}"
-            ) from exc
-        except (docker.errors.DockerException, OSError) as exc:
-            raise ExecutorUnavailable(f"Swarm manager unreachable while {what}: {exc}") from exc
-
-    def close(self) -> None:
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
-
-    def prepare(self) -> None:
-        """Refuse (``BackendRefused``) unless this host's engine is a Swarm manager."""
-        try:
-            api = self._docker()
-            info = api.info()
-            version = str(api.version().get("ApiVersion", ""))
-        except (docker.errors.DockerException, OSError, ExecutorUnavailable) as exc:
-            raise BackendRefused(
-                f"the swarm backend cannot reach the Docker engine: {exc}"
-            ) from None
-        swarm = info.get("Swarm") or {}
-        if swarm.get("LocalNodeState") != "active":
-            raise BackendRefused(
-                "the swarm backend needs this host's Docker engine to be a Swarm manager, but it "
-                "is not in a swarm (run `docker swarm init`, or use backend: docker)"
-            )
-        if not swarm.get("ControlAvailable"):
-            raise BackendRefused(
-                "the swarm backend needs this host's Docker engine to be a Swarm manager, but it "
-                "is a worker (run the server on a manager, or `docker node promote` this node)"
-            )
-        self._hardening = Hardening(api_at_least(version, NO_NEW_PRIVILEGES_API))
-        if self.config.no_new_privileges and not self._hardening.no_new_privileges:
-            log.warning(
-                "Engine API %s cannot set no-new-privileges on Swarm services (1.44+ can); "
-                "jobs run without it (docs/operations.md, what Swarm cannot express)",
-                version,
-            )
-
-    def ping(self) -> None:
-        with self._call("pinging"):
-            self._docker().ping()
-
-    # ------------------------------------------------------------------ nodes
-
-    def nodes(self) -> list[EngineNode]:
-        with self._call("listing nodes"):
-            found = engine_nodes(self._docker().nodes())
-        with self._lock:
-            self._node_ids = {n.name: n.engine_id for n in found}
-        return found
-
-    def node_events(self) -> EventStream:
-        with self._call("subscribing to node events"):
-            stream = self._docker().events(decode=True, filters={"type": ["node"]})
-        return SwarmNodeEvents(stream)
-
-    def local_node(self) -> str:
-        with self._call("reading this node's id"):
-            return str(self._docker().info()["Swarm"]["NodeID"])
-
-    def set_availability(self, engine_id: str, availability: str) -> None:
-        if availability not in AVAILABILITIES:
-            raise ValueError(f"availability must be one of {AVAILABILITIES}")
-        api = self._docker()
-        with self._call("setting a node's availability"):
-            try:
-                node = api.inspect_node(engine_id)
-            except docker.errors.NotFound:
-                raise LaunchError(f"node {engine_id} is not in the swarm") from None
-            spec = dict(node["Spec"])
-            spec["Availability"] = availability
-            api.update_node(engine_id, node["Version"]["Index"], spec)
-
-    def deploy_agent(self, image: str, server_url: str, enroll_token: str) -> str:
-        """The agent's global service (``_swarm_agent.py``), created or updated."""
-        with self._call("deploying the node agent"):
-            return _swarm_agent.deploy_agent(
-                self._docker(), self.instance_id, image, server_url, enroll_token
-            )
-
-    def agent_task_node(self, task_id: str) -> str | None:
-        with self._call("inspecting an agent task"):
-            return _swarm_agent.agent_task_node(self._docker(), self.instance_id, task_id)
-
-    def _engine_id(self, node: str) -> str:
-        with self._lock:
-            known = self._node_ids.get(node)
-        if known is None:
-            self.nodes()
-            with self._lock:
-                known = self._node_ids.get(node)
-        if known is None:
-            raise LaunchError(f"node {node} is not in the swarm")
-        return known
 
     # ---------------------------------------------------------------- queries
 

@@ -48,6 +48,7 @@ from gpudock.store.tokens import ENROLL, Principal
 log = logging.getLogger("gpudock.agent")
 
 HOLDING = [s.value for s in JobState if s.holds_resources]
+ENROLLED_BY = "enrollment"  # created_by of the node tokens enrollment issues
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,20 +188,21 @@ class AgentService:
             name = session.scalar(select(NodeRow.name).where(NodeRow.engine_id == where))
             if name is None:
                 raise NotFound(f"node {where} is not registered yet; retry in a few seconds")
-            token_store.revoke_node_tokens(session, name, now)  # one agent token per node
+            # one enrolled token per node (an admin's own node tokens stay)
+            token_store.revoke_node_tokens(session, name, now, created_by=ENROLLED_BY)
             _info, secret = token_store.issue_token(
                 session,
                 f"agent@{name}",
                 False,
                 now,
                 name="agent",
-                created_by="enrollment",
+                created_by=ENROLLED_BY,
                 node=name,
             )
         log.info("node %s: agent task %s enrolled", name, request.task_id)
         return EnrollOut(node=name, token=secret)
 
-    def deploy(self, principal: Principal, image: str, server_url: str) -> str:
+    def deploy(self, principal: Principal, image: str, server_url: str, docker_socket: str) -> str:
         """Create (or update) the Swarm agent service; return its name. Admins only."""
         if not principal.is_admin:
             raise Forbidden("only an admin can deploy the node agent")
@@ -223,7 +225,7 @@ class AgentService:
                 node=ENROLL,
             )
         try:
-            return executor.deploy_agent(image, server_url, secret)
+            return executor.deploy_agent(image, server_url, secret, docker_socket)
         except ExecutorUnavailable as exc:
             raise Conflict(f"the swarm refused the agent service: {exc}") from None
 

@@ -151,13 +151,15 @@ def list_tokens(session: Session, user: str | None = None) -> list[TokenInfo]:
     return [TokenInfo.of(row) for row in session.scalars(query)]
 
 
-def revoke_node_tokens(session: Session, node: str, now: float) -> list[int]:
-    """Revoke every active token of ``node``; return their ids."""
-    ids = list(
-        session.scalars(
-            select(TokenRow.id).where(TokenRow.node == node, TokenRow.revoked_at.is_(None))
-        )
-    )
+def revoke_node_tokens(
+    session: Session, node: str, now: float, created_by: str | None = None
+) -> list[int]:
+    """Revoke every active token of ``node`` (only those ``created_by``, if given); return
+    their ids."""
+    query = select(TokenRow.id).where(TokenRow.node == node, TokenRow.revoked_at.is_(None))
+    if created_by is not None:
+        query = query.where(TokenRow.created_by == created_by)
+    ids = list(session.scalars(query))
     for token_id in ids:
         revoke(session, token_id, now)
     return ids

@@ -45,6 +45,12 @@ class DeployAgent(BaseModel):
     server_url: str = Field(
         min_length=1, max_length=512, description="the URL the agents reach the server at"
     )
+    docker_socket: str = Field(
+        default="/var/run/docker.sock",
+        pattern=r"^/",
+        max_length=512,
+        description="each node's Docker engine socket (an absolute path on every host)",
+    )
 
 
 class DeployedOut(BaseModel):
@@ -54,7 +60,8 @@ class DeployedOut(BaseModel):
 @router.post("/v1/swarm/agent", response_model=DeployedOut, responses=_ERRORS)
 def deploy_agent(body: DeployAgent, user: CurrentUser, ctx: Ctx) -> DeployedOut:
     """Run the node agent on every Swarm node (a global service; admins only)."""
-    return DeployedOut(service=AgentService(ctx).deploy(user, body.image, body.server_url))
+    service = AgentService(ctx).deploy(user, body.image, body.server_url, body.docker_socket)
+    return DeployedOut(service=service)
 
 
 @router.post("/v1/nodes/{name}/drain", response_model=NodeOut, responses=_ERRORS)
