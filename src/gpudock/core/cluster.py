@@ -5,8 +5,9 @@ watcher (``runtime/cluster.py``) and shown by ``gpudock nodes``:
 
 * a node takes new jobs only when it is in the swarm, ``ready``,
   ``active`` and not waiting for its agent to confirm fencing;
-* a node that stops being ready gets ``node_grace``; after it, its jobs are
-  lost, and requeued per their ``retries`` *only if its agent was watching*
+* a node that stops being ready gets ``node_grace`` from its last sign of
+  life; after it, its jobs are lost, and requeued per their ``retries``
+  *only if its agent was watching*
   (reporting until the node went away): that agent stops the node's
   containers by itself before the grace ends (``lease``), so a requeued
   attempt never runs beside the old one. An unwatched node's jobs wait for
@@ -27,7 +28,7 @@ from gpudock.core.units import format_duration
 
 AVAILABILITIES = ("active", "pause", "drain")
 REMOVED = "removed"  # engine_state of a node the engine no longer lists
-WATCH_SLACK = 5.0  # seconds beyond three report intervals before an agent counts as silent
+WATCH_SLACK = 2.0  # seconds beyond three report intervals before an agent counts as silent
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,18 +104,23 @@ def lease(grace: float, interval: float) -> float:
 
 
 def loss_due(facts: NodeFacts, now: float, grace: float, interval: float) -> bool:
-    """The node is away and its grace is over (a watched node's: plus one interval).
+    """The node is away and its grace is over.
 
-    Safe for a watched node because its agent fences by itself first: cut
-    off, it stops the containers ``lease`` after its last answer, which came
-    before the node left; with its engine gone, ``lease`` after the engine
-    went, which is before Swarm marks the node down. Both are less than the
-    grace after ``down_since``.
+    The grace runs from the node's last sign of life: Swarm's ``down`` mark,
+    or, for a watched node, its agent's last report when that came first (a
+    cut link silences the agent at once; Swarm notices only after its
+    heartbeats). Safe because a watched node's agent fences by itself
+    first: cut off, it stops the containers ``lease`` after its last
+    answer; with its engine gone, ``lease`` after the engine went, which is
+    before Swarm marks the node down. ``lease`` is two intervals less than
+    the grace.
     """
     if facts.ready or facts.down_since is None:
         return False
-    margin = interval if watched(facts, interval) else 0.0
-    return now >= facts.down_since + grace + margin
+    start = facts.down_since
+    if facts.agent_seen_at is not None and watched(facts, interval):
+        start = min(start, facts.agent_seen_at)
+    return now >= start + grace
 
 
 def node_status(facts: NodeFacts, now: float, grace: float) -> tuple[NodeStatus, str | None]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from tests.kit.server import TERMINAL, submit, wait_for, wait_state
-from tests.kit.swarm_server import GRACE, SwarmServer
+from tests.kit.swarm_server import GRACE, INTERVAL, SwarmServer
 
 IMAGE = "gpudock-test/busybox:latest"
 
@@ -65,11 +65,13 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _requeued_after(cs: SwarmServer, job_id: int, since: float) -> dict[str, Any]:
+def _requeued_after(cs: SwarmServer, job_id: int, fault: float) -> dict[str, Any]:
+    """The job, requeued a grace after the node's last sign of life (its agent's last
+    report, at most one interval before ``fault``)."""
     job = wait_state(cs.api, job_id, {"PENDING", "ALLOCATED", "STARTING"}, 30)
     lost = [e for e in job["events"] if e["to"] == "PENDING" and e["attempt"] == 1]
     assert lost and "lost" in lost[0]["reason"] and "retrying" in lost[0]["reason"], job["events"]
-    assert lost[0]["at"] - since >= GRACE, "requeued before the grace ended"
+    assert lost[0]["at"] - fault >= GRACE - INTERVAL, "requeued before the grace ended"
     return job
 
 
@@ -84,7 +86,7 @@ def test_a_killed_worker_engine_loses_its_jobs_after_the_grace(cs: SwarmServer) 
     pid = _init_pid(cs, "sw2", job_id)
     node.kill9()  # dockerd and its containerd; the container's shim and process live on
     down = wait_for(lambda: cs.swarm.states().get("sw2") == "down" and time.time(), 30, "down")
-    _requeued_after(cs, job_id, down)
+    _requeued_after(cs, job_id, down + INTERVAL)  # its agent reports on: Swarm's mark counts
     wait_for(lambda: not _alive(pid), 10, "the agent to kill the orphaned container's init")
     node.start()
     back = time.monotonic()
@@ -103,9 +105,9 @@ def test_a_cut_link_loses_the_jobs_and_the_heal_finds_nothing_stale(cs: SwarmSer
     node = cs.swarm.node("sw3")
     job_id = _pinned(cs, "sw3")
     pid = _init_pid(cs, "sw3", job_id)
+    cut = time.time()
     node.cut()
-    down = wait_for(lambda: cs.swarm.states().get("sw3") == "down" and time.time(), 30, "down")
-    _requeued_after(cs, job_id, down)
+    _requeued_after(cs, job_id, cut)
     assert not _alive(pid), "the agent, cut off, did not stop its node's container by itself"
     node.heal()
     job = wait_state(cs.api, job_id, {"RUNNING"}, 60)

@@ -39,16 +39,20 @@ def test_a_node_takes_jobs_only_ready_active_and_fenced(
     assert (reason is None) if why is None else (why in (reason or ""))
 
 
-def test_a_node_is_lost_after_its_grace_plus_one_interval_when_watched() -> None:
-    away = facts(engine_state="down", down_since=1000.0, agent_seen_at=999.0)
-    assert watched(away, INTERVAL)
-    assert not loss_due(away, 1000.0 + GRACE + INTERVAL - 0.1, GRACE, INTERVAL)
-    assert loss_due(away, 1000.0 + GRACE + INTERVAL, GRACE, INTERVAL)
+def test_a_node_is_lost_a_grace_after_its_last_sign_of_life() -> None:
+    cut = facts(engine_state="down", down_since=1000.0, agent_seen_at=985.0)  # agent first
+    assert watched(cut, INTERVAL)
+    assert not loss_due(cut, 985.0 + GRACE - 0.1, GRACE, INTERVAL)
+    assert loss_due(cut, 985.0 + GRACE, GRACE, INTERVAL)
+    dead_engine = facts(engine_state="down", down_since=1000.0, agent_seen_at=1030.0)
+    assert not loss_due(dead_engine, 1000.0 + GRACE - 0.1, GRACE, INTERVAL)  # Swarm first
+    assert loss_due(dead_engine, 1000.0 + GRACE, GRACE, INTERVAL)
     assert not loss_due(facts(down_since=None), 10**9, GRACE, INTERVAL)
+    assert not loss_due(facts(down_since=5.0), 10**9, GRACE, INTERVAL)  # ready again
 
 
 def test_an_agent_silent_long_before_the_loss_does_not_watch() -> None:
-    silent = facts(engine_state="down", down_since=1000.0, agent_seen_at=1000.0 - 3 * INTERVAL - 6)
+    silent = facts(engine_state="down", down_since=1000.0, agent_seen_at=1000.0 - 3 * INTERVAL - 3)
     assert not watched(silent, INTERVAL)
     assert loss_due(silent, 1000.0 + GRACE, GRACE, INTERVAL)  # due: its jobs wait, noted
     assert not watched(facts(), INTERVAL)  # never had an agent
@@ -57,6 +61,6 @@ def test_an_agent_silent_long_before_the_loss_does_not_watch() -> None:
 
 def test_agents_are_live_for_three_intervals_and_fence_before_the_grace_ends() -> None:
     assert agent_live(facts(agent_seen_at=100.0), 100.0 + 3 * INTERVAL, INTERVAL)
-    assert not agent_live(facts(agent_seen_at=100.0), 100.0 + 3 * INTERVAL + 6, INTERVAL)
+    assert not agent_live(facts(agent_seen_at=100.0), 100.0 + 3 * INTERVAL + 3, INTERVAL)
     assert lease(GRACE, INTERVAL) == GRACE - 2 * INTERVAL
     assert lease(3.0, 0.5) == 2.0 and lease(1.0, 5.0) == 5.0  # never below one interval
