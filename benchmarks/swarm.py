@@ -16,7 +16,7 @@ server --backend swarm`` on a fresh PostgreSQL database
 * ``agent``: each agent's CPU (share of one core) and RSS over ``--idle``
   seconds with no job, at the server's report interval.
 
-Usage: ``benchmarks/swarm.py [--json] [--samples 15] [--idle 30] [--grace 10]
+Usage: ``benchmarks/swarm.py [--json] [--samples 15] [--idle 30] [--grace 20]
 [--agent-interval 5]``.
 """
 
@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -57,7 +58,9 @@ def gpudock_sample(cs: SwarmServer) -> tuple[float, str, str]:
     while (job := api.get(f"/v1/jobs/{job_id}").json())["state"] not in ("RUNNING", "SUCCEEDED"):
         time.sleep(POLL)
     took = time.perf_counter() - began
-    wait_state(api, job_id, {"SUCCEEDED"}, 60)
+    ended = wait_state(api, job_id, {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}, 120)
+    if ended["state"] != "SUCCEEDED":
+        raise RuntimeError(f"job {job_id} ended {ended['state']}: {ended['reason']}")
     return took, job["node"], job["gpus"][0]
 
 
@@ -189,12 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--idle", type=float, default=30.0)
-    parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--grace", type=float, default=20.0)
     parser.add_argument("--agent-interval", type=float, default=5.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="gpudock-swarm-bench-")  # kept on failure: the logs
     with (
-        tempfile.TemporaryDirectory(prefix="gpudock-swarm-bench-") as tmp,
         SwarmCluster() as swarm,
         fresh_database("gpudock_bench") as db,
         swarm_server(
@@ -211,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             "link_cut": link_cut(cs, args.grace),
             "agent": agent_cost(cs, args.idle),
         }
+    shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

@@ -44,6 +44,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
@@ -407,6 +408,19 @@ class SwarmConfig(BaseModel):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)
+
+    @model_validator(mode="after")
+    def _lease(self) -> SwarmConfig:
+        """Agents fence by themselves ``node_grace - 2 * agent_interval`` after they lose
+        the server: that must be at least two intervals, or a healthy agent between two
+        reports would look cut off."""
+        if self.node_grace < 4 * self.agent_interval:
+            raise ValueError(
+                f"node_grace ({self.node_grace:g}s) must be at least 4 x agent_interval "
+                f"({4 * self.agent_interval:g}s): agents stop their node's jobs by themselves "
+                "two intervals before the grace ends"
+            )
+        return self
 
 
 class ServerConfig(BaseModel):

@@ -23,6 +23,7 @@ import logging
 import random
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,17 @@ class Books:
     submitted: list[int] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a thread's failure: the run is void
+
+
+def _guarded(books: Books, body: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            body()
+        except Exception as exc:  # reported by the test, not lost in a thread
+            books.errors.append(f"{type(exc).__name__}: {exc}")
+
+    return run
 
 
 def _job(rng: random.Random) -> dict[str, Any]:
@@ -110,10 +122,9 @@ def test_random_faults_while_jobs_flow_leave_the_books_balanced(
     cs.heal()
     api = cs.api
     stop = threading.Event()
-    threads = [
-        threading.Thread(target=_submitter, args=(cs.server.api(), rng, stop, books)),
-        threading.Thread(target=_faults, args=(cs, random.Random(chaos_seed + 1), stop, books)),
-    ]
+    submitter = _guarded(books, lambda: _submitter(cs.server.api(), rng, stop, books))
+    faults = _guarded(books, lambda: _faults(cs, random.Random(chaos_seed + 1), stop, books))
+    threads = [threading.Thread(target=submitter), threading.Thread(target=faults)]
     for thread in threads:
         thread.start()
     try:
@@ -126,6 +137,7 @@ def test_random_faults_while_jobs_flow_leave_the_books_balanced(
     wait_for(lambda: _all_ended(api, books.submitted), 180, "every submitted job to end")
     jobs = [api.get(f"/v1/jobs/{i}").json() for i in books.submitted]
     summary = f"seed {chaos_seed}: {len(jobs)} jobs, faults {books.faults}"
+    assert not books.errors, books.errors
     assert len(jobs) >= 10 and books.faults, summary
     assert not books.refused, books.refused
     for job in jobs:  # accounted for: ended, and any ending but success says why

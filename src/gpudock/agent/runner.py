@@ -204,7 +204,7 @@ class Agent:
             return
         now, lease = time.monotonic(), self.orders.lease
         server_gone = now - self.last_answer > lease
-        engine_gone = now - self.engine_seen > lease
+        engine_gone = now - self.engine_seen > lease and not self._engine_answers()
         if not (engine_gone or (server_gone and not self._managers_answer())):
             return
         why = "no Docker engine" if engine_gone else "no server and no Swarm manager"
@@ -215,6 +215,16 @@ class Agent:
             with self._lock:
                 if container not in self.fenced:
                     self.fenced.append(container)
+
+    def _engine_answers(self) -> bool:
+        """Whether the node's engine answers a ping now (then it counts as seen)."""
+        try:
+            self.engine.client().ping()
+        except (docker.errors.DockerException, OSError):
+            self.engine.reset()
+            return False
+        self.engine_seen = time.monotonic()
+        return True
 
     def _managers_answer(self) -> bool:
         """Whether any Swarm manager accepts a TCP connection (the node is not cut off);

@@ -108,8 +108,13 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                     found.setdefault(task["ServiceID"], []).append(task)
         return found
 
-    def _statuses(self, services: list[dict[str, Any]]) -> list[ContainerStatus]:
-        tasks = self._tasks(services)
+    def _statuses(
+        self,
+        services: list[dict[str, Any]],
+        tasks: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> list[ContainerStatus]:
+        """One status per attempt of ``services`` (their ``tasks``, listed if not given)."""
+        tasks = self._tasks(services) if tasks is None else tasks
         groups: dict[str, list[dict[str, Any]]] = {}
         for service in services:
             labels = service["Spec"].get("Labels") or {}
@@ -208,18 +213,22 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                 raise
 
     def _wait_running(self, request: LaunchRequest, members: tuple[Member, ...]) -> ContainerStatus:
-        """Poll until every member runs (or ended); explain failures before running."""
+        """Poll the members' tasks until every one runs (or ended); explain failures before
+        running. One tasks call a poll; whether their nodes are up, once a second."""
         deadline = time.monotonic() + self.swarm.start_timeout
         names = {service_name(request, m): m for m in members}
+        services: list[dict[str, Any]] = []
+        nodes_checked = time.monotonic()
         while True:
-            services = self._services(request.name)
+            if len(services) < len(names):
+                services = self._services(request.name)
             tasks = self._tasks(services)
             by_name = {s["Spec"]["Name"]: latest_task(tasks.get(s["ID"], [])) for s in services}
             for name, member in names.items():
                 task = by_name.get(name)
                 if task is not None and _failed_to_start(task):
                     raise LaunchError(self._start_error(request, member, task))
-            status = self._statuses(services)[0] if services else None
+            status = self._statuses(services, tasks)[0] if services else None
             if status is not None and status.state.value != "created":
                 return status
             if time.monotonic() > deadline:
@@ -228,7 +237,9 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                     f"service {request.name} did not start within "
                     f"{self.swarm.start_timeout:g}s: {waiting}"
                 )
-            self._check_nodes_up(request, members, by_name)
+            if time.monotonic() - nodes_checked >= 1.0:
+                self._check_nodes_up(request, members, by_name)
+                nodes_checked = time.monotonic()
             time.sleep(POLL_SECONDS)
 
     def _start_error(self, request: LaunchRequest, member: Member, task: Any) -> str:
