@@ -70,7 +70,11 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     if job.get("exit_code") is not None:
         rows.append(("exit code", str(job["exit_code"])))
     alloc = job.get("allocation")
-    if alloc:
+    if job.get("gang"):  # a multi-node gang: each rank's node and GPUs
+        for part in job["gang"]:
+            gpus = ", ".join(part["gpus"]) or "no GPU"
+            rows.append((f"rank {part['rank']}", f"{part['node']}: {gpus}"))
+    elif alloc:
         share = f" ({format_size(alloc['memory_per_gpu'])} each)" if alloc["memory_per_gpu"] else ""
         rows.append(("allocation", f"{alloc['node']}: {', '.join(alloc['gpus'])}{share}"))
     if spec.get("max_runtime"):

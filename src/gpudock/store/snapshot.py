@@ -28,7 +28,7 @@ from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_tolerati
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
-from gpudock.store.inventory import used_cpus_by_node, used_memory_by_node
+from gpudock.store.inventory import used_by_node
 from gpudock.store.jobs import ACTIVE_STATES, gang_parts
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 
@@ -71,8 +71,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
                 nvlink=g.nvlink,
             )
         )
-    cpus_used = used_cpus_by_node(session)
-    memory_used = used_memory_by_node(session)
+    cpus_used, memory_used = used_by_node(session)
     return tuple(
         NodeView(
             name=n.name,

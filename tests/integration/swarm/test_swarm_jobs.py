@@ -90,6 +90,8 @@ def test_a_two_node_gang_talks_over_its_own_overlay(cs: SwarmServer) -> None:
     rank0 = log.split("==> rank 1")[0]
     assert "hello-from-rank-1" in rank0  # rank 0 printed what rank 1 sent
     assert "rank=0 node_rank=0 world=2 local=1" in log and "rank=1 node_rank=1" in log
+    show = cs.server.cli("show", str(job_id)).stdout
+    assert "rank 1" in show and parts[1]["node"] in show
     creates = {r["rank"]: r for r in _creates(cs.swarm, job_id)}
     assert [creates["0"]["devices"], creates["1"]["devices"]] == [p["gpus"] for p in parts]
 
