@@ -30,6 +30,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests on the session's swarm run last, together (the chaos run after the others),
+    so its daemons, server and agents never idle beside the rest of the suite."""
+    on_swarm = [item for item in items if "swarm" in getattr(item, "fixturenames", ())]
+    if not on_swarm:
+        return
+    chosen = set(on_swarm)
+    on_swarm.sort(key=lambda item: "tests/chaos/" in item.nodeid)  # stable: chaos last
+    items[:] = [item for item in items if item not in chosen] + on_swarm
+
+
 def require(component: str, why: str) -> None:
     """Fail under CI=true, skip elsewhere: a missing real component."""
     message = f"{component} is not available: {why}"

@@ -115,8 +115,7 @@ def node_tokens(db_url: str, nodes: list[str]) -> dict[str, str]:
 def swarm_server(
     swarm: SwarmCluster, home: Path, db_url: str, agents: bool = True, **swarm_options: Any
 ) -> Iterator[SwarmServer]:
-    """Start the server (and an agent per node, at the same time); stop them and clean the
-    swarm after."""
+    """Start the server (and an agent per node, at the same time); stop them after."""
     server = ServerProcess(
         home,
         db_url=db_url,
@@ -127,18 +126,13 @@ def swarm_server(
     cs = SwarmServer(swarm, server)
     names = [n.node_name for n in swarm.nodes]
     tokens = node_tokens(db_url, names) if agents else {}
-    instance = None
     try:
         server.start(wait=False)
         for name, token in tokens.items():
             cs.agents[name] = NodeAgent(swarm.node(name), server.url, token, home).start()
         server.wait_healthy()
-        instance = cs.instance
         yield cs
-    finally:
+    finally:  # the swarm keeps what the server made: its owner tears it down (or ``clean``s)
         for agent in cs.agents.values():
             agent.stop()
         server.stop()
-        swarm.restore()
-        if instance is not None:
-            swarm.clean(instance)

@@ -8,6 +8,7 @@ whose log says which UUIDs each container got, and when it started and ended.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.kit.server import TERMINAL, submit, wait_for, wait_state
+from tests.kit.server import TERMINAL, gpudock_bin, submit, wait_for, wait_state
 from tests.kit.swarm import SwarmCluster
 from tests.kit.swarm_server import SwarmServer
 
@@ -104,7 +105,7 @@ def test_drain_moves_no_running_job_and_no_new_job_lands_there(cs: SwarmServer) 
     again = cs.server.cli("node", "drain", node, check=False)
     assert again.returncode == 1 and f"node {node} is already drained" in again.stderr
     assert cs.api.post("/v1/nodes/nope/drain").status_code == 404
-    others = [submit(cs.api, image=IMAGE, command=["sleep", "5"], gpus=1) for _ in range(4)]
+    others = [submit(cs.api, image=IMAGE, command=["sleep", "2"], gpus=1) for _ in range(4)]
     placed = [wait_state(cs.api, i, {"RUNNING", "SUCCEEDED"}, 60)["node"] for i in others]
     assert node not in placed
     waiting = submit(
@@ -191,31 +192,28 @@ def test_each_agent_serves_its_nodes_gauges_like_the_server(cs: SwarmServer) -> 
 def test_the_server_refuses_to_start_without_a_swarm_manager(
     swarm: SwarmCluster, tmp_path: Path
 ) -> None:
-    import subprocess
-
-    from tests.kit.server import gpudock_bin
-
-    for url, reason in (
-        (swarm.nodes[1].url, "is a worker"),
-        ("unix:///var/run/docker.sock", "not in a swarm"),  # the shared engine: read only
-    ):
-        config = tmp_path / "server.yaml"
-        config.write_text(f"backend: swarm\nexecutor: {{docker_url: '{url}'}}\n")
-        done = subprocess.run(
-            [
-                gpudock_bin(),
-                "server",
-                "--config",
-                str(config),
-                "--home",
-                str(tmp_path / "h"),
-                "--port",
-                "1",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 2, done.stderr
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
+    cases = {
+        swarm.nodes[1].url: "is a worker",
+        "unix:///var/run/docker.sock": "not in a swarm",  # the shared engine, only read
+    }
+    starts = []
+    for number, url in enumerate(cases):
+        home = tmp_path / str(number)
+        home.mkdir()
+        (home / "server.yaml").write_text(f"backend: swarm\nexecutor: {{docker_url: '{url}'}}\n")
+        args = [
+            gpudock_bin(),
+            "server",
+            "--config",
+            str(home / "server.yaml"),
+            "--home",
+            str(home),
+            "--port",
+            "1",
+        ]
+        starts.append(subprocess.Popen(args, stderr=subprocess.PIPE, text=True))
+    for start, reason in zip(starts, cases.values(), strict=True):
+        _, stderr = start.communicate(timeout=120)
+        assert start.returncode == 2, stderr
+        lines = [line for line in stderr.splitlines() if line.strip()]
         assert reason in lines[-1] and len(lines[-1]) < 300
