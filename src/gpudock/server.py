@@ -20,7 +20,6 @@ from sqlalchemy import select
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor, ExecutorWithNodes
-from gpudock.executors.docker import default_client_factory
 from gpudock.executors.registry import create_executor
 from gpudock.gpus import apply_declared_topology, discover
 from gpudock.runtime.cluster import store_nodes
@@ -90,7 +89,7 @@ def build_server(
         config = _start_config(db, config, node_name)
     else:
         node_name = config.node_name or socket.gethostname()
-        config, emulated = _register_host(db, config, node_name, emulate_gpus)
+        config, emulated = _register_host(db, config, node_name, emulate_gpus, executor)
     new_token = _admin_token(db)
     if new_token is not None:
         _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")
@@ -112,7 +111,11 @@ def build_server(
 
 
 def _register_host(
-    db: Database, config: ServerConfig, node_name: str, emulate_gpus: str | None
+    db: Database,
+    config: ServerConfig,
+    node_name: str,
+    emulate_gpus: str | None,
+    executor: Executor,
 ) -> tuple[ServerConfig, bool]:
     """Register this host as the only node; return the config in force and whether its
     GPUs are emulated."""
@@ -123,7 +126,7 @@ def _register_host(
         )
     if inventory.note:
         log.info("%s", inventory.note)
-    capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
+    capacity = node_capacity(config, executor.engine_info)
     now = time.time()
     with db.write() as session:
         config = start_config(session, config, node_name)  # the last apply, if any, is in force

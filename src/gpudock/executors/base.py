@@ -8,9 +8,10 @@ name that already exists adopts that container instead of creating another.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from gpudock.core.cluster import AVAILABILITIES, EngineNode
 from gpudock.core.job import Mount
@@ -146,6 +147,11 @@ class Executor(ABC):
         Raises ``BackendRefused`` with a one-line reason if not. The default
         accepts any engine, reachable or not (an outage is waited out later).
         """
+
+    def engine_info(self) -> Mapping[str, Any]:
+        """The engine's own description of its host (``docker info``: ``NCPU``,
+        ``MemTotal``...). Raises ``ExecutorUnavailable`` when it cannot say (the default)."""
+        raise ExecutorUnavailable(f"{type(self).__name__} does not describe its engine")
 
     def close(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
         """Release the engine connections; a later call opens new ones. Default: nothing."""

@@ -191,6 +191,13 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         except docker.errors.APIError as exc:
             raise ExecutorUnavailable(f"Docker engine unhealthy: {_explanation(exc)}") from exc
 
+    def engine_info(self) -> dict[str, Any]:
+        """``docker info`` of the engine (its host's CPUs and memory, ...)."""
+        client = self._docker()
+        with self._api_errors_unavailable("reading the engine's info"):
+            info: dict[str, Any] = client.info()
+        return info
+
     def events(self) -> EventStream:
         """Start/die/oom/destroy events of this instance's containers (see base class)."""
         client = self._docker()
