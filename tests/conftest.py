@@ -39,6 +39,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     chosen = set(on_swarm)
     on_swarm.sort(key=lambda item: "tests/chaos/" in item.nodeid)  # stable: chaos last
     items[:] = [item for item in items if item not in chosen] + on_swarm
+    budget = float(config.getoption("--duration")) + 600  # the faults, then the wind-down
+    for item in on_swarm:
+        if "tests/chaos/" in item.nodeid:
+            item.add_marker(pytest.mark.timeout(budget))
 
 
 def require(component: str, why: str) -> None:

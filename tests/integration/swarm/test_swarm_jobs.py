@@ -97,6 +97,21 @@ def test_a_two_node_gang_talks_over_its_own_overlay(cs: SwarmServer) -> None:
     assert [creates["0"]["devices"], creates["1"]["devices"]] == [p["gpus"] for p in parts]
 
 
+def test_one_failing_member_stops_the_whole_gang(cs: SwarmServer) -> None:
+    script = 'if [ "$RANK" = 1 ]; then sleep 1; exit 3; fi; sleep 300'
+    job_id = submit(cs.api, image=IMAGE, command=["sh", "-c", script], gpus=1, nodes=2)
+    job = wait_state(cs.api, job_id, TERMINAL, 60)  # long before rank 0's 300 s
+    rank1 = job["gang"][1]["node"]
+    assert job["state"] == "FAILED" and job["exit_code"] == 3
+    assert f"rank 1 on node {rank1}: exited with code 3" in job["reason"]
+    rank0 = next(r for r in _creates(cs.swarm, job_id) if r["rank"] == "0")
+    wait_for(
+        lambda: cs.swarm.lives()[rank0["container_id"]][1] < time.time() - 0.1,
+        30,
+        "rank 0's container to be stopped with its gang",
+    )
+
+
 def test_drain_moves_no_running_job_and_no_new_job_lands_there(cs: SwarmServer) -> None:
     long = submit(cs.api, image=IMAGE, command=["sleep", "300"], gpus=1)
     node = wait_state(cs.api, long, {"RUNNING"}, 60)["node"]
