@@ -19,6 +19,7 @@ from gpudock.api.routers import (
     agent,
     estimates,
     events,
+    gpu_admin,
     health,
     inventory,
     jobs,
@@ -63,6 +64,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(metrics.router)
     app.include_router(events.router)
     app.include_router(admin.router)
+    app.include_router(gpu_admin.router)
     app.include_router(job_controls_router)
     app.include_router(registries_router)
     app.include_router(agent.router)

@@ -110,7 +110,7 @@ def check_mount(host: str, read_only: bool, allowlist: Sequence[AllowedMount]) -
     if not read_only and entry.mode != "rw":
         raise MountRefused(
             f"host path {path} is under allowlist entry {entry.path}, which is read-only (ro); "
-            "mount it without ':rw'"
+            "mount it read-only (without ':rw'; Docker's --mount form: add ',readonly')"
         )
 
 

@@ -25,11 +25,11 @@ NAME_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.-]{{0,62}}{END}"
 """Job and queue names."""
 ENV_KEY_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]*{END}"
 ENV_KEY_ALLOWED_PATTERN = (
-    r"^(?!GPUDOCK_)(?!NVIDIA_VISIBLE_DEVICES$)(?!CUDA_VISIBLE_DEVICES$)"
+    r"^(?!GPUDOCK_)(?!NVIDIA_VISIBLE_DEVICES$)(?!CUDA_VISIBLE_DEVICES$)(?!CUDA_MPS_)"
     rf"(?!NVIDIA_(?!DRIVER_CAPABILITIES$|REQUIRE_CUDA$))[A-Za-z_][A-Za-z0-9_]*{END}"
 )
 """A variable name that neither gpudock (``GPUDOCK_*``, ``NVIDIA_VISIBLE_DEVICES``) nor the
-GPU env policy (other ``NVIDIA_*`` keys, ``CUDA_VISIBLE_DEVICES``) reserves."""
+GPU env policy (other ``NVIDIA_*`` keys, ``CUDA_VISIBLE_DEVICES``, ``CUDA_MPS_*``) reserves."""
 LABEL_KEY_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_./-]{{0,62}}{END}"
 LABEL_KEY_ALLOWED_PATTERN = rf"^(?!gpudock\.)[a-zA-Z0-9][a-zA-Z0-9_./-]{{0,62}}{END}"
 AFFINITY_KEY = r"[a-zA-Z0-9](?:[a-zA-Z0-9_./-]{0,61}[a-zA-Z0-9])?"

@@ -25,12 +25,19 @@ from gpudock.core.mounts import (
     resolve_within,
     strict_realpath,
 )
-from gpudock.executors.base import ContainerState, ContainerStatus, LaunchError, LaunchRequest
+from gpudock.executors.base import (
+    ContainerState,
+    ContainerStatus,
+    LaunchError,
+    LaunchRequest,
+    ListedContainer,
+)
 from gpudock.executors.labels import LABEL_ATTEMPT as LABEL_ATTEMPT
 from gpudock.executors.labels import LABEL_GPUS as LABEL_GPUS
 from gpudock.executors.labels import LABEL_INSTANCE as LABEL_INSTANCE
 from gpudock.executors.labels import LABEL_JOB as LABEL_JOB
 from gpudock.executors.labels import parse_engine_time as parse_engine_time
+from gpudock.gpus.mps import mps_env
 
 # dockerd's error when no device driver matches a request (no NVIDIA hook on its PATH).
 NO_GPU_DRIVER_TEXT = "could not select device driver"
@@ -61,6 +68,8 @@ def build_create_spec(
     host) and bound resolved; raises ``LaunchError`` if one leaves
     ``config.allowed_mounts``. Memory+swap equals the memory limit unless
     ``config.allow_swap``; json-file logs rotate at ``config.log_max_size``.
+    A shared job on an MPS node (``request.mps``) gets the MPS pipe and log
+    directories bound at their host paths and the host's IPC namespace.
     """
     labels = dict(request.labels)
     labels.update(
@@ -108,6 +117,13 @@ def build_create_spec(
         host["device_requests"] = [
             docker.types.DeviceRequest(device_ids=list(request.gpu_uuids), capabilities=[["gpu"]])
         ]
+    if uses_mps(request):
+        assert request.mps is not None
+        host["mounts"] = (host["mounts"] or []) + [
+            docker.types.Mount(target=path, source=path, type="bind", read_only=False)
+            for path in (request.mps.pipe_dir, request.mps.log_dir)
+        ]
+        host["ipc_mode"] = "host"
     return CreateSpec(container=container, host={k: v for k, v in host.items() if v is not None})
 
 
@@ -124,7 +140,9 @@ def container_env(request: LaunchRequest, driver_capabilities: str) -> dict[str,
     here also overrides an image default such as ``all``. CPU-only jobs get
     ``NVIDIA_VISIBLE_DEVICES=void``, so an image that defaults to ``all`` on a
     host whose default runtime is NVIDIA's still sees no GPU.
-    ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share in MiB, for shared jobs only.
+    ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share in MiB, for shared jobs only;
+    they also get the framework hints (``hint_env``) and, on an MPS node, the
+    MPS limits (``gpudock.gpus.mps.mps_env``), which no job env can set.
     """
     env = launch_env(request.env, driver_capabilities)
     env["GPUDOCK_JOB_ID"] = str(request.job_id)
@@ -132,6 +150,44 @@ def container_env(request: LaunchRequest, driver_capabilities: str) -> dict[str,
     env["NVIDIA_VISIBLE_DEVICES"] = ",".join(request.gpu_uuids) if request.gpu_uuids else "void"
     if request.gpu_memory is not None and request.gpu_uuids:
         env["GPUDOCK_GPU_MEMORY_MB"] = str(request.gpu_memory // (1024 * 1024))
+        for key, value in hint_env(request.gpu_memory, request.gpu_memory_total).items():
+            env.setdefault(key, value)  # a framework setting the job chose itself stays
+    if uses_mps(request):
+        assert request.mps is not None and request.gpu_memory is not None
+        limits = mps_env(
+            request.mps, len(request.gpu_uuids), request.gpu_memory, request.gpu_compute
+        )
+        env.update(limits)
+    return env
+
+
+def admin_sources(request: LaunchRequest) -> set[str]:
+    """Bind sources the admin's config put there (the MPS directories), not the job:
+    outside the job mounts' allowlist, so ``recheck_sources`` leaves them be."""
+    if not uses_mps(request):
+        return set()
+    assert request.mps is not None
+    return {request.mps.pipe_dir, request.mps.log_dir}
+
+
+def uses_mps(request: LaunchRequest) -> bool:
+    """A shared job on a node whose MPS daemon runs: its limits are the driver's."""
+    return request.mps is not None and request.gpu_memory is not None and bool(request.gpu_uuids)
+
+
+def hint_env(limit: int, gpu_total: int | None) -> dict[str, str]:
+    """Settings that make the common frameworks stay within a per-GPU ``limit`` of bytes.
+
+    ``GPUDOCK_GPU_MEMORY_LIMIT_BYTES`` (read by ``gpudock.hints.apply_torch_limit``);
+    JAX's ``XLA_PYTHON_CLIENT_MEM_FRACTION`` (the share of the GPU's memory, rounded
+    down to 3 decimals, when ``gpu_total`` is known); TensorFlow's
+    ``TF_FORCE_GPU_ALLOW_GROWTH`` (allocate as needed, not all at once). PyTorch's
+    allocator settings (``PYTORCH_CUDA_ALLOC_CONF``) are left to the job.
+    """
+    env = {"GPUDOCK_GPU_MEMORY_LIMIT_BYTES": str(limit), "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    if gpu_total:
+        fraction = math.floor(min(limit / gpu_total, 1.0) * 1000) / 1000
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
     return env
 
 
@@ -220,6 +276,18 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
         return int(labels[key])
     except (KeyError, ValueError):
         return None
+
+
+def listed_from_summary(summary: Mapping[str, Any]) -> ListedContainer:
+    """A ``ListedContainer`` from one entry of ``docker ps -a`` (``GET /containers/json``)."""
+    labels = summary.get("Labels") or {}
+    names = summary.get("Names") or []
+    return ListedContainer(
+        id=summary["Id"],
+        name=str(names[0]).lstrip("/") if names else summary["Id"],
+        job_id=_int_label(labels, LABEL_JOB),
+        attempt=_int_label(labels, LABEL_ATTEMPT),
+    )
 
 
 def status_from_attrs(attrs: Mapping[str, Any]) -> ContainerStatus:

@@ -33,12 +33,13 @@ from gpudock.executors.base import (
     AVAILABILITIES,
     BackendRefused,
     EngineNode,
-    EventStream,
     ExecutorUnavailable,
     ExecutorWithAgentService,
     ExecutorWithNodes,
     LaunchError,
+    NodeEventStream,
 )
+from gpudock.executors.docker import deadlines_of
 
 log = logging.getLogger("gpudock.executors.swarm")
 
@@ -53,6 +54,7 @@ class SwarmEngine(ExecutorWithNodes, ExecutorWithAgentService):
     ) -> None:
         if not instance_id:
             raise ValueError("instance_id must not be empty")
+        super().__init__(deadlines_of(config))
         self.config, self.swarm, self.instance_id = config, swarm, instance_id
         self._client: Any = None
         self._lock = threading.Lock()
@@ -125,7 +127,7 @@ class SwarmEngine(ExecutorWithNodes, ExecutorWithAgentService):
                 version,
             )
 
-    def ping(self) -> None:
+    def _ping(self) -> None:
         with self._call("pinging"):
             self._docker().ping()
 
@@ -138,7 +140,7 @@ class SwarmEngine(ExecutorWithNodes, ExecutorWithAgentService):
             self._node_ids = {n.name: n.engine_id for n in found}
         return found
 
-    def node_events(self) -> EventStream:
+    def node_events(self) -> NodeEventStream:
         with self._call("subscribing to node events"):
             stream = self._docker().events(decode=True, filters={"type": ["node"]})
         return SwarmNodeEvents(stream)

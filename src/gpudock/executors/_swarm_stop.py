@@ -35,7 +35,7 @@ from gpudock.executors._swarm_spec import (
 from gpudock.executors.base import ContainerState, ContainerStatus
 
 CAPTURE_MAX_BYTES = 256 * 1024 * 1024
-STOP_SLACK_SECONDS = 30.0  # beyond the grace: the node's own delay in acting on the change
+STOP_SLACK_SECONDS = 20.0  # beyond the grace: the node's delay (the call's deadline is 30)
 TAIL_SECONDS = 0.5  # after the task is gone, for the last lines still on their way
 LIVE = BEFORE_RUNNING | {"running"}
 

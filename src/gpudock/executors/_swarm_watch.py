@@ -17,14 +17,22 @@ from typing import Any
 
 import docker.errors
 
-from gpudock.executors.base import ContainerStatus, EventStream, ExecutorUnavailable
+from gpudock.executors.base import (
+    ContainerEvent,
+    ContainerState,
+    ContainerStatus,
+    EventStream,
+    ExecutorUnavailable,
+    NodeEventStream,
+)
 
 
 class ServicePoller(EventStream):
-    """Yields an attempt's name when its status changes; ends when the manager stops answering.
+    """Yields an attempt's change as an event; ends when the manager stops answering.
 
-    The first listing yields nothing (the controller reconciles everything
-    when a stream opens); an attempt that disappears is yielded once.
+    The action says what it became: ``start`` (running), ``die`` (ended),
+    ``create`` (starting again) or ``destroy`` (gone). The first listing
+    yields nothing (the controller reconciles everything when a stream opens).
     """
 
     def __init__(self, listing: Callable[[], list[ContainerStatus]], interval: float) -> None:
@@ -32,7 +40,7 @@ class ServicePoller(EventStream):
         self._interval = interval
         self._closed = threading.Event()
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[ContainerEvent]:
         try:
             seen = {s.name: _key(s) for s in self._listing()}
         except ExecutorUnavailable:
@@ -44,7 +52,7 @@ class ServicePoller(EventStream):
                 return
             for name in sorted(set(seen) | set(now)):
                 if seen.get(name) != now.get(name):
-                    yield name
+                    yield ContainerEvent(name, _action(now.get(name)))
             seen = now
 
     def close(self) -> None:
@@ -55,7 +63,19 @@ def _key(status: ContainerStatus) -> tuple[object, ...]:
     return (status.state, status.exit_code, status.id)
 
 
-class SwarmNodeEvents(EventStream):
+def _action(key: tuple[object, ...] | None) -> str:
+    """The engine-event word for an attempt's new status (``key``; None: gone)."""
+    if key is None:
+        return "destroy"
+    state = key[0]
+    if state is ContainerState.RUNNING:
+        return "start"
+    if state in (ContainerState.EXITED, ContainerState.DEAD):
+        return "die"
+    return "create"
+
+
+class SwarmNodeEvents(NodeEventStream):
     """The manager's ``node`` events, as the engine id of the node each one is about."""
 
     def __init__(self, stream: Any) -> None:

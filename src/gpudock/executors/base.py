@@ -3,66 +3,40 @@
 An executor decides nothing: the scheduler chose the GPUs, the controller
 chose when. Every method is safe to call again after a crash: ``launch`` of a
 name that already exists adopts that container instead of creating another.
+
+Every call has a deadline, here in the base class, so that every backend has
+the same: the public methods are the contract the runtime calls, and each
+runs the backend's own engine work (the ``_``-prefixed method a backend
+implements) through ``deadlines.EngineCalls`` with its ``Deadlines``. A call
+past its deadline raises ``EngineTimeout``, naming the container it was about;
+a listing never fails because the engine does not describe one container
+(that one is listed ``UNKNOWN``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpudock.core.cluster import AVAILABILITIES, EngineNode
 from gpudock.core.job import Mount
 from gpudock.core.registries import RegistryLogin
+from gpudock.executors.deadlines import Deadlines, EngineCalls
+from gpudock.executors.faults import BackendRefused as BackendRefused
+from gpudock.executors.faults import EngineFault as EngineFault
+from gpudock.executors.faults import EngineTimeout as EngineTimeout
+from gpudock.executors.faults import ExecutorUnavailable as ExecutorUnavailable
+from gpudock.executors.faults import LaunchError as LaunchError
+from gpudock.executors.faults import NodeUnavailable as NodeUnavailable
+from gpudock.gpus.mps import MpsSetup
 
-
-class ExecutorUnavailable(Exception):
-    """The container engine cannot be reached right now (transient)."""
-
-
-class NodeUnavailable(ExecutorUnavailable):
-    """One node of a multi-node engine cannot run the request now (it is down).
-
-    The engine itself answers; the node's state is the cluster watcher's to
-    judge (``runtime/cluster.py``), so nothing is marked down for it here.
-    """
-
-    def __init__(self, message: str, node: str) -> None:
-        super().__init__(message)
-        self.node = node
-
-
-class BackendRefused(Exception):
-    """The engine cannot serve as this backend (one line: what is wrong, what to do).
-
-    Raised when the server starts (``Executor.prepare``); the server refuses to start.
-    """
-
-
-class EngineFault(ExecutorUnavailable):
-    """The engine answered, but failed a launch for its own reasons, not the job's.
-
-    Example: containerd still holds the task of a start that a crashed dockerd
-    never finished (``task …: already exists``). Retrying the same container
-    cannot help; a new attempt can. The half-made container has been removed
-    when the executor could (``removed`` says whether); the launcher requeues
-    the job without spending one of its retries. Classified by
-    ``gpudock.executors.errors.classify``.
-    """
-
-    def __init__(self, message: str, *, removed: bool = False) -> None:
-        super().__init__(message)
-        self.removed = removed
-
-
-class LaunchError(Exception):
-    """The container cannot be started for a reason retrying will not fix.
-
-    Examples: the image is absent and cannot be pulled; the GPU runtime refused
-    the device request; the spec asks for something the engine rejects.
-    """
+if TYPE_CHECKING:
+    from gpudock.config import ServerConfig
 
 
 class ContainerState(StrEnum):
@@ -73,6 +47,7 @@ class ContainerState(StrEnum):
     REMOVING = "removing"
     EXITED = "exited"
     DEAD = "dead"
+    UNKNOWN = "unknown"  # listed by the engine, but not described within its deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +76,9 @@ class LaunchRequest:
     env: dict[str, str]
     gpu_uuids: tuple[str, ...]
     gpu_memory: int | None = None  # per-GPU share in bytes, shared jobs only
+    gpu_memory_total: int | None = None  # the smallest allocated GPU's memory, bytes
+    gpu_compute: int | None = None  # percent of each GPU's compute (MPS), shared jobs only
+    mps: MpsSetup | None = None  # the node's MPS daemon, for a shared job on an MPS node
     gpus_emulated: bool = False
     cpus: float | None = None
     memory: int | None = None
@@ -111,6 +89,7 @@ class LaunchRequest:
     always_pull: bool = False  # a private registry: pull (check access) even if cached
     node: str | None = None
     members: tuple[Member, ...] = ()
+    fresh: bool = False  # first use of ``name`` (just committed STARTING): nothing to adopt
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,15 +110,40 @@ class ContainerStatus:
         return self.state in (ContainerState.EXITED, ContainerState.DEAD)
 
 
-class Executor(ABC):
-    """Minimal backend contract; capability mixins extend it.
+@dataclass(frozen=True, slots=True)
+class ListedContainer:
+    """One container as the engine's listing names it, before it is described."""
 
-    ``binds_mounts``: whether it can bind host paths (``JobSpec.mounts``)
-    with the allowlist's symlink checks; a job asking for mounts on an
-    executor that cannot is refused at submit.
+    id: str
+    name: str
+    job_id: int | None  # from the gpudock.job label; None if unparsable
+    attempt: int | None
+
+
+class Executor(ABC):
+    """The backend contract, with a deadline on every call (module docstring).
+
+    A backend implements the ``_``-prefixed methods and calls
+    ``super().__init__(deadlines)``. Each public method raises
+    ``EngineTimeout`` once its deadline passes; while a late call about one
+    container still runs, further calls about it raise at once
+    (``deadlines.EngineCalls``).
     """
 
     binds_mounts: bool = True
+    """Whether it can bind host paths (``JobSpec.mounts``) with the allowlist's symlink
+    checks; a job asking for mounts on an executor that cannot is refused at submit."""
+
+    def __init__(self, deadlines: Deadlines | None = None) -> None:
+        self.deadlines = deadlines or Deadlines()
+        self._calls = EngineCalls()
+
+    @classmethod
+    def create(cls, config: ServerConfig, instance_id: str, home: Path) -> Executor:
+        """This backend's executor for a server (``executors/registry.py``): built from the
+        whole ``config``, labelling with ``instance_id``, keeping state under ``home``.
+        Touches no engine."""
+        raise TypeError(f"{cls.__name__} is no backend of the registry (it has no create)")
 
     def prepare(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
         """Check, when the server starts, that the engine can serve as this backend.
@@ -156,47 +160,165 @@ class Executor(ABC):
     def close(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
         """Release the engine connections; a later call opens new ones. Default: nothing."""
 
-    @abstractmethod
     def ping(self) -> None:
         """Return if the engine answers; raise ``ExecutorUnavailable`` if not."""
+        self._calls.run("ping", "a ping", self.deadlines.describe, self._ping)
 
-    @abstractmethod
     def launch(self, request: LaunchRequest) -> ContainerStatus:
         """Create and start the container, idempotently.
 
         If a container named ``request.name`` exists it is adopted: started if
-        only created, returned as-is otherwise. Raises ``LaunchError`` for
-        permanent failures (the half-made container is removed) and
+        only created, returned as-is otherwise (``request.fresh``: the name was
+        never used, so the launch creates first and adopts only if the name
+        turns out taken). Raises ``LaunchError`` for
+        permanent failures (the half-made container is removed),
+        ``EngineTimeout`` past ``deadlines.launch``, and
         ``ExecutorUnavailable`` when the engine is unreachable.
         """
+        name = request.name
+        return self._calls.run(
+            name,
+            f"starting container {name}",
+            self.deadlines.launch,
+            lambda: self._launch(request),
+            target=name,
+        )
 
-    @abstractmethod
     def list_containers(self) -> list[ContainerStatus]:
-        """All containers that belong to this gpudock instance, in any state."""
+        """All containers that belong to this gpudock instance, in any state.
 
-    @abstractmethod
+        Each listed container is described (``inspect``) on its own deadline;
+        one the engine does not describe in time is returned ``UNKNOWN``, its
+        ``error`` saying why, and the others are described all the same. One
+        removed between the listing and its description is left out.
+        """
+        listed = self._calls.run("list", "the listing", self.deadlines.call, self._list)
+        out = []
+        for entry in listed:
+            try:
+                status = self.inspect(entry.name)
+            except EngineTimeout as exc:
+                status = ContainerStatus(
+                    id=entry.id,
+                    name=entry.name,
+                    job_id=entry.job_id,
+                    attempt=entry.attempt,
+                    state=ContainerState.UNKNOWN,
+                    error=str(exc),
+                )
+            if status is not None:
+                out.append(status)
+        return out
+
     def inspect(self, name_or_id: str) -> ContainerStatus | None:
         """The container's status, or None if it does not exist."""
+        return self._calls.run(
+            name_or_id,
+            f"describing container {name_or_id}",
+            self.deadlines.describe,
+            lambda: self._inspect(name_or_id),
+            target=name_or_id,
+        )
 
-    @abstractmethod
     def stop(self, name_or_id: str, grace_seconds: float) -> None:
         """SIGTERM, then SIGKILL after the grace period. No error if absent."""
+        self._calls.run(
+            name_or_id,
+            f"stopping container {name_or_id}",
+            grace_seconds + self.deadlines.call,
+            lambda: self._stop(name_or_id, grace_seconds),
+            target=name_or_id,
+        )
 
-    @abstractmethod
-    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
-        """Stdout and stderr, interleaved, as chunks; follows until exit if asked."""
-
-    @abstractmethod
     def remove(self, name_or_id: str) -> None:
         """Force-remove the container. No error if absent."""
+        self._calls.run(
+            name_or_id,
+            f"removing container {name_or_id}",
+            self.deadlines.call,
+            lambda: self._remove(name_or_id),
+            target=name_or_id,
+        )
+
+    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+        """Stdout and stderr, interleaved, as chunks; follows until exit if asked.
+
+        Without ``follow`` each chunk comes within ``deadlines.call`` or the
+        iteration raises ``EngineTimeout``. A followed log waits for the
+        container's output for as long as it takes (its reader closes it).
+        """
+        chunks = self._logs(name_or_id, follow)
+        return chunks if follow else self._bounded(chunks, name_or_id)
+
+    def _bounded(self, chunks: Iterator[bytes], name: str) -> Iterator[bytes]:
+        """``chunks``, each within ``deadlines.call``."""
+        late = False
+        try:
+            while True:
+                try:
+                    chunk = self._calls.run(
+                        f"logs {name}",
+                        f"reading the log of container {name}",
+                        self.deadlines.call,
+                        lambda: next(chunks, None),
+                        target=name,
+                    )
+                except EngineTimeout:
+                    late = True  # still running in its worker: not ours to close
+                    raise
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None and not late:
+                with contextlib.suppress(ValueError):  # a generator still running elsewhere
+                    close()
+
+    @abstractmethod
+    def _ping(self) -> None:
+        """``ping``'s engine work."""
+
+    @abstractmethod
+    def _launch(self, request: LaunchRequest) -> ContainerStatus:
+        """``launch``'s engine work."""
+
+    @abstractmethod
+    def _list(self) -> list[ListedContainer]:
+        """The containers of this gpudock instance, in any state, undescribed."""
+
+    @abstractmethod
+    def _inspect(self, name_or_id: str) -> ContainerStatus | None:
+        """``inspect``'s engine work."""
+
+    @abstractmethod
+    def _stop(self, name_or_id: str, grace_seconds: float) -> None:
+        """``stop``'s engine work."""
+
+    @abstractmethod
+    def _logs(self, name_or_id: str, follow: bool) -> Iterator[bytes]:
+        """``logs``' engine work: the chunks, however slow."""
+
+    @abstractmethod
+    def _remove(self, name_or_id: str) -> None:
+        """``remove``'s engine work."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerEvent:
+    """What happened to a container of this instance: its ``name``, and the
+    ``action`` (``start``, ``die``, ``oom`` or ``destroy``: it was removed)."""
+
+    name: str
+    action: str
 
 
 class EventStream(ABC):
     """A blocking stream of container events; ``close`` ends it from another thread."""
 
     @abstractmethod
-    def __iter__(self) -> Iterator[str]:
-        """Yields the name of each container that started, died, was OOM-killed or removed."""
+    def __iter__(self) -> Iterator[ContainerEvent]:
+        """Yields each container that started, died, was OOM-killed or removed."""
 
     @abstractmethod
     def close(self) -> None:
@@ -206,13 +328,19 @@ class EventStream(ABC):
 class ExecutorWithEvents(Executor):
     """Capability: push notifications of container changes (faster than polling)."""
 
-    @abstractmethod
     def events(self) -> EventStream:
         """Open a stream of this instance's container events.
 
-        Raises ``ExecutorUnavailable`` when the engine is unreachable; the
+        Raises ``ExecutorUnavailable`` when the engine is unreachable
+        (``EngineTimeout`` when the opening takes past ``deadlines.call``); the
         stream itself ends (without raising) when the connection drops.
         """
+        return self._calls.run("events", "opening the event stream", self.deadlines.call,
+                               self._events)  # fmt: skip
+
+    @abstractmethod
+    def _events(self) -> EventStream:
+        """``events``' engine work."""
 
 
 class ExecOutput(ABC):
@@ -272,25 +400,59 @@ class ExecSession(ABC):
 class ExecutorWithExec(Executor):
     """Capability: run a command inside a running container (``gpudock exec``)."""
 
-    @abstractmethod
     def exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
         """Start ``command`` in the container on a new TTY of ``rows`` x ``cols``, stdin open.
 
         Raises as ``exec`` does; the caller owns the session (``close``, and
         ``hangup`` if it leaves before the command ends).
         """
+        return self._calls.run(
+            f"exec {name_or_id}",
+            f"starting a command in container {name_or_id}",
+            self.deadlines.call,
+            lambda: self._exec_tty(name_or_id, command, rows, cols),
+            target=name_or_id,
+        )
 
-    @abstractmethod
     def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """Start ``command`` in the container (not in a shell, no TTY, no stdin).
 
         Raises ``LaunchError`` when the container is absent or not running, or
         the engine refuses the command (e.g. no such executable), and
-        ``ExecutorUnavailable`` when the engine is unreachable.
+        ``ExecutorUnavailable`` when the engine is unreachable (``EngineTimeout``
+        when the start takes past ``deadlines.call``; the output that follows
+        comes as slowly as the command prints it).
         """
+        return self._calls.run(
+            f"exec {name_or_id}",
+            f"starting a command in container {name_or_id}",
+            self.deadlines.call,
+            lambda: self._exec(name_or_id, command),
+            target=name_or_id,
+        )
+
+    @abstractmethod
+    def _exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
+        """``exec_tty``'s engine work."""
+
+    @abstractmethod
+    def _exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
+        """``exec``'s engine work."""
 
 
 __all__ = ["AVAILABILITIES", "EngineNode"]
+
+
+class NodeEventStream(ABC):
+    """A blocking stream of node changes; ``close`` ends it from another thread."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[str]:
+        """Yields the engine id of each node whose state or spec changed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Unblock and end the iteration. Safe to call more than once."""
 
 
 class ExecutorWithNodes(Executor):
@@ -308,7 +470,7 @@ class ExecutorWithNodes(Executor):
         """
 
     @abstractmethod
-    def node_events(self) -> EventStream:
+    def node_events(self) -> NodeEventStream:
         """A stream that yields a node's engine id each time its state or spec changes."""
 
     @abstractmethod

@@ -67,6 +67,7 @@ from gpudock.executors.base import (
     ExecutorWithEvents,
     LaunchError,
     LaunchRequest,
+    ListedContainer,
     Member,
     NodeUnavailable,
 )
@@ -82,6 +83,11 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
     """The ``Executor`` of the Swarm this host's engine manages (see module docstring)."""
 
     binds_mounts = False  # paths live on other hosts: the allowlist's checks cannot run there
+
+    @classmethod
+    def create(cls, config: ServerConfig, instance_id: str, home: Path) -> SwarmExecutor:
+        """The ``swarm`` backend (``executors/registry.py``): the Swarm this host manages."""
+        return cls(config.executor, config.swarm, instance_id, home)
 
     # ---------------------------------------------------------------- queries
 
@@ -136,23 +142,35 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
         return result
 
     def list_containers(self) -> list[ContainerStatus]:
-        """One status per attempt (a gang's services aggregated) of this instance."""
-        return self._statuses(self._services())
+        """One status per attempt (a gang's services aggregated) of this instance: two
+        engine calls in all (services, tasks) within ``deadlines.call``, not one
+        description per attempt."""
+        return self._calls.run(
+            "list", "the listing", self.deadlines.call, lambda: self._statuses(self._services())
+        )
 
-    def inspect(self, name_or_id: str) -> ContainerStatus | None:
+    def _list(self) -> list[ListedContainer]:
+        """The attempts of this instance, by name (what ``Executor.list_containers`` would
+        describe one by one; this backend lists them described, above)."""
+        return [
+            ListedContainer(s.id, s.name, s.job_id, s.attempt)
+            for s in self._statuses(self._services())
+        ]
+
+    def _inspect(self, name_or_id: str) -> ContainerStatus | None:
         services = self._services(name_or_id)
         if not services:
             return None
         return self._statuses(services)[0]
 
-    def events(self) -> EventStream:
+    def _events(self) -> EventStream:
         """Attempts whose status changed, found by polling tasks twice a second."""
-        self.ping()
-        return ServicePoller(self.list_containers, interval=0.5)
+        self._ping()
+        return ServicePoller(lambda: self._statuses(self._services()), interval=0.5)
 
     # ----------------------------------------------------------------- launch
 
-    def launch(self, request: LaunchRequest) -> ContainerStatus:
+    def _launch(self, request: LaunchRequest) -> ContainerStatus:
         """Create the attempt's services (or adopt them) and wait until all run."""
         members = members_of(request)
         existing = self._services(request.name)
@@ -270,7 +288,7 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
 
     # -------------------------------------------------------------- commands
 
-    def stop(self, name_or_id: str, grace_seconds: float) -> None:
+    def _stop(self, name_or_id: str, grace_seconds: float) -> None:
         """Stop every member (zero completions), keeping their logs; no error if absent.
 
         Returns once their tasks ended. A member on a node that is not ready
@@ -296,7 +314,7 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
             (s["Spec"].get("Labels") or {}).get("gpudock.node") not in ready for s in services
         )
 
-    def remove(self, name_or_id: str) -> None:
+    def _remove(self, name_or_id: str) -> None:
         """Remove the attempt's services and network; live tasks are told to stop first
         (without waiting: their nodes stop them; removing a job service alone would not)."""
         services = self._services(name_or_id)
@@ -314,7 +332,7 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                     api.remove_network(network["Id"])
         self._stops.forget(name_or_id)
 
-    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+    def _logs(self, name_or_id: str, follow: bool) -> Iterator[bytes]:
         """The attempt's output: a stopped one's captured log, else its services' logs.
 
         A gang's ranks come one after the other, each after a ``==> rank N``
@@ -337,8 +355,3 @@ def _failed_to_start(task: Mapping[str, Any]) -> bool:
     """Rejected, or failed without an exit code: it never ran (no image, runtime refused)."""
     code = ((task.get("Status") or {}).get("ContainerStatus") or {}).get("ExitCode")
     return task_state(task) in ("rejected", "failed") and not code
-
-
-def create(config: ServerConfig, instance_id: str, home: Path) -> SwarmExecutor:
-    """The ``swarm`` backend (``executors/registry.py``): the Swarm this host manages."""
-    return SwarmExecutor(config.executor, config.swarm, instance_id, home)

@@ -35,7 +35,7 @@ from gpudock.cluster_config import ClusterConfig
 from gpudock.core.cluster import REMOVED, EngineNode, loss_due, node_status, watched
 from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobState
-from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithNodes
+from gpudock.executors.base import ExecutorUnavailable, ExecutorWithNodes, NodeEventStream
 from gpudock.runtime import finisher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import cluster as cluster_store
@@ -195,7 +195,7 @@ class ClusterWatcher:
         self._wake = threading.Event()
         self._noted: set[tuple[str, float]] = set()
         self._threads: list[threading.Thread] = []
-        self._events: EventStream | None = None
+        self._events: NodeEventStream | None = None
 
     def start(self) -> None:
         for name, target in (("nodes", self._pass_loop), ("node-events", self._event_loop)):

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from gpudock.core.job import PendingReason
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.cluster import ClusterWatcher
@@ -48,22 +49,31 @@ from gpudock.store.snapshot import SnapshotCache
 log = logging.getLogger("gpudock.controller")
 
 MAX_PENDING_PER_CYCLE = 5000
+GPU_PENDING_PER_CYCLE = 1000
+"""Pending jobs asking for GPUs that a cycle also considers beyond its first
+``MAX_PENDING_PER_CYCLE`` (``store.snapshot.load_snapshot``'s ``gpu_share``)."""
 HISTORY_KEY = "fair_share_history"
 
 
-def backlog_reason(window: int) -> PendingReason:
-    """Why a job beyond a cycle's window of ``window`` pending jobs waits."""
+def backlog_reason(window: int, gpu_share: int) -> PendingReason:
+    """Why a job beyond a cycle's window of ``window`` pending jobs (and its
+    ``gpu_share`` GPU jobs further back) waits."""
     return PendingReason(
         "backlog",
         f"not considered yet: the scheduler looks at the first {window} pending jobs "
-        "(by priority, then submit time) each cycle, and this one is further back",
+        f"(by priority, then submit time) each cycle, and at the first {gpu_share} "
+        "further back that ask for GPUs; this one is further back",
         f"it is considered once fewer than {window} pending jobs are ahead of it",
     )
 
 
 class Controller:
-    def __init__(self, ctx: RuntimeContext) -> None:
+    """The server's background loops, and the node's GPU monitor (``monitor``:
+    started after the first reconcile, stopped first)."""
+
+    def __init__(self, ctx: RuntimeContext, monitor: NodeGpuMonitor | None = None) -> None:
         self.ctx = ctx
+        self.monitor = monitor
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._events: EventStream | None = None
@@ -79,8 +89,13 @@ class Controller:
         self._watcher: ClusterWatcher | None = None
 
     def start(self) -> None:
-        """Reconcile once (adopt what survived a restart), then start both loops (and, on a
-        multi-node engine, the cluster watcher: ``runtime/cluster.py``)."""
+        """Start the GPU monitor (the node's sharing mode is known and its event
+        registration done when it returns, before any launch), and on a multi-node
+        engine the cluster watcher (``runtime/cluster.py``); reconcile once (adopt what
+        survived a restart), then start the loops."""
+        if self.monitor is not None:
+            self.monitor.start()
+            self.ctx.gpu_watchdog = self.monitor.watching
         if self.ctx.cluster:
             self._watcher = ClusterWatcher(self.ctx, lambda fn: self._safe(fn, self.ctx))
             self._watcher.start()
@@ -96,6 +111,8 @@ class Controller:
         self.ctx.wake_scheduler.set()
 
     def stop(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         self._stop.set()
         if self._watcher is not None:
             self._watcher.stop()
@@ -110,9 +127,10 @@ class Controller:
     def schedule_once(self) -> ApplyResult:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
         ctx, started = self.ctx, time.perf_counter()
+        limit, gpu_share = MAX_PENDING_PER_CYCLE, GPU_PENDING_PER_CYCLE
         with ctx.db.read() as session:
-            snapshot = self._snapshots.load(session, ctx.clock(), MAX_PENDING_PER_CYCLE)
-        window = snapshot.pending  # the first MAX_PENDING_PER_CYCLE, in the scheduler's order
+            snapshot = self._snapshots.load(session, ctx.clock(), limit, gpu_share)
+        window = snapshot.pending  # the first `limit` in the scheduler's order, then GPU jobs
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):
@@ -121,12 +139,16 @@ class Controller:
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
         ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
         result = apply_plan(ctx.db, plan, ctx.clock())
-        if len(window) >= MAX_PENDING_PER_CYCLE:  # there may be more: they say why they wait
+        if len(window) >= limit:  # there may be more: they say why they wait
             with ctx.db.write() as session:
-                job_store.set_backlog_reason(session, window[-1], backlog_reason(len(window)))
+                reason = backlog_reason(limit, gpu_share)
+                job_store.set_backlog_reason(session, window[limit - 1], reason)
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
-        for job_id in result.started:
-            ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))
+        gangs = [(g.job_id, any(p.gpu_uuids for p in g.parts)) for g in result.committed_gangs]
+        placed = [(p.job_id, bool(p.gpu_uuids)) for p in result.committed] + gangs
+        for job_id, gpus in placed:  # GPU jobs' launches go first in the lane
+            launch = functools.partial(launcher.launch, ctx, job_id)
+            ctx.run_once("launch", job_id, launch, gpus=gpus)
         if result.rejected:
             ctx.wake_scheduler.set()  # retry on fresh state
         if result.preempted or result.resized:
@@ -200,8 +222,10 @@ class Controller:
                 self._stop.wait(timeout=1.0)
                 continue
             self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
-            for name in self._events:
-                if not self._safe(functools.partial(reconcile_container, name=name), self.ctx):
+            for event in self._events:
+                name, action = event.name, event.action
+                settle = functools.partial(reconcile_container, name=name, action=action)
+                if not self._safe(settle, self.ctx):
                     self.ctx.wake_reconciler.set()  # not settled here: a full pass
             self._events = None
             self._stop.wait(timeout=0.5)

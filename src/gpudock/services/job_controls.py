@@ -16,7 +16,8 @@ short transaction; the scheduler and reconciler are woken after it commits.
   (admins) does it at once for a job whose node is lost, stopping nothing.
 * **update** a PENDING job's ``priority_class``, ``max_runtime`` or
   ``gpus``: the new spec is validated exactly as a submit would be (spec
-  rules, queue membership, priority rights, never-fits). An active job may
+  rules, queue membership, priority rights, never-fits on the nodes and in
+  the queue). An active job may
   only have its ``max_runtime`` lowered, by its owner.
 """
 
@@ -33,6 +34,7 @@ from gpudock.core.job import Job, JobSpec, JobState
 from gpudock.core.units import format_duration
 from gpudock.executors.base import ExecutorUnavailable
 from gpudock.scheduler.hold import held_reason
+from gpudock.services.admissible import check_admissible
 from gpudock.services.config_guard import write_checked
 from gpudock.services.jobs import JobService
 from gpudock.services.priority import resolve_priority
@@ -151,8 +153,9 @@ class JobControls(JobService):
         Raises ``InvalidInput`` (422) for an empty or invalid change,
         ``Forbidden`` (403) for rights a submit would lack or an active job's
         limit changed by someone other than its owner, ``Infeasible`` (422)
-        for a shape no node could hold, and ``Conflict`` (409) for a finished
-        job or a change an active job does not allow.
+        for a shape no node could hold or its queue could never admit, and
+        ``Conflict`` (409) for a finished job or a change an active job does
+        not allow.
         """
         job = self.get(job_id, principal)
         if not changes:
@@ -172,6 +175,7 @@ class JobControls(JobService):
             self._check_shares(spec)
             final, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
             self._check_feasible(final)
+            check_admissible(self.ctx, final, job.user)  # the queue's half
             return final, can_preempt
 
         def write(session: Session, checked: tuple[JobSpec, bool]) -> bool:

@@ -20,6 +20,7 @@ from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
 from gpudock.scheduler.snapshot import JobRequest, NodeView
+from gpudock.services.admissible import check_admissible
 from gpudock.services.arrays import insert_tasks, plan_array
 from gpudock.services.config_guard import write_checked
 from gpudock.services.dependencies import check_dependencies
@@ -42,7 +43,9 @@ class JobService:
         Raises ``InvalidInput`` for a mount outside the admin allowlist (or
         ``:rw`` under a read-only entry) and for env keys the GPU policy refuses,
         ``Infeasible`` for a job no node could ever hold (GPUs, CPUs or memory;
-        after ``job_defaults`` filled in its unset ``cpus`` and ``memory``), and ``Forbidden`` for
+        after ``job_defaults`` filled in its unset ``cpus`` and ``memory``) or its
+        queue could never admit (an unknown queue when queues are declared, a
+        limit or per-user cap it exceeds: ``admissible.py``), and ``Forbidden`` for
         a priority or priority class the caller may not use (``priority.py``) or
         a queue the caller is not a member of, and ``TooManyRequests`` over
         the queue's ``max_pending_per_user`` (``queue_access.py``). ``NotFound``
@@ -60,6 +63,7 @@ class JobService:
             final, can_preempt = resolve_priority(spec, principal, config.scheduler)
             final = with_defaults(final, config.job_defaults)  # stored: counted and limits
             self._check_feasible(final)
+            check_admissible(self.ctx, final, principal.user)  # the queue's half
             return final, can_preempt, plan_array(final, config.api.max_array_size)
 
         def write(session: Session, checked: tuple[JobSpec, bool, ArrayRange | None]) -> Job:

@@ -142,7 +142,7 @@ async function login(event) {
       body: JSON.stringify({ token: document.getElementById("token").value }),
     });
   } catch (err) {
-    error.textContent = err.status === 401 ? "That token is invalid or revoked." : err.message;
+    error.textContent = err.status === 401 ? "That token is invalid, expired or revoked." : err.message;
     document.getElementById("login").hidden = false;
     return;
   }
@@ -474,7 +474,7 @@ function eventText(e) {
   if (e.type === "job.state") return `${p.from || "new"} → ${p.to}${p.reason ? `: ${p.reason}` : ""}`;
   if (e.type === "job.placed") return `placed on ${e.node} GPUs ${(p.gpus || []).join(", ") || "–"}${p.memory_per_gpu ? ` (${bytes(p.memory_per_gpu)} each)` : ""}`;
   if (e.type === "job.preempted") return `preempted by job ${p.preemptor} (${[p.preemptor_user, p.preemptor_queue].filter(Boolean).join("/")})${p.reason ? `: ${p.reason}` : ""}`;
-  if (e.type === "job.watchdog_kill") return `stopped: ran past max_runtime ${duration(p.max_runtime)}`;
+  if (e.type === "job.watchdog_kill") return p.reason ? `stopped: ${p.reason}` : `stopped: ran past max_runtime ${duration(p.max_runtime)}`;
   return Object.entries(p).map(([k, v]) => `${k} ${v}`).join(", ");
 }
 

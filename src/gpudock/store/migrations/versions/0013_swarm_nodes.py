@@ -1,7 +1,7 @@
 """swarm nodes: engine identity, availability, loss, agents, fencing; gang parts; node tokens
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 
 Nullable columns only (no rebuild):
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
