@@ -82,19 +82,21 @@ def agent_live(facts: NodeFacts, now: float, interval: float) -> bool:
     return seen is not None and now - seen <= 3 * interval + WATCH_SLACK
 
 
-def watched(facts: NodeFacts, interval: float) -> bool:
+def watched(facts: NodeFacts, interval: float, detection: float = 0.0) -> bool:
     """Was an agent reporting up to the moment the node stopped being ready?
 
     For a ready node: has an agent ever reported. A node that is away counts
-    as watched when its agent's last report is at most three intervals (plus
-    ``WATCH_SLACK``) older than ``down_since``: that agent was alive when
-    the node left, and fences by itself (``lease``).
+    as watched when its agent's last report is at most three intervals, or
+    the engine's ``detection`` delay (how long Swarm may take to mark a silent
+    node down), plus ``WATCH_SLACK``, older than ``down_since``: that agent
+    was alive when the node left, and fences by itself (``lease``).
     """
     if facts.agent_seen_at is None:
         return False
     if facts.down_since is None:
         return True
-    return facts.agent_seen_at >= facts.down_since - 3 * interval - WATCH_SLACK
+    window = max(3 * interval, detection) + WATCH_SLACK
+    return facts.agent_seen_at >= facts.down_since - window
 
 
 def lease(grace: float, interval: float) -> float:
@@ -103,7 +105,9 @@ def lease(grace: float, interval: float) -> float:
     return max(interval, grace - 2 * interval)
 
 
-def loss_due(facts: NodeFacts, now: float, grace: float, interval: float) -> bool:
+def loss_due(
+    facts: NodeFacts, now: float, grace: float, interval: float, detection: float = 0.0
+) -> bool:
     """The node is away and its grace is over.
 
     The grace runs from the node's last sign of life: Swarm's ``down`` mark,
@@ -118,7 +122,7 @@ def loss_due(facts: NodeFacts, now: float, grace: float, interval: float) -> boo
     if facts.ready or facts.down_since is None:
         return False
     start = facts.down_since
-    if facts.agent_seen_at is not None and watched(facts, interval):
+    if facts.agent_seen_at is not None and watched(facts, interval, detection):
         start = min(start, facts.agent_seen_at)
     return now >= start + grace
 

@@ -59,6 +59,7 @@ class SwarmEngine(ExecutorWithNodes, ExecutorWithAgentService):
         self._client: Any = None
         self._lock = threading.Lock()
         self._node_ids: dict[str, str] = {}  # gpudock node name → Swarm node id
+        self._detection: float | None = None  # detection_delay, once read
         self._hardening = Hardening()
         self._stops = StopCapture(state_dir / "swarm-stops")
 
@@ -148,6 +149,19 @@ class SwarmEngine(ExecutorWithNodes, ExecutorWithAgentService):
     def local_node(self) -> str:
         with self._call("reading this node's id"):
             return str(self._docker().info()["Swarm"]["NodeID"])
+
+    def detection_delay(self) -> float:
+        """Five of Swarm's dispatcher heartbeat periods (default 5 s: 25 s), read once;
+        a manager that does not answer: the default's."""
+        if self._detection is None:
+            try:
+                with self._call("reading the swarm's heartbeat"):
+                    spec = self._docker().inspect_swarm().get("Spec") or {}
+                period = (spec.get("Dispatcher") or {}).get("HeartbeatPeriod") or 5e9
+                self._detection = 5 * float(period) / 1e9
+            except ExecutorUnavailable:
+                return 25.0
+        return self._detection
 
     def set_availability(self, engine_id: str, availability: str) -> None:
         if availability not in AVAILABILITIES:

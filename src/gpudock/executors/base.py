@@ -485,6 +485,10 @@ class ExecutorWithNodes(Executor):
     def local_node(self) -> str:
         """The engine id of the node whose engine the server talks to."""
 
+    @abstractmethod
+    def detection_delay(self) -> float:
+        """Seconds the engine may take to mark a node that went silent as down."""
+
 
 class ExecutorWithAgentService(Executor):
     """Capability: the engine runs the node agent itself (a Swarm global service), and says

@@ -246,7 +246,8 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                 task = by_name.get(name)
                 if task is not None and _failed_to_start(task):
                     raise LaunchError(self._start_error(request, member, task))
-            status = self._statuses(services, tasks)[0] if services else None
+            started = len(by_name) == len(names) and None not in by_name.values()
+            status = self._statuses(services, tasks)[0] if started else None
             if status is not None and status.state.value != "created":
                 return status
             if time.monotonic() > deadline:
@@ -291,28 +292,25 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
     def _stop(self, name_or_id: str, grace_seconds: float) -> None:
         """Stop every member (zero completions), keeping their logs; no error if absent.
 
-        Returns once their tasks ended. A member on a node that is not ready
-        cannot be stopped now: its tasks are told to stop (their node acts
-        when it is back; its agent sooner) and this returns at once.
+        Returns once the members on ready nodes ended. A member on a node that
+        is not ready cannot be stopped now: its task is told to stop (its node
+        acts when it is back; its agent sooner), and nobody waits for it.
         """
         services = self._services(name_or_id)
         if not services:
             return
         api = self._docker()
-        with self._call(f"stopping {name_or_id}"):
-            if self._on_away_node(services):
-                for service in services:
-                    zero_completions(api, service["ID"])
-                return
-            final = self._stops.stop(api, name_or_id, services, grace_seconds)
-        if final is not None:
-            self._stops.remember(name_or_id, final)
-
-    def _on_away_node(self, services: list[dict[str, Any]]) -> bool:
         ready = {n.name for n in self.nodes() if n.ready}
-        return any(
-            (s["Spec"].get("Labels") or {}).get("gpudock.node") not in ready for s in services
-        )
+        here = [s for s in services if _node_of(s) in ready]
+        with self._call(f"stopping {name_or_id}"):
+            for service in services:
+                if service not in here:
+                    zero_completions(api, service["ID"])
+            if not here:
+                return
+            final = self._stops.stop(api, name_or_id, here, grace_seconds)
+        if final is not None and len(here) == len(services):
+            self._stops.remember(name_or_id, final)
 
     def _remove(self, name_or_id: str) -> None:
         """Remove the attempt's services and network; live tasks are told to stop first
@@ -349,6 +347,10 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
         api = self._docker()
         with self._call("reading logs"):
             yield from self._stops.service_logs(api, services, follow)
+
+
+def _node_of(service: Mapping[str, Any]) -> str:
+    return str((service["Spec"].get("Labels") or {}).get("gpudock.node", ""))
 
 
 def _failed_to_start(task: Mapping[str, Any]) -> bool:

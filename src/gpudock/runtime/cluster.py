@@ -107,9 +107,11 @@ def _applied_traits(session: Session) -> dict[str, tuple[dict[str, str], list[st
 def handle_losses(ctx: RuntimeContext, noted: set[tuple[str, float]]) -> None:
     """Step 3 (see module docstring). ``noted`` remembers the unwatched losses already noted."""
     now, swarm = ctx.clock(), ctx.config.swarm
+    detection = nodes_of(ctx).detection_delay()
     with ctx.db.read() as session:
         rows = [cluster_store.facts(r) for r in cluster_store.cluster_nodes(session)]
-        due = [f for f in rows if loss_due(f, now, swarm.node_grace, swarm.agent_interval)]
+        interval = swarm.agent_interval
+        due = [f for f in rows if loss_due(f, now, swarm.node_grace, interval, detection)]
         if not due:
             return
         active = job_store.list_jobs(session, states=job_store.ACTIVE_STATES, newest_first=False)
@@ -117,7 +119,7 @@ def handle_losses(ctx: RuntimeContext, noted: set[tuple[str, float]]) -> None:
         jobs = [j for j in active if j.on_node(node.name)]
         if not jobs:
             continue
-        fenced = node.engine_state == REMOVED or watched(node, swarm.agent_interval)
+        fenced = node.engine_state == REMOVED or watched(node, interval, detection)
         if fenced:
             why = f"node {node.name} lost ({node.engine_state} longer than the grace)"
             lost = [job.id for job in jobs if lose(ctx, job, node.name, why)]
@@ -131,11 +133,30 @@ def handle_losses(ctx: RuntimeContext, noted: set[tuple[str, float]]) -> None:
 
 
 def lose(ctx: RuntimeContext, job: Job, node: str, why: str) -> bool:
-    """End ``job``'s attempt because its node is gone; remove its services. True if moved.
+    """End ``job``'s attempt because its node is gone; remove its services. True if it
+    was moved, or (a gang with members elsewhere) will be, in the control lane.
 
     Unstarted (ALLOCATED): back to PENDING, no retry used. Started: LOST, or
-    PENDING while retries remain (one is used), as a vanished container.
+    PENDING while retries remain (one is used), as a vanished container. A
+    gang's members on nodes that are still there are stopped first (SIGTERM,
+    grace, SIGKILL), so their GPUs are not handed on while they run.
     """
+    if job.container_name is not None and any(p.node != node for p in job.gang):
+        name = job.container_name
+
+        def stop_then_lose() -> None:
+            try:
+                ctx.executor.stop(name, ctx.config.executor.stop_grace)
+            except ExecutorUnavailable as exc:  # the next pass tries again
+                log.warning("job %s: its gang's other members not stopped yet: %s", job.id, exc)
+                return
+            _lose(ctx, job, node, why)
+
+        return ctx.run_once("stop", job.id, stop_then_lose) is not None
+    return _lose(ctx, job, node, why)
+
+
+def _lose(ctx: RuntimeContext, job: Job, node: str, why: str) -> bool:
     with ctx.db.write() as session:
         fresh = job_store.get_job(session, job.id)
         if fresh is None or not fresh.state.holds_resources or fresh.attempt != job.attempt:

@@ -168,6 +168,8 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if fresh.state is not JobState.RUNNING and status is None:
         return  # not started yet: the launcher, not a loss
     job = fresh
+    if job.gang and status is not None and not _rest_of_gang_stopped(ctx, job):
+        return  # its GPUs stay held: the next pass tries again
     result = outcome(job, status, ctx.config.gpus.health.on_fault)
     target, reason = result.state, result.reason
     failed = status is not None and status.exit_code not in (0, None) and not job.stop_requested
@@ -200,6 +202,20 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if status is not None:
         attempt, container = job.attempt, status.id
         ctx.run_once("archive", job.id, lambda: archive_and_remove(ctx, job.id, attempt, container))
+
+
+def _rest_of_gang_stopped(ctx: RuntimeContext, job: Job) -> bool:
+    """A gang ends with its first failing member (or with the last to succeed): the
+    members still running are stopped (SIGTERM, grace, SIGKILL) before its GPUs are
+    freed, so none is handed on while a member still uses it. False when the engine
+    could not be asked (nothing is freed; the next pass tries again)."""
+    assert job.container_name is not None
+    try:
+        ctx.executor.stop(job.container_name, ctx.config.executor.stop_grace)
+    except ExecutorUnavailable as exc:
+        log.warning("job %s: the rest of its gang not stopped yet: %s", job.id, exc)
+        return False
+    return True
 
 
 def archive_and_remove(ctx: RuntimeContext, job_id: int, attempt: int, container: str) -> None:

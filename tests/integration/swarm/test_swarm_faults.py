@@ -163,10 +163,15 @@ def test_an_unwatched_node_keeps_its_job_until_the_operator_requeues_it(cs: Swar
     node, agent = cs.swarm.node("sw2"), cs.agents["sw2"]
     job_id = _pinned(cs, "sw2")
     agent.stop()
+    # silent longer than the watch window (3 intervals, or Swarm's 5 heartbeats, + 2 s)
     wait_for(
-        lambda: {n["name"]: n for n in cs.api.get("/v1/nodes").json()}["sw2"]["agent"] == "silent",
+        lambda: (
+            (seen := {n["name"]: n for n in cs.api.get("/v1/nodes").json()}["sw2"])["agent"]
+            == "silent"
+            and seen["agent_seen_at"] < time.time() - 8
+        ),
         30,
-        "sw2's agent to go silent",
+        "sw2's agent to have been silent for 8 s",
     )
     node.cut()
     wait_for(

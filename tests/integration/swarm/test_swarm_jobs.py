@@ -151,7 +151,7 @@ def test_an_image_missing_on_its_node_fails_the_job_with_the_reason(cs: SwarmSer
     job = wait_state(cs.api, job_id, TERMINAL, 60)
     assert job["state"] == "FAILED"
     assert f"image gpudock-test/absent:1 not found on node {job['node']}" in job["reason"]
-    assert job["attempt"] == 0  # not retried
+    assert job["attempt"] == 0, job["events"]  # not retried
 
 
 def test_bad_input_on_the_cluster_surface_is_refused_clearly(cs: SwarmServer) -> None:

@@ -64,3 +64,12 @@ def test_agents_are_live_for_three_intervals_and_fence_before_the_grace_ends() -
     assert not agent_live(facts(agent_seen_at=100.0), 100.0 + 3 * INTERVAL + 3, INTERVAL)
     assert lease(GRACE, INTERVAL) == GRACE - 2 * INTERVAL
     assert lease(3.0, 0.5) == 2.0 and lease(1.0, 5.0) == 5.0  # never below one interval
+
+
+def test_swarms_own_detection_delay_keeps_a_cut_node_watched() -> None:
+    """A cut link silences the agent at once; Swarm marks the node down only after its
+    heartbeats (5 of them here): that agent was watching all the same."""
+    cut = facts(engine_state="down", down_since=1012.0, agent_seen_at=1000.0)
+    assert not watched(cut, 0.5)
+    assert watched(cut, 0.5, detection=25.0)
+    assert loss_due(cut, 1000.0 + 3.0, 3.0, 0.5, detection=25.0)  # a grace after its silence
