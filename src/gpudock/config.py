@@ -128,6 +128,11 @@ class ExecutorConfig(BaseModel):
         default=10.0, gt=0, description="the most a ping or describing one container may take"
     )
     log_dir: str | None = Field(default=None, description="default: $GPUDOCK_HOME/logs")
+    mount_staging_dir: str | None = Field(
+        default=None,
+        description="where bind sources are staged for Docker (a folder only gpudock's user "
+        "may change); default: $GPUDOCK_HOME/mounts",
+    )
     registries: dict[str, ConfiguredLogin] = Field(
         default_factory=dict,
         description="logins every user's pulls use: {HOST[:PORT]: {username, password_file}}",

@@ -6,7 +6,8 @@ from pydantic import BaseModel, Field, StrictFloat, StrictInt
 
 from gpudock.core.inventory import Gpu, MigDevice, Node
 from gpudock.core.job import Job, JobSpec
-from gpudock.core.spec_schema import USER_PATTERN
+from gpudock.core.spec_schema import EXPIRES_PATTERN, TOKEN_NAME_PATTERN, USER_PATTERN
+from gpudock.services.auth import MAX_EXPIRES
 from gpudock.store.tokens import TokenInfo
 
 
@@ -289,11 +290,24 @@ class TokenCreate(BaseModel):
         max_length=128,
         description="a node token: it acts only for this registered node's agent",
     )
-    name: str | None = Field(default=None, description="a label, e.g. laptop")
+    name: str | None = Field(
+        default=None,
+        description="a label, e.g. laptop: 1-64 letters, digits, spaces or '_.@:+-'",
+        json_schema_extra={
+            "anyOf": [{"type": "string", "pattern": TOKEN_NAME_PATTERN}, {"type": "null"}]
+        },
+    )
     expires: str | StrictInt | StrictFloat | None = Field(  # a boolean is not a lifetime
         default=None,
-        description="lifetime: a positive duration such as 30d or 12h, or seconds; "
-        "null: never expires",
+        description="lifetime: a positive duration such as 30d, 12h or 1h30m, or seconds, "
+        "at most ten years (3650d); null: never expires",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "pattern": EXPIRES_PATTERN},
+                {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_EXPIRES},
+                {"type": "null"},
+            ]
+        },
     )
 
 

@@ -92,7 +92,7 @@ def events_command(
         ),
     ] = None,
     since: Annotated[int, typer.Option(help="start after this event id")] = 0,
-    interval: Annotated[float, typer.Option(help="seconds between polls with -f")] = 1.0,
+    interval: Annotated[float, typer.Option(help="seconds between polls with -f")] = 0.5,
     output: Annotated[str, typer.Option("--output", "-o", help="table or json (one per line)")] = (
         "table"
     ),

@@ -33,7 +33,12 @@ from pydantic import (
 from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.arrays import ARRAY_PATTERN, parse_array
-from gpudock.core.elastic import ElasticMode, gpus_schema, normalise_range, range_problem
+from gpudock.core.elastic import (
+    ElasticMode,
+    gpus_schema,
+    normalise_range,
+    range_problem,
+)
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.image_ref import (
     IMAGE_REFERENCE_PATTERN,
@@ -117,6 +122,30 @@ MAX_DEPENDENCIES = 64  # job ids in ``after`` plus ``after_ok``
 JobId = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
+def _spec_schema(schema: dict[str, Any]) -> None:
+    """The spellings the spec accepts besides its fields (``min_gpus``, ``gpus_per_node``).
+
+    Rules between fields (a minimum given twice, a range with ``gpu_memory``,
+    ``elastic: restart`` without a range: ``gpudock.core.elastic``) are 422s
+    the schema does not state: its ``if``/``then`` form drove schemathesis'
+    generator into a CPython error, and a minimum above the maximum cannot
+    be stated at all.
+    """
+    properties = schema.setdefault("properties", {})
+    properties["min_gpus"] = {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1024,
+        "description": "elastic job: the fewest GPUs it runs on (with max_gpus); same as gpus",
+    }
+    properties["gpus_per_node"] = {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1024,
+        "description": "GPUs on each node of a multi-node job; same as gpus",
+    }
+
+
 class JobSpec(BaseModel):
     """What a user asks for. Unknown fields are rejected.
 
@@ -135,7 +164,7 @@ class JobSpec(BaseModel):
     any ``topology`` trivially, so it is accepted and has no effect there.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_spec_schema)
 
     image: str = Field(
         description="container image, e.g. pytorch/pytorch:latest (Docker's reference grammar)",
@@ -279,7 +308,7 @@ class JobSpec(BaseModel):
         if isinstance(data, dict) and "gpus_per_node" in data:
             data = dict(data)
             per_node = data.pop("gpus_per_node")
-            if "gpus" in data and data["gpus"] != per_node:
+            if "gpus" in data:
                 raise ValueError("give gpus_per_node or gpus (GPUs per node), not both")
             data["gpus"] = per_node
         if isinstance(data, dict):

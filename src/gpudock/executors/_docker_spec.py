@@ -58,16 +58,19 @@ def build_create_spec(
     *,
     device_request: bool,
     realpath: Realpath = strict_realpath,
+    sources: Sequence[str] | None = None,
+    unsafe: str | None = None,
 ) -> CreateSpec:
     """Everything Docker needs to create ``request``'s container, hardened per ``config``.
 
     ``device_request`` chooses how GPUs are handed over: an NVIDIA device request
     (dockerd's nvidia driver and the toolkit's hook) or only the
     ``NVIDIA_VISIBLE_DEVICES`` env var (emulated GPUs on a daemon without the
-    driver). Mount sources are resolved with ``realpath`` (on the engine's
-    host) and bound resolved; raises ``LaunchError`` if one leaves
-    ``config.allowed_mounts``. Memory+swap equals the memory limit unless
-    ``config.allow_swap``; json-file logs rotate at ``config.log_max_size``.
+    driver). Mount ``i`` binds ``sources[i]`` (staged by the executor) when
+    given; otherwise each mount is resolved with ``realpath`` (on the engine's
+    host) and bound resolved (``docker_mounts``). Raises ``LaunchError`` if
+    one leaves ``config.allowed_mounts``. Memory+swap equals the memory limit
+    unless ``config.allow_swap``; json-file logs rotate at ``config.log_max_size``.
     A shared job on an MPS node (``request.mps``) gets the MPS pipe and log
     directories bound at their host paths and the host's IPC namespace.
     """
@@ -107,7 +110,8 @@ def build_create_spec(
         "memswap_limit": memory if memory is not None and not config.allow_swap else None,
         "nano_cpus": round(cpus * 1e9) if cpus is not None else None,
         "shm_size": request.shm_size,
-        "mounts": docker_mounts(request.mounts, config.allowed_mounts, realpath) or None,
+        "mounts": docker_mounts(request.mounts, config.allowed_mounts, realpath, sources, unsafe)
+        or None,
         "log_config": docker.types.LogConfig(
             type="json-file",
             config={"max-size": str(config.log_max_size), "max-file": str(config.log_max_files)},
@@ -195,20 +199,27 @@ def docker_mounts(
     mounts: Sequence[Mount],
     allowed: Sequence[AllowedMount],
     realpath: Realpath = strict_realpath,
+    sources: Sequence[str] | None = None,
+    unsafe: str | None = None,
 ) -> list[docker.types.Mount]:
-    """Bind mounts for Docker, each bound at its *resolved* host path.
+    """Bind mounts for Docker: mount ``i`` at ``sources[i]``, or at its *resolved* host path.
 
-    ``realpath`` resolves a path on the engine's host (``resolve_mount``).
-    Raises ``LaunchError`` naming the mount if one is missing or resolves
-    outside the allowlist (a symlink planted after submit, say). Bind mounts
-    (unlike ``-v``) fail if the host path is missing instead of creating it.
+    Without ``sources``, ``realpath`` resolves each path on the engine's host
+    (``resolve_mount``; ``unsafe`` refuses folders jobs can write). Raises
+    ``LaunchError`` naming the mount if one is missing or resolves outside the
+    allowlist (a symlink planted after submit, say). Bind mounts (unlike
+    ``-v``) fail if the host path is missing instead of creating it.
     """
     result = []
-    for mount in mounts:
-        try:
-            source = resolve_mount(mount.host, mount.read_only, allowed, realpath)
-        except MountRefused as exc:
-            raise LaunchError(f"mount {mount.host}:{mount.container} refused: {exc}") from None
+    for index, mount in enumerate(mounts):
+        if sources is not None:
+            source = sources[index]
+        else:
+            try:
+                source = resolve_mount(mount.host, mount.read_only, allowed, realpath, unsafe)
+            except MountRefused as exc:
+                where = f"{mount.host}:{mount.container}"
+                raise LaunchError(f"mount {where} refused: {exc}") from None
         result.append(
             docker.types.Mount(
                 target=os.path.normpath(mount.container),

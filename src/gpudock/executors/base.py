@@ -245,7 +245,9 @@ class Executor(ABC):
 
         Without ``follow`` each chunk comes within ``deadlines.call`` or the
         iteration raises ``EngineTimeout``. A followed log waits for the
-        container's output for as long as it takes (its reader closes it).
+        container's output for as long as it takes; if the iterator has a
+        ``close`` method, it may be called from another thread to end it early
+        (a blocked read returns).
         """
         chunks = self._logs(name_or_id, follow)
         return chunks if follow else self._bounded(chunks, name_or_id)
@@ -274,6 +276,24 @@ class Executor(ABC):
             if close is not None and not late:
                 with contextlib.suppress(ValueError):  # a generator still running elsewhere
                     close()
+
+    def mount_problem(self) -> str | None:
+        """Why this executor cannot bind mounts race-free (one line), or None when it can.
+
+        While it cannot, mounts under ``rw`` allowlist entries (folders jobs can
+        write) are refused at submit and at launch. An executor that does not
+        override this cannot.
+        """
+        return "this executor does not stage bind mounts"
+
+    def release_stale_mounts(self) -> int:
+        """Remove what launches of a crashed server left for binding; how many. Idempotent."""
+        return 0
+
+    def reap_leftovers(self) -> int:
+        """Remove what the engine itself left of this instance's containers after a crash
+        (e.g. Docker's forgotten containerd shims); how many. Idempotent."""
+        return 0
 
     @abstractmethod
     def _ping(self) -> None:
@@ -361,6 +381,12 @@ class ExecOutput(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def interrupt(self) -> None:
+        """End the iteration from another thread: a blocked read returns, the command
+        itself is not killed. The default closes; an output read over a socket shuts it
+        down instead (safe while another thread reads it)."""
+        self.close()
 
 
 class ExecSession(ABC):

@@ -6,10 +6,11 @@
       │ container named request.name exists? ──yes──► adopt (ours? start if created)
       no
       ▼
-    resolve mount sources on this host ──missing, or a symlink leaves the
-      │                                  allowlist──► LaunchError, nothing created
+    stage mount sources on this host ──missing, a symlink leaves the allowlist,
+      │  (``_docker_mounts``)               or the path changes meanwhile──►
+      │                                     LaunchError, nothing created
       ▼
-    create, binding the resolved paths
+    create, binding the staged paths (unstaged once started or failed)
       │ 404 no such image ──► pull (bounded by pull_timeout) ──► create again
       │ 409 name taken (a racing launch) ──► wait briefly, adopt
       ▼
@@ -30,7 +31,6 @@ socket) is shared. Plain calls from a few threads are fine; each
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -48,8 +48,10 @@ from gpudock.config import ExecutorConfig, ServerConfig
 from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.mounts import Realpath
 from gpudock.executors._docker_images import ImageRequirementCache
+from gpudock.executors._docker_mounts import Binding, BindSources, staging_root
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
+from gpudock.executors._docker_shims import ShimReaper
 from gpudock.executors._docker_spec import (
     LABEL_ATTEMPT,
     LABEL_INSTANCE,
@@ -64,8 +66,8 @@ from gpudock.executors._docker_spec import (
     status_from_attrs,
     stop_timeout,
 )
+from gpudock.executors._docker_streams import DockerEvents, EngineStream
 from gpudock.executors.base import (
-    ContainerEvent,
     ContainerState,
     ContainerStatus,
     EngineFault,
@@ -82,6 +84,7 @@ from gpudock.executors.base import (
 )
 from gpudock.executors.deadlines import Deadlines
 from gpudock.executors.errors import Fault, classify
+from gpudock.executors.mount_staging import MountStager
 
 log = logging.getLogger("gpudock.executors.docker")
 
@@ -91,6 +94,7 @@ CLIENT_TIMEOUT_MARGIN = 5.0
 deadline answers the caller first, and the socket timeout then frees the thread."""
 # A racing create holds the name (409) before its container can be inspected.
 _RACE_SETTLE_SECONDS = 10.0
+SHIM_SCAN_SECONDS = 10.0  # between two looks for shims the engine forgot
 
 ClientFactory = Callable[[], Any]  # returns a docker.DockerClient
 GpuMode = Literal["device-request", "env"]
@@ -140,24 +144,6 @@ def _engine_call(what: str, target: str | None = None) -> Iterator[None]:
         raise ExecutorUnavailable(f"Docker engine unreachable while {what}: {exc}") from exc
 
 
-class _DockerEvents(EventStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[ContainerEvent]:
-        try:
-            for event in self._stream:
-                name = (event.get("Actor") or {}).get("Attributes", {}).get("name")
-                if name:
-                    yield ContainerEvent(str(name), str(event.get("Action") or ""))
-        except (docker.errors.DockerException, OSError, ValueError, AttributeError):
-            return  # connection dropped or closed
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._stream.close()
-
-
 class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     """The ``Executor`` for one Docker Engine.
 
@@ -165,7 +151,9 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     ``gpudock.attempt``, ``gpudock.instance`` (this executor's
     ``instance_id``) and ``gpudock.gpus``; ``list_containers`` sees only
     containers with this instance's label. The client is created on first use,
-    so constructing an executor never touches the engine.
+    so constructing an executor never touches the engine (nor the host's mounts).
+    Mount sources are staged under ``staging_root(config, home)`` (``stager``
+    overrides it, for tests).
     """
 
     def __init__(
@@ -173,6 +161,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         config: ExecutorConfig,
         instance_id: str,
         client_factory: ClientFactory | None = None,
+        home: Path | None = None,
+        stager: MountStager | None = None,
     ) -> None:
         if not instance_id:
             raise ValueError("instance_id must not be empty")
@@ -184,6 +174,9 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         self._lock = threading.Lock()
         self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
         self._images = ImageRequirementCache()
+        self._binds = BindSources(config, stager or MountStager(staging_root(config, home)))
+        self._reaper = ShimReaper(instance_id)
+        self._next_shim_scan = 0.0  # monotonic; 0: at the next chance (start, engine back)
 
     @property
     def gpu_mode(self) -> GpuMode:
@@ -216,12 +209,16 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             with _engine_call("pinging"):
                 client.ping()
         except docker.errors.APIError as exc:
+            self._next_shim_scan = 0.0  # the engine may restart: look for its leftovers then
             raise ExecutorUnavailable(f"Docker engine unhealthy: {_explanation(exc)}") from exc
+        except ExecutorUnavailable:
+            self._next_shim_scan = 0.0
+            raise
 
     @classmethod
     def create(cls, config: ServerConfig, instance_id: str, home: Path) -> DockerExecutor:
         """The ``docker`` backend (``executors/registry.py``): this host's engine."""
-        return cls(config.executor, instance_id)
+        return cls(config.executor, instance_id, home=home)
 
     def engine_info(self) -> dict[str, Any]:
         """``docker info`` of the engine (its host's CPUs and memory, ...)."""
@@ -236,7 +233,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         label = f"{LABEL_INSTANCE}={self.instance_id}"
         filters = {"type": "container", "label": label, "event": ["start", "die", "oom", "destroy"]}
         with self._api_errors_unavailable("subscribing to events"):
-            return _DockerEvents(client.api.events(decode=True, filters=filters))
+            return DockerEvents(client.api.events(decode=True, filters=filters))
 
     def _inspect(self, name_or_id: str) -> ContainerStatus | None:
         """The container's status, or None if it does not exist. Never raises ``LaunchError``."""
@@ -272,7 +269,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         """Stdout and stderr chunks, interleaved, without timestamps.
 
         Yields nothing if the container does not exist. With ``follow`` it
-        blocks until the container exits; close the iterator to stop early.
+        blocks until the container exits; ``close()`` on the result, from any
+        thread, ends it early (a blocked read returns).
         """
         client = self._docker()
         with self._api_errors_unavailable("reading logs", name_or_id):
@@ -281,11 +279,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
                     name_or_id, stdout=True, stderr=True, stream=True, follow=follow
                 )
             except docker.errors.NotFound:
-                return
-            try:
-                yield from stream
-            finally:
-                stream.close()
+                return EngineStream(None)
+        return EngineStream(stream)
 
     def _exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """Run ``command`` in the running container (``_docker_exec.py``)."""
@@ -302,6 +297,28 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         client = self._docker()
         with self._api_errors_unavailable("starting a command in a container", name_or_id):
             return start_exec_tty(client, name_or_id, command, rows, cols)
+
+    def mount_problem(self) -> str | None:
+        """Why mounts are not staged on this host, or None (``_docker_mounts``)."""
+        return self._binds.problem()
+
+    def release_stale_mounts(self) -> int:
+        """Unmount and remove staging a crashed server left (``MountStager.sweep``)."""
+        return self._binds.sweep()
+
+    def reap_leftovers(self) -> int:
+        """Kill the containerd shims Docker forgot that are this instance's and run nothing
+        (``_docker_shims.py``); how many. A local engine only; a scan at most every
+        ``SHIM_SCAN_SECONDS``, and at the first call after the engine stopped answering."""
+        now = time.monotonic()
+        if self._binds.socket_path() is None or now < self._next_shim_scan:
+            return 0
+        self._next_shim_scan = now + SHIM_SCAN_SECONDS
+        try:
+            return self._reaper.reap(lambda container: self.inspect(container) is not None)
+        except ExecutorUnavailable:
+            self._next_shim_scan = 0.0
+            return 0
 
     # ---------------------------------------------------------------- commands
 
@@ -414,16 +431,30 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         if status.state is not ContainerState.CREATED:
             return status
         mounts = (attrs.get("HostConfig") or {}).get("Mounts") or []
+        if any(self._binds.is_staged(str(m.get("Source", ""))) for m in mounts):
+            self._discard(client, status.id)  # its staging died with the launch: make anew
+            return None
         return self._start(client, status.id, request, mounts)
 
     def _create_and_start(self, client: Any, request: LaunchRequest) -> ContainerStatus | None:
-        """Create and start a new container; None if the name was taken meanwhile."""
+        """Create and start a new container; None if the name was taken meanwhile.
+
+        Its mounts stay staged from before the create until the start returned.
+        """
+        with self._binds.bind(request) as binding:
+            return self._create_and_start_bound(client, request, binding)
+
+    def _create_and_start_bound(
+        self, client: Any, request: LaunchRequest, binding: Binding
+    ) -> ContainerStatus | None:
         spec = build_create_spec(
             request,
             self.config,
             self.instance_id,
             device_request=self._device_request(request),
             realpath=self._realpath(),
+            sources=binding.sources,
+            unsafe=binding.unsafe,
         )
         host_config = client.api.create_host_config(**spec.host)
         pull_timeout, login = self.config.pull_timeout, request.pull_login
@@ -439,7 +470,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             if exc.status_code == 409:
                 return None
             raise
-        return self._start(client, created["Id"], request, spec.host.get("mounts") or [])
+        recheck = (spec.host.get("mounts") or []) if binding.sources is None else []
+        return self._start(client, created["Id"], request, recheck)
 
     def _realpath(self) -> Realpath:
         return engine_realpath(self.config.docker_url, os.environ.get("DOCKER_HOST"))
@@ -449,9 +481,10 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     ) -> ContainerStatus | None:
         """Start a created container; on failure remove it and explain or fall back.
 
-        Just before the start, each bind source (``mounts``, Docker's
-        ``{Source, ReadOnly}``) must still resolve to itself inside the
-        allowlist: a pull or a crash may lie between create and start.
+        Just before the start, each bind source in ``mounts`` (Docker's
+        ``{Source, ReadOnly}``; resolved, not staged, sources only) must still
+        resolve to itself inside the allowlist: a pull or a crash may lie
+        between create and start.
         """
         admins = admin_sources(request)
         jobs = [m for m in mounts if str(m.get("Source", "")) not in admins]

@@ -20,7 +20,7 @@ from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
 from gpudock.runtime.lanes import Lane
 from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
-from gpudock.store.db import Database
+from gpudock.store.db import Database, database_unavailable
 from gpudock.vault import Vault
 
 log = logging.getLogger("gpudock.runtime")
@@ -178,12 +178,19 @@ class RuntimeContext:
             self._after.setdefault(job_id, {}).setdefault(key, fn)
             return True
 
-    @staticmethod
-    def _run_logged(kind: str, job_id: int, fn: Callable[[], None]) -> None:
+    def _run_logged(self, kind: str, job_id: int, fn: Callable[[], None]) -> None:
+        """Run ``fn``; an error is logged with its trace, except a database outage:
+        that is logged once for the whole server (``Database.availability``), and the
+        reconciler resumes the work when the database answers."""
         try:
             with bind_job(job_id):  # its log records carry the job
                 fn()
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc):
+                self.db.availability.failed(exc)
+                log.debug("%s of job %s deferred: the database is down", kind, job_id,
+                          extra={"job": job_id})  # fmt: skip
+                return
             log.exception("%s of job %s failed unexpectedly", kind, job_id, extra={"job": job_id})
 
     def busy(self, job_id: int) -> bool:

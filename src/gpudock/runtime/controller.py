@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpudock.core.job import PendingReason
+from gpudock.core.mounts import staging_notice
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
 from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.queue import UsageHistory
@@ -90,12 +91,19 @@ class Controller:
 
     def start(self) -> None:
         """Start the GPU monitor (the node's sharing mode is known and its event
-        registration done when it returns, before any launch), and on a multi-node
-        engine the cluster watcher (``runtime/cluster.py``); reconcile once (adopt what
-        survived a restart), then start the loops."""
+        registration done when it returns, before any launch), say whether mounts can
+        be staged, and on a multi-node engine start the cluster watcher
+        (``runtime/cluster.py``); reconcile once (adopt what survived a restart), then
+        start the loops."""
         if self.monitor is not None:
             self.monitor.start()
             self.ctx.gpu_watchdog = self.monitor.watching
+        notice = staging_notice(
+            self.ctx.executor.mount_problem(), self.ctx.config.executor.allowed_mounts
+        )
+        if notice is not None and self.ctx.executor.binds_mounts:
+            writable = any(e.mode == "rw" for e in self.ctx.config.executor.allowed_mounts)
+            log.log(logging.WARNING if writable else logging.INFO, "%s", notice)
         if self.ctx.cluster:
             self._watcher = ClusterWatcher(self.ctx, lambda fn: self._safe(fn, self.ctx))
             self._watcher.start()
@@ -234,9 +242,10 @@ class Controller:
         """Run one step of a loop and return what it returned (None when it failed);
         a failure is logged and the loop goes on.
 
-        While the database is down each failing step logs one line (no trace)
-        and waits a growing pause (1 s doubling to 30 s) before the loop tries
-        again; the first step that succeeds logs the recovery.
+        While the database is down a failing step waits a growing pause (1 s
+        doubling to 30 s) before the loop tries again. The outage itself is
+        logged once when it starts and once when the database answers again
+        (``Database.availability``), never per step and never with a trace.
         """
         try:
             result = fn(ctx)
@@ -244,18 +253,13 @@ class Controller:
             if not database_unavailable(exc):
                 log.exception("background step failed; retrying next cycle")
                 return None
+            ctx.db.availability.failed(exc)
             with self._outage_lock:
                 self._db_failures += 1
                 pause = min(30.0, 2.0 ** (self._db_failures - 1))
-            log.warning(
-                "database unavailable (%s); retrying in %.0f s",
-                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                pause,
-            )
+            log.debug("background step deferred (the database is down); next try in %.0f s", pause)
             self._stop.wait(timeout=pause)
             return None
         with self._outage_lock:
-            if self._db_failures:
-                log.warning("database reachable again; background loops resumed")
             self._db_failures = 0
         return result

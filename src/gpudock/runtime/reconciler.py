@@ -11,7 +11,9 @@ Run at start-up and periodically. One pass:
    lists but does not describe in time (``UNKNOWN``) is held as it is, with
    a reason, and the pass goes on with the others (``undescribed.py``);
 4. stop and remove containers that belong to no active job (orphans),
-   archiving their logs first.
+   archiving their logs first;
+5. unmount what launches of a crashed server left staged (``release_stale_mounts``),
+   and reap what a crashed engine left of this instance's containers (``reap_leftovers``).
 
 On a multi-node engine (``ctx.cluster``) a pass judges every node's jobs
 except those on a node that is away (the cluster watcher's node loss owns
@@ -70,6 +72,8 @@ def reconcile(ctx: RuntimeContext) -> None:
     if strays:
         for container in _orphans(ctx, strays):
             _handle_orphan(ctx, container)
+    ctx.executor.release_stale_mounts()
+    ctx.executor.reap_leftovers()
 
 
 def _judged_here(ctx: RuntimeContext, job: Job, away: set[str]) -> bool:
