@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -79,7 +79,8 @@ def sync_engine_node(
     Labels are the engine node's labels with the applied config's for this
     node on top (``applied``: its labels and taints; taints only come from
     there); CPUs and memory are the engine's. ``down_since`` is set when the
-    node stops being ready and cleared when it is ready again.
+    node stops being ready and cleared when it is ready again. A node whose agent
+    has reported keeps the agent's GPU descriptions, driver and CUDA versions.
     """
     row = session.get(NodeRow, engine.name)
     new = row is None
@@ -87,6 +88,11 @@ def sync_engine_node(
     agent = row is not None and row.gpu_source == AGENT_SOURCE
     known = {} if row is None else {g.uuid: g for g in _gpus(session, engine.name)}
     inventory = engine_inventory(engine, known if agent else {})
+    if agent:  # the agent's NVML facts stand until it reports again
+        assert row is not None
+        inventory = replace(
+            inventory, driver_version=row.driver_version, cuda_version=row.cuda_version
+        )
     labels, taints = applied if applied is not None else ({}, ())
     traits = NodeTraits(
         labels={**engine.labels, **labels},
