@@ -49,8 +49,10 @@ POLL = 0.01
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def gpudock_sample(cs: SwarmServer) -> tuple[float, str, str]:
-    """Seconds from submit to RUNNING of one one-GPU job; its node and GPU."""
+def gpudock_sample(cs: SwarmServer) -> tuple[float, str, str, dict[str, float]]:
+    """Seconds from submit to RUNNING of one one-GPU job; its node and GPU; its phases
+    from the job's own events (``queued_s``: submit to STARTING, ``launch_s``:
+    STARTING to RUNNING, the server's clock)."""
     api = cs.api
     began = time.perf_counter()
     response = api.post("/v1/jobs", json={"image": IMAGE, "command": ["sleep", "1"], "gpus": 1})
@@ -61,7 +63,12 @@ def gpudock_sample(cs: SwarmServer) -> tuple[float, str, str]:
     ended = wait_state(api, job_id, {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}, 120)
     if ended["state"] != "SUCCEEDED":
         raise RuntimeError(f"job {job_id} ended {ended['state']}: {ended['reason']}")
-    return took, job["node"], job["gpus"][0]
+    at = {e["to"]: e["at"] for e in reversed(api.get(f"/v1/jobs/{job_id}").json()["events"])}
+    phases = {
+        "queued_s": at["STARTING"] - at["PENDING"],
+        "launch_s": at["RUNNING"] - at["STARTING"],
+    }
+    return took, job["node"], job["gpus"][0], phases
 
 
 def bare_sample(swarm: SwarmCluster, node: str, gpu: str, number: int) -> float:
@@ -111,14 +118,18 @@ def latencies(values: list[float]) -> dict[str, float]:
 
 def submit_to_running(cs: SwarmServer, samples: int) -> dict[str, Any]:
     ours, bare = [], []
+    phases: dict[str, list[float]] = {"queued_s": [], "launch_s": []}
     for number in range(samples):
-        took, node, gpu = gpudock_sample(cs)
+        took, node, gpu, phase = gpudock_sample(cs)
         ours.append(took)
+        for key, value in phase.items():
+            phases[key].append(value)
         bare.append(bare_sample(cs.swarm, node, gpu, number))
     gpudock, plain = latencies(ours), latencies(bare)
     return {
         "samples": samples,
         "gpudock": gpudock,
+        "gpudock_phases": {key: latencies(values) for key, values in phases.items()},
         "bare": plain,
         "ratio": round(gpudock["median_s"] / plain["median_s"], 2),
     }

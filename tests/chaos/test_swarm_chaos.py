@@ -2,14 +2,16 @@
 
 For ``--duration`` seconds (CI: 120; ``--seed`` picks the run) jobs of every
 shape are submitted (one GPU, two GPUs, CPU only, two-node gangs, with
-retries) while faults strike the workers: an agent killed (and restarted),
-a dockerd killed (and restarted), a link cut (and healed). The manager node
-is left alone: the control plane's own faults (a killed server, a leader
-taking over) belong to the HA control plane. Then everything heals, every
-job ends, and:
+retries) while faults strike: on a worker, an agent killed (and restarted),
+a dockerd killed (and restarted), a link cut (and healed); or the server
+killed with SIGKILL (and restarted on the same database). The manager's
+dockerd is left alone (it is the swarm's only manager), and a leader taking
+over belongs to the HA control plane, which gpudock lacks. Then everything
+heals, every job ends, and:
 
-* every submitted job is accounted for: it ended, and an ending other than
-  success says why (no job lost without a recorded reason);
+* every job in the store is accounted for (those whose submit answered, and
+  any whose answer a killed server never sent): it ended, and an ending other
+  than success says why (no job lost without a recorded reason);
 * no job ran twice at once, and no GPU was in two running containers at
   once: from the containers' own start and exit, as the nodes' stand-in
   NVIDIA runtime saw them (``tests/kit/swarm.py``);
@@ -33,7 +35,7 @@ from tests.kit.swarm_server import SwarmServer
 
 log = logging.getLogger("chaos")
 IMAGE = "gpudock-test/busybox:latest"
-WORKERS = ("sw2", "sw3")  # the manager (sw1) hosts the control plane: phase B's faults
+WORKERS = ("sw2", "sw3")  # sw1, the only manager, hosts the server: its dockerd stays up
 MAX_WAITING = 6  # jobs not yet running, at most, while submitting
 
 
@@ -74,25 +76,36 @@ def _job(rng: random.Random) -> dict[str, Any]:
 
 def _submitter(api: httpx.Client, rng: random.Random, stop: threading.Event, books: Books) -> None:
     while not stop.is_set():
-        waiting = api.get("/v1/jobs", params={"state": ["PENDING", "ALLOCATED", "STARTING"]})
-        if waiting.status_code == 200 and len(waiting.json()) < MAX_WAITING:
-            response = api.post("/v1/jobs", json=_job(rng))
-            if response.status_code == 201:
-                books.submitted.append(int(response.json()["id"]))
-            else:
-                books.refused.append(response.text)
+        with contextlib.suppress(httpx.TransportError):  # a killed server: wait for it
+            _submit_one(api, rng, books)
         stop.wait(rng.uniform(0.1, 0.6))
 
 
+def _submit_one(api: httpx.Client, rng: random.Random, books: Books) -> None:
+    waiting = api.get("/v1/jobs", params={"state": ["PENDING", "ALLOCATED", "STARTING"]})
+    if waiting.status_code == 200 and len(waiting.json()) < MAX_WAITING:
+        response = api.post("/v1/jobs", json=_job(rng))
+        if response.status_code == 201:
+            books.submitted.append(int(response.json()["id"]))
+        else:
+            books.refused.append(response.text)
+
+
 def _faults(cs: SwarmServer, rng: random.Random, stop: threading.Event, books: Books) -> None:
-    """One fault at a time, on one worker: strike, hold a while, undo, let the node recover."""
+    """One fault at a time, on one worker or the server: strike, hold a while, undo,
+    let the node recover."""
     while not stop.wait(rng.uniform(2.0, 6.0)):
         node = cs.swarm.node(rng.choice(WORKERS))
-        kind = rng.choice(("agent", "dockerd", "link"))
+        kind = rng.choice(("agent", "dockerd", "link", "server"))
         hold = rng.uniform(1.0, 9.0)
-        books.faults.append(f"{kind}@{node.node_name} for {hold:.1f}s")
+        where = "server" if kind == "server" else node.node_name
+        books.faults.append(f"{kind}@{where} for {hold:.1f}s")
         log.warning("chaos: %s", books.faults[-1])
-        if kind == "agent":
+        if kind == "server":
+            cs.server.kill9()
+            stop.wait(hold)
+            cs.server.start()
+        elif kind == "agent":
             cs.agents[node.node_name].kill9()
             stop.wait(hold)
             cs.start_agent(node.node_name)
@@ -121,6 +134,8 @@ def test_random_faults_while_jobs_flow_leave_the_books_balanced(
     cs, rng, books = swarm_cluster, random.Random(chaos_seed), Books()
     cs.heal()
     api = cs.api
+    before = [int(j["id"]) for j in api.get("/v1/jobs", params={"limit": 1}).json()]
+    first = before[0] + 1 if before else 1  # jobs of earlier tests are theirs
     stop = threading.Event()
     submitter = _guarded(books, lambda: _submitter(cs.server.api(), rng, stop, books))
     faults = _guarded(books, lambda: _faults(cs, random.Random(chaos_seed + 1), stop, books))
@@ -134,8 +149,12 @@ def test_random_faults_while_jobs_flow_leave_the_books_balanced(
         for thread in threads:
             thread.join(timeout=60)
         cs.heal(timeout=120)
-    wait_for(lambda: _all_ended(api, books.submitted), 180, "every submitted job to end")
-    jobs = [api.get(f"/v1/jobs/{i}").json() for i in books.submitted]
+    listed = api.get("/v1/jobs", params={"limit": 10000}).json()
+    stored = {int(j["id"]) for j in listed if int(j["id"]) >= first}
+    assert set(books.submitted) <= stored, set(books.submitted) - stored
+    ids = sorted(stored)  # with any whose 201 a killed server never sent
+    wait_for(lambda: _all_ended(api, ids), 180, "every submitted job to end")
+    jobs = [api.get(f"/v1/jobs/{i}").json() for i in ids]
     summary = f"seed {chaos_seed}: {len(jobs)} jobs, faults {books.faults}"
     assert not books.errors, books.errors
     assert len(jobs) >= 10 and books.faults, summary
@@ -146,7 +165,7 @@ def test_random_faults_while_jobs_flow_leave_the_books_balanced(
             assert job["reason"], (job["id"], job["state"], summary)
         for event in job["events"][1:]:
             assert event["reason"] or event["to"] in ("ALLOCATED", "STARTING", "RUNNING"), event
-    checked = _no_double_runs(cs, set(books.submitted), summary)
+    checked = _no_double_runs(cs, set(ids), summary)
     wait_for(lambda: _nothing_held(cs), 60, "every GPU free and every service removed")
     states: dict[str, int] = defaultdict(int)
     for job in jobs:
