@@ -11,6 +11,8 @@ server --backend swarm`` on a fresh PostgreSQL database
   ``bare``: the same container as a bare ``replicated-job`` service pinned to
   the same node, from the create call until its task runs. Alternated, so
   both see the same load. ``ratio`` = gpudock's median over bare's (goal 1.3);
+  ``gpudock_phases``: submit to STARTING and STARTING to RUNNING, from the
+  job's events;
 * ``link_cut``: a job's node loses its link; seconds until Swarm marks it
   down, and until the job is requeued (the goal: the grace plus at most 5 s);
 * ``agent``: each agent's CPU (share of one core) and RSS over ``--idle``
