@@ -52,12 +52,16 @@ class ServerProcess:
         emulate: str | None = "4xH100-80GB",
         config: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        args: tuple[str, ...] = (),
     ) -> None:
         self.home = home
+        self.host = host
+        self.args = args
         self.db_url = db_url
         self.emulate = emulate
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.config_path = home / "server.yaml"
         home.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(config or FAST_CONFIG))
@@ -70,8 +74,11 @@ class ServerProcess:
         args = [
             gpudock_bin(),
             "server",
+            "--host",
+            self.host,
             "--port",
             str(self.port),
+            *self.args,
             "--config",
             str(self.config_path),
             "--log-level",

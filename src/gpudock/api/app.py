@@ -17,6 +17,7 @@ from gpudock.api.limits import BodyLimit
 from gpudock.api.request_id import RequestId
 from gpudock.api.routers import (
     admin,
+    agent,
     estimates,
     events,
     gpu_admin,
@@ -73,6 +74,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(gpu_admin.router)
     app.include_router(job_controls_router)
     app.include_router(registries_router)
+    app.include_router(agent.router)
     app.include_router(web.router)
     openapi.install(app)
     return app

@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from gpudock.core.errors import Forbidden
 from gpudock.runtime.context import RuntimeContext
-from gpudock.services.auth import UI_COOKIE, UI_HEADER, AuthService
+from gpudock.services.auth import UI_COOKIE, UI_HEADER, AuthService, refuse_node_token
 from gpudock.services.inventory import InventoryService
 from gpudock.services.jobs import JobService
 from gpudock.services.queues import QueueService
@@ -59,21 +60,40 @@ def get_principal(
     _: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    """The bearer token's principal; without an Authorization header, the UI's cookie's."""
+    """The bearer token's principal; without an Authorization header, the UI's cookie's.
+
+    A node token is refused (403): it acts only for its node's agent.
+    """
     cookie = request.cookies.get(UI_COOKIE) if authorization is None else None
     if cookie:
         headers = request.headers
-        return auth.authenticate_cookie(
+        principal = auth.authenticate_cookie(
             cookie,
             request.method,
             headers.get("host"),
             headers.get("origin"),
             headers.get(UI_HEADER),
         )
-    return auth.authenticate(authorization)
+    else:
+        principal = auth.authenticate(authorization)
+    refuse_node_token(principal)
+    return principal
+
+
+def get_agent(
+    auth: Annotated[AuthService, Depends(get_auth)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Principal:
+    """A node token's principal (an agent); any other token is refused (403)."""
+    principal = auth.authenticate(authorization)
+    if principal.node is None:
+        raise Forbidden("only a node token (gpudock token create --node NODE) may act as an agent")
+    return principal
 
 
 CurrentUser = Annotated[Principal, Depends(get_principal)]
+AgentPrincipal = Annotated[Principal, Depends(get_agent)]
 Jobs = Annotated[JobService, Depends(get_jobs)]
 Inventory = Annotated[InventoryService, Depends(get_inventory)]
 Auth = Annotated[AuthService, Depends(get_auth)]

@@ -41,6 +41,13 @@ def server(
         typer.Option(help="declare emulated GPUs, e.g. 4xH100-80GB or 2xA100-40GB,2xT4-16GB"),
     ] = None,
     config: Annotated[Path | None, typer.Option(help="server config YAML")] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="docker (this host's engine; the default) or swarm (the Swarm this host "
+            "manages); overrides the config's backend"
+        ),
+    ] = None,
     home: Annotated[Path | None, typer.Option(help="state dir; default $GPUDOCK_HOME")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     log_format: Annotated[
@@ -51,13 +58,14 @@ def server(
         ),
     ] = "text",
 ) -> None:
-    """Start the gpudock server (API, scheduler, reconciler) on this host."""
+    """Start the gpudock server (API, scheduler, reconciler) on this host, or for its Swarm."""
     import uvicorn
     from sqlalchemy.exc import ArgumentError, OperationalError
     from uvicorn.config import LOGGING_CONFIG
 
     from gpudock.config import load_config
     from gpudock.core.errors import GpudockError
+    from gpudock.executors.base import BackendRefused
     from gpudock.runtime.reload import install_sighup
     from gpudock.server import build_server, write_client_config
 
@@ -71,8 +79,10 @@ def server(
     home = home or default_home()
     try:
         cfg = load_config(config)
+        if backend is not None:
+            cfg = cfg.model_copy(update={"backend": backend})
         srv = build_server(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
-    except (GpudockError, ValueError) as exc:
+    except (GpudockError, ValueError, BackendRefused) as exc:
         _fail(str(exc))
     except ArgumentError as exc:
         _fail(f"--db {db!r} is not a database URL ({exc}); e.g. postgresql+psycopg://user@host/db")

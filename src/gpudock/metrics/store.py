@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpudock.core.job import JobState
+from gpudock.metrics.gauges import GpuFacts, HeldGpu
 from gpudock.queue import QueuesConfig, UsageHistory
 from gpudock.queue.report import QueuesReport
 from gpudock.scheduler.snapshot import Snapshot
@@ -57,30 +58,6 @@ _PENDING = (
     .where(JobRow.state == JobState.PENDING.value)
     .group_by(JobRow.queue, _LAYER)
 )
-
-
-@dataclass(frozen=True, slots=True)
-class GpuFacts:
-    uuid: str
-    node: str
-    index: int
-    name: str
-    memory_total: int
-    emulated: bool
-    health: str
-    used_memory: int
-    exclusive: bool
-
-
-@dataclass(frozen=True, slots=True)
-class HeldGpu:
-    """One GPU (or share of one) held by a job that holds resources."""
-
-    gpu_uuid: str
-    job_id: int
-    user: str
-    queue: str
-    shared: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Protocol
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
 from gpudock.gpus.mps import MpsSetup
+from gpudock.gpus.telemetry import GpuTelemetry
 from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
@@ -99,6 +100,9 @@ class RuntimeContext:
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
     vault: Vault | None = None  # encrypts users' registry logins; None: none can be stored
+    cluster: bool = False  # the executor runs many nodes (Swarm): runtime/cluster.py watches them
+    # GPU readings node agents reported last ({node: {uuid: reading}}); /metrics shows them
+    node_telemetry: dict[str, dict[str, GpuTelemetry]] = field(default_factory=dict)
     mps: MpsSetup | None = None  # the node's MPS daemon while it shares GPUs by MPS
     gpu_watchdog: bool = False  # the node's GPU-memory watchdog runs (NVML is there)
     # an application fault on one of these GPUs since then, for a failure reason (gpu_guard)

@@ -30,6 +30,7 @@ from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWit
 from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
+from gpudock.runtime.cluster import ClusterWatcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
 from gpudock.runtime.gating import gate_snapshot
@@ -86,20 +87,26 @@ class Controller:
         # what each cycle reuses of the last one's work; plugins learn across cycles (the
         # job mix share prices follow), as a live cluster should
         self._session = SchedulerSession(learn=True)
+        self._watcher: ClusterWatcher | None = None
 
     def start(self) -> None:
         """Start the GPU monitor (the node's sharing mode is known and its event
         registration done when it returns, before any launch), say whether mounts can
-        be staged, reconcile once (adopt what survived a restart), then start the loops."""
+        be staged, and on a multi-node engine start the cluster watcher
+        (``runtime/cluster.py``); reconcile once (adopt what survived a restart), then
+        start the loops."""
         if self.monitor is not None:
             self.monitor.start()
             self.ctx.gpu_watchdog = self.monitor.watching
         notice = staging_notice(
             self.ctx.executor.mount_problem(), self.ctx.config.executor.allowed_mounts
         )
-        if notice is not None:
+        if notice is not None and self.ctx.executor.binds_mounts:
             writable = any(e.mode == "rw" for e in self.ctx.config.executor.allowed_mounts)
             log.log(logging.WARNING if writable else logging.INFO, "%s", notice)
+        if self.ctx.cluster:
+            self._watcher = ClusterWatcher(self.ctx, lambda fn: self._safe(fn, self.ctx))
+            self._watcher.start()
         self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
@@ -115,6 +122,8 @@ class Controller:
         if self.monitor is not None:
             self.monitor.stop()
         self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
         self.ctx.wake_scheduler.set()
         self.ctx.wake_reconciler.set()
         if self._events is not None:
@@ -143,8 +152,9 @@ class Controller:
                 reason = backlog_reason(limit, gpu_share)
                 job_store.set_backlog_reason(session, window[limit - 1], reason)
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
-        for placement in result.committed:  # GPU jobs' launches go first in the lane
-            job_id, gpus = placement.job_id, bool(placement.gpu_uuids)
+        gangs = [(g.job_id, any(p.gpu_uuids for p in g.parts)) for g in result.committed_gangs]
+        placed = [(p.job_id, bool(p.gpu_uuids)) for p in result.committed] + gangs
+        for job_id, gpus in placed:  # GPU jobs' launches go first in the lane
             launch = functools.partial(launcher.launch, ctx, job_id)
             ctx.run_once("launch", job_id, launch, gpus=gpus)
         if result.rejected:

@@ -36,6 +36,7 @@ from gpudock.core.spec_schema import EXPIRES_PATTERN, TOKEN_NAME_PATTERN
 from gpudock.core.units import parse_duration
 from gpudock.core.users import USER_HELP, USER_PATTERN
 from gpudock.runtime.context import RuntimeContext
+from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.tokens import Principal, TokenInfo
 
@@ -110,6 +111,12 @@ class AuthService:
             raise Unauthorized("Authorization header must be 'Bearer <token>'")
         return self.authenticate_token(token.strip())
 
+    def authenticate_user(self, header: str | None) -> Principal:
+        """As ``authenticate``, refusing a node token (``Forbidden``): it acts for an agent only."""
+        principal = self.authenticate(header)
+        refuse_node_token(principal)
+        return principal
+
     def authenticate_token(self, token: str) -> Principal:
         """The principal of a plain token; ``Unauthorized`` when unknown, revoked or expired."""
         now = self.ctx.clock()
@@ -146,14 +153,25 @@ class AuthService:
     def create_token(
         self,
         principal: Principal,
-        user: str,
+        user: str | None,
         admin: bool = False,
         name: str | None = None,
         expires: str | float | None = None,
+        node: str | None = None,
     ) -> tuple[TokenInfo, str]:
-        """A new token for ``user`` and its secret (shown once); admins only."""
+        """A new token for ``user`` and its secret (shown once); admins only.
+
+        ``node``: a node token for that registered node's agent (its user is
+        ``agent@NODE`` unless given; never an admin). ``NotFound`` for a node
+        that is not registered.
+        """
         if not principal.is_admin:
             raise Forbidden("only an admin can create tokens")
+        if node is not None:
+            user = user or f"agent@{node}"
+            self._check_node(node, admin)
+        if user is None:
+            raise InvalidInput("give the user the token acts as", field="user")
         if not USER_PATTERN.fullmatch(user):
             raise InvalidInput(f"user {user!r} must be {USER_HELP}", field="user")
         if name is not None and not _NAME_RE.fullmatch(name):
@@ -173,7 +191,16 @@ class AuthService:
                 name=name,
                 expires_at=None if lifetime is None else now + lifetime,
                 created_by=principal.user,
+                node=node,
             )
+
+    def _check_node(self, node: str, admin: bool) -> None:
+        if admin:
+            raise InvalidInput("a node token acts for its node's agent only; it cannot be admin")
+        with self.ctx.db.read() as session:
+            names = [n.name for n in inv_store.list_nodes(session)]
+        if node not in names:
+            raise NotFound(f"unknown node {node!r} (nodes: {', '.join(names) or 'none'})")
 
     def list_tokens(self, principal: Principal, user: str | None = None) -> list[TokenInfo]:
         """Tokens of ``user`` (all users' for admins without ``user``); users: their own."""
@@ -201,6 +228,14 @@ class AuthService:
             if not token_store.revoke(session, token_id, now):  # writers are serialized
                 raise Conflict(f"token {token_id} was already revoked")
         return replace(info, revoked_at=now)
+
+
+def refuse_node_token(principal: Principal) -> None:
+    """``Forbidden`` for a node token: it acts only for its node's agent."""
+    if principal.node is not None:
+        raise Forbidden(
+            "a node token acts only for its node's agent (/v1/agent/...); use a user's token"
+        )
 
 
 def check_same_origin(host: str | None, origin: str | None, ui_header: str | None) -> None:

@@ -154,6 +154,12 @@ class JobService:
         """
         if not spec.mounts:
             return
+        if not self.ctx.executor.binds_mounts:
+            raise InvalidInput(
+                f"mounts are not available on backend {self.ctx.config.backend}: the server "
+                "cannot check host paths on the node a job lands on; use a volume in the image",
+                field="mounts",
+            )
         allowed = self.ctx.config.executor.allowed_mounts
         unsafe = self.ctx.executor.mount_problem()
         for text in spec.mounts:

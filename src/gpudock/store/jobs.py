@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from gpudock.core.arrays import ArrayTask
 from gpudock.core.events import EventType
-from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
+from gpudock.core.job import Job, JobPart, JobSpec, JobState, PendingReason, check_transition
 from gpudock.scheduler.snapshot import JobRequest, Preemption, Resize
 from gpudock.store import events as event_store
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
@@ -208,6 +208,7 @@ def transition(
             allocated_at=None,
             started_at=None,
             gpu_uuids=None,
+            gang=None,
             exit_code=None,
             stop_requested=None,
             stop_requested_by=None,
@@ -370,6 +371,22 @@ _SET_REASONS = (  # run on the connection: one executemany, compiled once
 )
 
 
+def note(session: Session, job_id: int, reason: str) -> bool:
+    """Set an active job's ``reason`` without a state change (e.g. its node is lost and
+    it waits for the operator); True if it changed. The next transition replaces it."""
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.id == job_id,
+            JobRow.state.in_([s.value for s in ACTIVE_STATES]),
+            or_(JobRow.reason.is_(None), JobRow.reason != reason),
+        )
+        .values(reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
 def request_stop(
     session: Session, job_id: int, kind: str, by: str, now: float | None = None
 ) -> bool:
@@ -508,7 +525,17 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         held_by=row.held_by,
         held_at=row.held_at,
         gpu_layers=tuple(row.gpu_layers or ()),
+        gang=gang_parts(row.gang),
     )
+
+
+def gang_parts(stored: list[list[object]] | None) -> tuple[JobPart, ...]:
+    """A stored ``jobs.gang`` (``[[node, [uuid, ...]], ...]``) as ``JobPart``s, rank order."""
+    parts = []
+    for node, uuids in stored or ():
+        assert isinstance(uuids, list)
+        parts.append(JobPart(str(node), tuple(str(u) for u in uuids)))
+    return tuple(parts)
 
 
 def stored_spec(data: dict[str, Any]) -> JobSpec:

@@ -27,13 +27,20 @@ TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
 TokenState = Literal["active", "expired", "revoked"]
 
 
+ENROLL = "*"
+"""``tokens.node`` of an enrollment token: it only enrolls Swarm agent tasks."""
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a request acts as. ``token_id`` and ``expires_at`` name the token it came with
-    (None for principals made in code); they never take part in equality."""
+    """Who a request acts as. ``node``: a node token's node (its agent only; ``ENROLL``:
+    an enrollment token); None for users' and admins' tokens. ``token_id`` and
+    ``expires_at`` name the token it came with (None for principals made in code); they
+    never take part in equality."""
 
     user: str
     is_admin: bool
+    node: str | None = None
     token_id: int | None = field(default=None, compare=False)
     expires_at: float | None = field(default=None, compare=False)
 
@@ -51,6 +58,7 @@ class TokenInfo:
     expires_at: float | None
     last_used_at: float | None
     revoked_at: float | None
+    node: str | None = None
 
     def state(self, now: float) -> TokenState:
         """``revoked`` wins over ``expired``; a token expires at ``expires_at`` exactly."""
@@ -62,7 +70,9 @@ class TokenInfo:
 
     @property
     def principal(self) -> Principal:
-        return Principal(self.user, self.is_admin, token_id=self.id, expires_at=self.expires_at)
+        return Principal(
+            self.user, self.is_admin, self.node, token_id=self.id, expires_at=self.expires_at
+        )
 
     @classmethod
     def of(cls, row: TokenRow) -> TokenInfo:
@@ -76,6 +86,7 @@ class TokenInfo:
             expires_at=row.expires_at,
             last_used_at=row.last_used_at,
             revoked_at=row.revoked_at,
+            node=row.node,
         )
 
 
@@ -92,8 +103,12 @@ def issue_token(
     name: str | None = None,
     expires_at: float | None = None,
     created_by: str | None = None,
+    node: str | None = None,
 ) -> tuple[TokenInfo, str]:
-    """Store a new token; return it and its secret (the plain text is never stored)."""
+    """Store a new token; return it and its secret (the plain text is never stored).
+
+    ``node``: a node token, for that node's agent only (``ENROLL``: enrollment).
+    """
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = TokenRow(
         token_hash=hash_token(token),
@@ -103,6 +118,7 @@ def issue_token(
         name=name,
         expires_at=expires_at,
         created_by=created_by,
+        node=node,
     )
     session.add(row)
     session.flush()
@@ -153,6 +169,20 @@ def list_tokens(session: Session, user: str | None = None) -> list[TokenInfo]:
     if user is not None:
         query = query.where(TokenRow.user == user)
     return [TokenInfo.of(row) for row in session.scalars(query)]
+
+
+def revoke_node_tokens(
+    session: Session, node: str, now: float, created_by: str | None = None
+) -> list[int]:
+    """Revoke every active token of ``node`` (only those ``created_by``, if given); return
+    their ids."""
+    query = select(TokenRow.id).where(TokenRow.node == node, TokenRow.revoked_at.is_(None))
+    if created_by is not None:
+        query = query.where(TokenRow.created_by == created_by)
+    ids = list(session.scalars(query))
+    for token_id in ids:
+        revoke(session, token_id, now)
+    return ids
 
 
 def revoke(session: Session, token_id: int, now: float) -> bool:

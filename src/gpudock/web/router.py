@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpudock.api.deps import Auth, Ctx, CurrentUser, TokenWatches
 from gpudock.core.errors import NotFound, Unauthorized
-from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin
+from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin, refuse_node_token
 from gpudock.services.dashboard import DashboardService
 
 STATIC = Path(__file__).parent / "static"
@@ -82,6 +82,7 @@ def login(
     """Check the token and keep it in an HttpOnly, SameSite=Strict cookie."""
     check_same_origin(request.headers.get("host"), request.headers.get("origin"), ui_header)
     principal = auth.authenticate_token(body.token.strip())
+    refuse_node_token(principal)
     response.set_cookie(
         UI_COOKIE,
         body.token.strip(),

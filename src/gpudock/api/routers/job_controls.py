@@ -90,9 +90,21 @@ def release(job_id: int, user: CurrentUser, controls: Controls) -> JobOut:
     return JobOut.of(controls.release(job_id, user))
 
 
-@router.post("/{job_id}/requeue", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT})
-def requeue(job_id: int, user: CurrentUser, controls: Controls) -> JobOut:
-    """Stop an active job's container and put it back in the queue (no retry used)."""
+@router.post(
+    "/{job_id}/requeue",
+    response_model=JobOut,
+    responses={**NOT_FOUND, **CONFLICT, 403: _error("force without being an admin")},
+)
+def requeue(job_id: int, user: CurrentUser, controls: Controls, force: bool = False) -> JobOut:
+    """Stop an active job's container and put it back in the queue (no retry used).
+
+    ``force`` (admins): requeue at once a job whose node is lost, without
+    stopping its container (no one can reach it): the caller vouches that it
+    stopped. For a job on an unwatched node (no agent) that waits for the
+    operator.
+    """
+    if force:
+        return JobOut.of(controls.force_requeue(job_id, user))
     return JobOut.of(controls.requeue(job_id, user))
 
 

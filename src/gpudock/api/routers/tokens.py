@@ -14,11 +14,14 @@ router = APIRouter(prefix="/v1/tokens", tags=["auth"])
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=TokenOut,
-    responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+    responses={403: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}},
 )
 def create(body: TokenCreate, user: CurrentUser, auth: Auth, ctx: Ctx) -> TokenOut:
-    """Create a token for ``user`` (admin only). The secret is shown only once."""
-    info, secret = auth.create_token(user, body.user, body.admin, body.name, body.expires)
+    """Create a token for ``user`` (admin only), or a node token for a node's agent
+    (``node``). The secret is shown only once."""
+    info, secret = auth.create_token(
+        user, body.user, body.admin, body.name, body.expires, node=body.node
+    )
     return TokenOut(**TokenInfoOut.of(info, ctx.clock()).model_dump(), token=secret)
 
 
