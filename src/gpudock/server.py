@@ -1,11 +1,15 @@
 """Server bootstrap: home dir, database, discovery, tokens, executor, controller, app.
 
-``build_server`` wires everything without starting threads or sockets, so
-tests can build a server in-process; ``serve`` runs it under uvicorn.
+``open_cluster`` readies the store and registers this node; ``runtime_context``
+makes a process's context on it. ``build_server`` wires the whole server in
+one process without starting threads or sockets, so tests can build a server
+in-process; ``gpudock server`` runs the controller and its API workers as
+separate processes (``runtime/workers.py``, ``api/worker.py``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -15,18 +19,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
 from gpudock.executors.docker import DockerExecutor, default_client_factory
 from gpudock.gpus import apply_declared_topology, discover
+from gpudock.metrics.collector import StoreCollector, exposition
+from gpudock.runtime import control
 from gpudock.runtime.context import RuntimeContext
+from gpudock.runtime.control import ControlServer
 from gpudock.runtime.controller import Controller
 from gpudock.runtime.host_capacity import node_capacity
+from gpudock.runtime.wakeup import Listener, NotifyListener, Sender, SocketListener, forwarding
+from gpudock.runtime.workers import Supervisor, WorkerSpec
 from gpudock.scheduler.registry import build_profile
 from gpudock.services.admin import start_config
 from gpudock.store import inventory as inv_store
+from gpudock.store import meta as meta_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
 from gpudock.vault import KEY_FILE, Vault
@@ -45,14 +56,31 @@ class Server:
     new_admin_token: str | None  # set when no admin token was active (the first start)
 
 
-def build_server(
+@dataclass(frozen=True)
+class Opened:
+    """What ``open_cluster`` made ready: the store, this node registered, the facts every
+    process of the server shares (picklable but ``db``: see ``WorkerSpec``)."""
+
+    db: Database
+    home: Path
+    db_url: str
+    base_config: ServerConfig  # the config file's
+    config: ServerConfig  # in force: the base with the last applied config on top
+    cluster_version: int  # the stored version ``config`` agrees with
+    node_name: str
+    instance_id: str
+    log_dir: Path
+    gpus_emulated: bool
+    new_admin_token: str | None
+
+
+def open_cluster(
     home: Path,
     config: ServerConfig,
     db_url: str | None = None,
     emulate_gpus: str | None = None,
-    executor: Executor | None = None,
-) -> Server:
-    """Open and migrate the store, register this node's GPUs, wire the runtime.
+) -> Opened:
+    """Open and migrate the store, register this node's GPUs, make the first admin token.
 
     The node is registered with the config's ``node`` labels, taints and CPU
     cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
@@ -64,7 +92,8 @@ def build_server(
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
     home.mkdir(parents=True, exist_ok=True)
-    db = Database.open(db_url or default_url(home))
+    url = db_url or default_url(home)
+    db = Database.open(url)
     node_name = config.node_name or socket.gethostname()
     inventory = discover(node_name, emulate_gpus)
     if (declared := config.node.topology) is not None:
@@ -76,9 +105,9 @@ def build_server(
     capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
     now = time.time()
     with db.write() as session:
-        config = start_config(session, config, node_name)  # the last apply, if any, is in force
+        in_force = start_config(session, config, node_name)  # the last apply, if any
         instance = inv_store.instance_id(session)
-        traits = replace(config.node.traits(), cpus=capacity.cpus, memory=capacity.memory or None)
+        traits = replace(in_force.node.traits(), cpus=capacity.cpus, memory=capacity.memory or None)
         inv_store.register_node(session, inventory, now, traits)
         for other in inv_store.disown_other_nodes(session, node_name, now):
             log.warning(
@@ -89,22 +118,61 @@ def build_server(
         new_token = None
         if not token_store.has_admin(session, now):  # none active: a fresh one to recover
             new_token = token_store.create_token(session, "admin", True, now)
+        version = meta_store.cluster_version(session)
     if new_token is not None:
         _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")
+    Vault(home / KEY_FILE).ensure_key()  # made here, before any worker races for it
     log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    ctx = RuntimeContext(
+    return Opened(
         db=db,
-        executor=executor or DockerExecutor(config.executor, instance),
-        config=config,
+        home=home,
+        db_url=url,
+        base_config=config,
+        config=in_force,
+        cluster_version=version,
         node_name=node_name,
         instance_id=instance,
         log_dir=log_dir,
         gpus_emulated=inventory.source == "emulated",
-        vault=Vault(home / KEY_FILE),
+        new_admin_token=new_token,
     )
+
+
+def runtime_context(
+    opened: Opened, process: str = "server", executor: Executor | None = None
+) -> RuntimeContext:
+    """The ``RuntimeContext`` of a process of the server: ``server`` (API and controller in
+    one process), ``controller``, or an API worker (``api_context``)."""
+    return RuntimeContext(
+        db=opened.db,
+        executor=executor or DockerExecutor(opened.config.executor, opened.instance_id),
+        config=opened.config,
+        base_config=opened.base_config,
+        cluster_version=opened.cluster_version,
+        node_name=opened.node_name,
+        instance_id=opened.instance_id,
+        log_dir=opened.log_dir,
+        gpus_emulated=opened.gpus_emulated,
+        vault=Vault(opened.home / KEY_FILE),
+        process=process,
+    )
+
+
+def build_server(
+    home: Path,
+    config: ServerConfig,
+    db_url: str | None = None,
+    emulate_gpus: str | None = None,
+    executor: Executor | None = None,
+) -> Server:
+    """The whole server in this process (``open_cluster``, then the controller and the
+    app on one context), wired without starting threads or sockets: for tests, and
+    for what ``gpudock server`` splits into processes (``runtime/workers.py``)."""
+    opened = open_cluster(home, config, db_url, emulate_gpus)
+    ctx = runtime_context(opened, executor=executor)
     controller = Controller(ctx)
-    return Server(ctx, controller, create_app(ctx, controller), new_token)
+    return Server(ctx, controller, create_app(ctx, controller), opened.new_admin_token)
 
 
 def write_client_config(home: Path, host: str, port: int) -> Path:
@@ -125,3 +193,118 @@ def _write_secret(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
     tmp.replace(path)
+
+
+def api_context(spec: WorkerSpec, sender: Sender) -> RuntimeContext:
+    """An API worker's context (``api/worker.py``): the store without migrating it (the
+    controller did), the config in force read from it, and wake-ups passed to the
+    controller through ``sender``. It runs no loops and no lanes."""
+    db = Database.open(spec.db_url, migrate=False)
+    wakes = forwarding(sender)
+    ctx = RuntimeContext(
+        db=db,
+        executor=DockerExecutor(spec.base_config.executor, spec.instance_id),
+        config=spec.base_config,
+        node_name=spec.node_name,
+        instance_id=spec.instance_id,
+        log_dir=spec.log_dir,
+        gpus_emulated=spec.gpus_emulated,
+        vault=Vault(spec.home / KEY_FILE),
+        process=spec.name,
+        wake_scheduler=wakes["scheduler"],
+        wake_reconciler=wakes["reconciler"],
+        control_address=spec.control_address,
+    )
+    with db.read() as session:
+        ctx.sync(session)  # the config in force now (the file's until an apply)
+    return ctx
+
+
+def listen(host: str, port: int, retry_for: float = 5.0) -> socket.socket:
+    """A listening TCP socket on ``host:port`` for the API workers to share.
+
+    A port still held for a moment by a server that was just killed (its
+    workers die a few milliseconds after it) is tried again for ``retry_for``
+    seconds; ``OSError`` after that, or at once for any other failure.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    deadline = time.monotonic() + retry_for
+    while True:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(2048)
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            continue
+        sock.set_inheritable(True)
+        return sock
+
+
+@dataclass
+class Split:
+    """The controller's process of a server split into API workers (``serve``)."""
+
+    opened: Opened
+    ctx: RuntimeContext
+    controller: Controller
+    supervisor: Supervisor
+    wakes: Listener
+    control: ControlServer
+
+    def stop(self) -> None:
+        """Stop the workers first (no new requests), then the loops and the channels."""
+        self.supervisor.stop()
+        self.controller.stop()
+        self.wakes.stop()
+        self.control.stop()
+        self.ctx.db.close()
+
+
+def serve(
+    opened: Opened,
+    supervisor: Supervisor,
+    listener: socket.socket,
+    wake_pair: tuple[socket.socket, socket.socket] | None,
+    log_level: str,
+    log_format: str,
+) -> Split:
+    """Start the controller on ``opened`` and release the ``supervisor``'s API workers.
+
+    ``wake_pair`` (SQLite): the wake-up socket pair the workers inherited the
+    sending end of; None (PostgreSQL): wake-ups are notifications.
+    """
+    ctx = runtime_context(opened, process="controller")
+    controller = Controller(ctx)
+    wakes_by_kind = {"scheduler": ctx.wake_scheduler, "reconciler": ctx.wake_reconciler}
+    wakes: Listener
+    if wake_pair is not None:
+        wakes = SocketListener(wake_pair[0], wakes_by_kind)
+    else:
+        url = make_url(opened.db_url).set(drivername="postgresql")
+        wakes = NotifyListener(url.render_as_string(hide_password=False), wakes_by_kind)
+    addr = control.address(opened.instance_id, os.getpid())
+    server = ControlServer(addr, lambda: exposition(ctx.metrics, StoreCollector(ctx)))
+    supervisor.release(  # the workers start serving while the controller's first pass runs
+        WorkerSpec(
+            name="",
+            home=opened.home,
+            db_url=opened.db_url,
+            base_config=opened.base_config,
+            node_name=opened.node_name,
+            instance_id=opened.instance_id,
+            log_dir=opened.log_dir,
+            gpus_emulated=opened.gpus_emulated,
+            log_level=log_level,
+            log_format=log_format,
+            listen_fd=listener.fileno(),
+            wake_fd=None if wake_pair is None else wake_pair[1].fileno(),
+            control_address=addr,
+        )
+    )
+    controller.start()
+    return Split(opened, ctx, controller, supervisor, wakes, server)

@@ -4,6 +4,11 @@ The server is the installed console script in a subprocess, with its own
 ``GPUDOCK_HOME``, port and database, so tests exercise exactly what users run
 (including ``kill -9``). ``api()`` returns an httpx client holding the admin
 token the server created on first start.
+
+A server runs ``api_workers`` API processes beside its controller; the kit's
+default is 1 (``DEFAULT_API_WORKERS``: the cheapest start, and every request
+still crosses from a worker to the controller's process). Tests of the
+several-worker contracts start their own (``tests/integration/e2e/test_api_workers.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ FAST_CONFIG: dict[str, Any] = {
     "node": {"cpus": 64, "memory": "256GiB"},
 }
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
+DEFAULT_API_WORKERS = 1
 
 
 def free_port() -> int:
@@ -52,8 +58,10 @@ class ServerProcess:
         emulate: str | None = "4xH100-80GB",
         config: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        api_workers: int = DEFAULT_API_WORKERS,
     ) -> None:
         self.home = home
+        self.api_workers = api_workers
         self.db_url = db_url
         self.emulate = emulate
         self.port = free_port()
@@ -76,6 +84,8 @@ class ServerProcess:
             str(self.config_path),
             "--log-level",
             "debug",
+            "--api-workers",
+            str(self.api_workers),
         ]
         if self.db_url:
             args += ["--db", self.db_url]
@@ -105,9 +115,26 @@ class ServerProcess:
         raise AssertionError(f"server not healthy after {timeout}s:\n{self.log()}")
 
     def kill9(self) -> None:
+        """SIGKILL the server (its controller; the API workers die with it)."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
+
+    def workers(self) -> dict[str, int]:
+        """The running API workers' pids by name (``api-1``, ...), from ``/proc``."""
+        assert self.proc is not None
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == self.proc.pid and b"gpudock.api.worker" in argv:
+                found[argv[-2].decode()] = int(entry.name)
+        return found
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

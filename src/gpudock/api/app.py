@@ -10,10 +10,8 @@ from fastapi_offline import FastAPIOffline
 
 from gpudock import __version__, web
 from gpudock.api import openapi
-from gpudock.api.docs import DocsPolicy
+from gpudock.api.edge import Edge
 from gpudock.api.errors import install_error_handlers
-from gpudock.api.limits import BodyLimit
-from gpudock.api.request_id import RequestId
 from gpudock.api.routers import (
     admin,
     estimates,
@@ -52,9 +50,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
-    app.add_middleware(DocsPolicy)
-    app.add_middleware(RequestId)  # added last: outermost, so every response carries its id
+    app.add_middleware(Edge, max_bytes=ctx.config.api.max_body_bytes)  # ids, CSP, body limit
     install_error_handlers(app)
     app.include_router(estimates.router)  # before jobs': /v1/jobs/estimates is no job id
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):

@@ -24,6 +24,7 @@ from gpudock.gpus.telemetry import GpuTelemetry, read_telemetry
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.metrics.store import GpuFacts, StoreFacts, read_store
 from gpudock.queue.resources import Limits, Resources
+from gpudock.runtime import control
 from gpudock.runtime.context import RuntimeContext
 
 log = logging.getLogger("gpudock.metrics")
@@ -31,7 +32,7 @@ log = logging.getLogger("gpudock.metrics")
 GPU_LABELS = ("node", "gpu", "uuid", "model", "emulated")
 ALLOCATION_LABELS = ("node", "gpu", "uuid", "model", "job", "user", "queue", "kind")
 Telemetry = Callable[[], Mapping[str, GpuTelemetry]]
-__all__ = ["CONTENT_TYPE", "Gauge", "StoreCollector", "exposition"]
+__all__ = ["CONTENT_TYPE", "Gauge", "StoreCollector", "exposition", "scrape"]
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what exposition() writes
 
 
@@ -78,6 +79,22 @@ def exposition(runtime: RuntimeMetrics, store: StoreCollector) -> bytes:
         return generate_latest(runtime.registry) + render_gauges(store.collect())
 
 
+def scrape(ctx: RuntimeContext) -> bytes:
+    """What ``GET /metrics`` answers: the exposition of the process running the controller.
+
+    An API worker (``ctx.control_address`` set) asks its controller
+    (``runtime/control.py``); when that cannot answer (it is restarting), it
+    answers itself: the store's families, from a snapshot it loads, and no
+    runtime counters (logged as a warning).
+    """
+    if ctx.control_address is not None:
+        try:
+            return control.ask(ctx.control_address)
+        except OSError as exc:
+            log.warning("the controller did not answer a scrape (%s); answering alone", exc)
+    return exposition(ctx.metrics, StoreCollector(ctx))
+
+
 def render_gauges(families: Iterable[Gauge]) -> bytes:
     """Gauge families in the text format, in the order given."""
     return "".join([family.text() for family in families]).encode()
@@ -114,10 +131,10 @@ class StoreCollector:
         ctx, now = self.ctx, self.ctx.clock()
         snapshot = ctx.published_snapshot()  # None: no fresh one; read the store instead
         with ctx.db.read() as session:
-            queues, history = ctx.config.scheduler.queues, ctx.queue_history
-            facts = read_store(session, now, queues, history, snapshot)
+            ctx.sync(session)
+            facts = read_store(session, now, ctx.config.scheduler.queues, snapshot)
         yield from gpu_families(facts, self._readings(facts))
-        yield from queue_families(facts, ctx)
+        yield from queue_families(facts)
         yield from job_and_node_families(facts)
 
     def _readings(self, facts: StoreFacts) -> Mapping[str, GpuTelemetry]:
@@ -200,7 +217,7 @@ def _gpu_values(gpu: GpuFacts, reading: GpuTelemetry | None) -> dict[str, float 
     return values
 
 
-def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
+def queue_families(facts: StoreFacts) -> Iterator[Gauge]:
     """Usage against guarantee, limit and fair share; decayed usage; pending by reason."""
     names = (
         ("gpus_in_use", "GPUs held by the queue's jobs (shares count as fractions)."),
@@ -215,7 +232,7 @@ def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
         ("decayed_usage_gpu_memory_bytes", "The queue's decayed average GPU memory usage."),
     )
     families = {name: Gauge(f"gpudock_queue_{name}", text, ["queue"]) for name, text in names}
-    history = ctx.queue_history
+    history = facts.history
     for row in facts.queues.queues:
         decayed = history.average(row.name) if history is not None else (0.0, 0.0, 0.0)
         values = {

@@ -37,9 +37,9 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.elastic import may_grow
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
-from gpudock.scheduler.snapshot import Snapshot
+from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
 from gpudock.store import jobs as job_store
-from gpudock.store import meta as meta_store
+from gpudock.store import published
 from gpudock.store.applier import ApplyResult, apply_plan
 from gpudock.store.db import database_unavailable
 from gpudock.store.snapshot import SnapshotCache
@@ -47,7 +47,6 @@ from gpudock.store.snapshot import SnapshotCache
 log = logging.getLogger("gpudock.controller")
 
 MAX_PENDING_PER_CYCLE = 5000
-HISTORY_KEY = "fair_share_history"
 
 
 def backlog_reason(window: int) -> PendingReason:
@@ -68,6 +67,7 @@ class Controller:
         self._events: EventStream | None = None
         self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
         self._history_saved = 0.0
+        self._reservations: tuple[ReservedGpus, ...] | None = None  # as last published
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
         self._db_failures = 0  # consecutive steps that failed on an unreachable database
         self._outage_lock = threading.Lock()
@@ -103,15 +103,16 @@ class Controller:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
         ctx, started = self.ctx, time.perf_counter()
         with ctx.db.read() as session:
+            ctx.sync(session)  # the config in force, wherever it was applied
             snapshot = self._snapshots.load(session, ctx.clock(), MAX_PENDING_PER_CYCLE)
         window = snapshot.pending  # the first MAX_PENDING_PER_CYCLE, in the scheduler's order
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):
-            ctx.reservations = ()
+            self._publish(())
             return ApplyResult()
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
-        ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
+        self._publish(tuple(plan.reservations))  # for GET /v1/gpus, from any API process
         result = apply_plan(ctx.db, plan, ctx.clock())
         if len(window) >= MAX_PENDING_PER_CYCLE:  # there may be more: they say why they wait
             with ctx.db.write() as session:
@@ -132,25 +133,31 @@ class Controller:
         for plugin in profile.pre_scorers:
             plugin.prepare(profile)
 
+    def _publish(self, reservations: tuple[ReservedGpus, ...]) -> None:
+        """Store the latest plan's reservations for the API processes when they changed."""
+        if reservations == self._reservations:
+            return
+        with self.ctx.db.write() as session:
+            published.put_reservations(session, reservations)
+        self._reservations = reservations
+
     def _with_history(self, snapshot: Snapshot) -> Snapshot:
-        """Advance the queues' decayed usage to ``snapshot.now``; persist it each minute."""
+        """Advance the queues' decayed usage to ``snapshot.now``; publish it every
+        ``HISTORY_EVERY`` seconds (``store/published.py``), which also keeps it
+        across a restart."""
         queues = self.ctx.config.scheduler.queues
         if not queues.queues:
             return snapshot
         if self._history is None:
             with self.ctx.db.read() as session:
-                saved = meta_store.get_json(session, HISTORY_KEY)
-            half_life = queues.fair_share.half_life
-            self._history = (
-                UsageHistory.from_dict(saved) if saved else UsageHistory(half_life=half_life)
-            )
+                saved = published.get_history(session)
+            self._history = saved or UsageHistory(half_life=queues.fair_share.half_life)
         if self._history.half_life != queues.fair_share.half_life:  # a live change applies
             self._history = replace(self._history, half_life=queues.fair_share.half_life)
         self._history = self._history.advance(snapshot.now, queue_usage(snapshot))
-        self.ctx.queue_history = self._history
-        if snapshot.now - self._history_saved >= 60:
+        if snapshot.now - self._history_saved >= published.HISTORY_EVERY:
             with self.ctx.db.write() as session:
-                meta_store.put_json(session, HISTORY_KEY, self._history.to_dict())
+                published.put_history(session, self._history)
             self._history_saved = snapshot.now
         return replace(snapshot, queue_history=self._history)
 

@@ -216,9 +216,10 @@ class JobService:
 
         Every placement constraint goes into the request (CPU-only jobs too: a
         selector or the nodes' taints may rule out every node). A job that fits
-        the nodes of the controller's latest snapshot is accepted without a
-        read; a refusal is always decided on nodes read from the store now, so
-        a node that joined since that snapshot is counted.
+        this process's cached nodes (``RuntimeContext.feasibility_nodes``, true
+        at the cluster version ``write_checked`` checks again under the write
+        lock) is accepted without a read; a refusal is always decided on nodes
+        read from the store now.
         """
         request = JobRequest(
             id=0,
@@ -233,8 +234,7 @@ class JobService:
             topology=spec.topology,
             memory=spec.memory,
         )
-        published = self.ctx.published_snapshot()
-        if published is not None and self._never_fits(request, published.nodes) is None:
+        if self._never_fits(request, self.ctx.feasibility_nodes()) is None:
             return
         with self.ctx.db.read() as session:
             nodes = load_nodes(session)

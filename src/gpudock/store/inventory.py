@@ -11,6 +11,7 @@ from gpudock.core.events import EventType
 from gpudock.core.inventory import Gpu, GpuHealth, Node, NodeInventory, NodeStatus, NodeTraits
 from gpudock.core.job import JobState
 from gpudock.store import events as event_store
+from gpudock.store import meta as meta_store
 from gpudock.store.models import GpuRow, JobRow, MetaRow, NodeRow
 
 
@@ -24,7 +25,8 @@ def register_node(
     NUMA node and NVLink domain are refreshed from ``inv``. GPUs that
     discovery no longer reports are kept (their allocations must be released
     normally) but marked ``missing`` so nothing new lands on them. Allocation
-    counters of known GPUs are never touched here.
+    counters of known GPUs are never touched here. Bumps the cluster version
+    (``meta.py``): what a submit checks a job against may have changed.
     """
     node = session.get(NodeRow, inv.name)
     if node is None:
@@ -92,6 +94,7 @@ def register_node(
             _set_gpu_health(session, row, GpuHealth.MISSING.value, now)
             row.version += 1
     session.flush()
+    meta_store.bump_cluster_version(session)  # what submits check changed (``meta.py``)
 
 
 def _set_gpu_health(session: Session, row: GpuRow, health: str, now: float) -> None:

@@ -8,18 +8,19 @@ from html import escape
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpudock.api.deps import Auth, Ctx, CurrentUser
+from gpudock.api.deps import Auth, CurrentUser, injected
+from gpudock.api.routing import OneHop
 from gpudock.core.errors import NotFound, Unauthorized
 from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin
 from gpudock.services.dashboard import DashboardService
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css", "favicon.svg": "image/svg+xml"}
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=OneHop)
 
 
 class LoginIn(BaseModel):
@@ -30,10 +31,6 @@ class LoginIn(BaseModel):
 class WhoAmI(BaseModel):
     user: str
     admin: bool
-
-
-def get_dashboard(ctx: Ctx) -> DashboardService:
-    return DashboardService(ctx)
 
 
 @router.get("")
@@ -105,7 +102,7 @@ def me(user: CurrentUser) -> WhoAmI:
 
 @router.get("/api/cluster")
 def cluster(
-    user: CurrentUser, service: Annotated[DashboardService, Depends(get_dashboard)]
+    user: CurrentUser, service: Annotated[DashboardService, injected(DashboardService)]
 ) -> Response:
     """Every node and GPU with booking, readings and holders (see ``DashboardService``)."""
     body = json.dumps(

@@ -1,0 +1,190 @@
+"""API workers beside one controller: the processes of ``gpudock server --api-workers N``.
+
+::
+
+    gpudock server            the controller: scheduler, reconciler, engine writes,
+     │  (binds the port)      SIGHUP reloads, /metrics' answers (runtime/control.py)
+     ├── api-1 ┐
+     ├── api-2 ├─ python -m gpudock.api.worker: the API on the inherited socket
+     └── api-N ┘
+
+Contracts:
+
+* the controller binds the listening socket; every worker inherits it, and
+  the kernel hands each new connection to one of them. A connection that
+  arrives while a worker restarts waits in the socket's queue for another;
+* a worker is a fresh interpreter (never a fork of the threaded controller).
+  It is started before the controller opens the store, so its imports run
+  meanwhile, and reads its ``WorkerSpec`` from stdin once the store is ready
+  (``release``);
+* a worker dies with the controller (``PR_SET_PDEATHSIG``): a killed server
+  never leaves one holding the port;
+* a worker that exits is started again at once, and after 1 s doubling to
+  30 s while it keeps dying within a minute of its start; each exit is
+  logged with its status;
+* ``stop`` sends each worker SIGTERM (uvicorn finishes its requests), then
+  SIGKILL after ``STOP_GRACE`` seconds.
+
+What a worker and the controller share goes through the store (the cluster
+version, the published reservations and usage history), the wake-up channel
+(``wakeup.py``) and the control socket (``control.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gpudock.config import ServerConfig
+
+log = logging.getLogger("gpudock.server")
+
+STOP_GRACE = 10.0  # seconds a worker has to finish its requests on stop
+RESTART_PAUSE = (1.0, 30.0)  # first and largest pause before restarting a failing worker
+STEADY = 60.0  # a worker that ran this long before it exited restarts at once
+CONTROLLER_PID = "GPUDOCK_CONTROLLER_PID"  # env: the process the worker must die with
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What an API worker is told on stdin (pickled: the same code runs both ends)."""
+
+    name: str  # api-1, api-2, ...
+    home: Path
+    db_url: str
+    base_config: ServerConfig  # the config file's (an applied config goes on top)
+    node_name: str
+    instance_id: str
+    log_dir: Path
+    gpus_emulated: bool
+    log_level: str
+    log_format: str
+    listen_fd: int  # the inherited listening socket
+    wake_fd: int | None  # the inherited wake-up socket (SQLite); None: PostgreSQL NOTIFY
+    control_address: str  # the controller's control socket (``control.py``)
+
+
+class Slot:
+    """One worker's place: its name, its process (while one runs) and its restarts."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.failures = 0
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the API workers."""
+
+    def __init__(self, count: int, inherited: tuple[int, ...]) -> None:
+        self.slots = [Slot(f"api-{n}") for n in range(1, count + 1)]
+        self.inherited = inherited  # the fds every worker inherits (listening, wake-up)
+        self.spec: WorkerSpec | None = None
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def launch(self) -> None:
+        """Start every worker; each waits for its spec (``release``)."""
+        for slot in self.slots:
+            self._spawn(slot)
+
+    def release(self, spec: WorkerSpec) -> None:
+        """Hand each worker its spec (the store is ready) and watch them from now on."""
+        self.spec = spec
+        for slot in self.slots:
+            self._send_spec(slot)
+            thread = threading.Thread(
+                target=self._watch, args=(slot,), name=f"gpudock-{slot.name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def pids(self) -> dict[str, int]:
+        """The running workers' pids, by name."""
+        return {s.name: s.proc.pid for s in self.slots if s.proc and s.proc.poll() is None}
+
+    def stop(self) -> None:
+        """SIGTERM every worker, SIGKILL those still running after ``STOP_GRACE``."""
+        self._stopping.set()
+        procs = [s.proc for s in self.slots if s.proc is not None]
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _spawn(self, slot: Slot) -> None:
+        env = {**os.environ, CONTROLLER_PID: str(os.getpid())}
+        slot.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudock.api.worker", slot.name],
+            stdin=subprocess.PIPE,
+            pass_fds=self.inherited,
+            env=env,
+        )
+        slot.started = time.monotonic()
+
+    def _send_spec(self, slot: Slot) -> None:
+        assert slot.proc is not None and slot.proc.stdin is not None and self.spec is not None
+        with contextlib.suppress(BrokenPipeError):  # it died already: ``_watch`` sees it
+            slot.proc.stdin.write(pickle.dumps(replace(self.spec, name=slot.name)))
+            slot.proc.stdin.close()
+
+    def _watch(self, slot: Slot) -> None:
+        """Wait for the worker to exit; start it again unless the server is stopping.
+
+        Runs for the server's lifetime: a worker dies with the thread that
+        started it (``PR_SET_PDEATHSIG`` follows the thread), so this thread
+        starts the restarts and outlives them.
+        """
+        while True:
+            assert slot.proc is not None
+            code = slot.proc.wait()
+            if self._stopping.is_set():
+                return
+            ran = time.monotonic() - slot.started
+            slot.failures = 0 if ran >= STEADY else slot.failures + 1
+            pause = 0.0
+            if slot.failures > 1:
+                pause = min(RESTART_PAUSE[1], RESTART_PAUSE[0] * 2 ** (slot.failures - 2))
+            how = f"signal {-code}" if code < 0 else f"status {code}"
+            log.error(
+                "API worker %s (pid %d) exited with %s after %.0f s; starting it again%s",
+                slot.name,
+                slot.proc.pid,
+                how,
+                ran,
+                f" in {pause:.0f} s" if pause else "",
+            )
+            if self._stopping.wait(pause):
+                return
+            self._spawn(slot)
+            self._send_spec(slot)
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent (the controller) dies; exit
+    now if it already has (``CONTROLLER_PID`` is not the parent any more)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    expected = os.environ.get(CONTROLLER_PID)
+    if expected is not None and os.getppid() != int(expected):
+        os._exit(0)
