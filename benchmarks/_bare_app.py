@@ -2,9 +2,10 @@
 
 One sync dependency reading a header, one sync endpoint returning
 ``{"jobs": []}`` at gpudock's path (no response model to check it against),
-served by uvicorn exactly as gpudock serves its API (``gpudock.api.serving.uvicorn_config``: the same event loop,
-HTTP parser and logging). Not a benchmark itself (its name starts with
-``_``). Run: ``python benchmarks/_bare_app.py PORT``.
+served by uvicorn exactly as gpudock serves its API
+(``gpudock.api.serving.uvicorn_config``: the same event loop, HTTP parser and
+logging). Not a benchmark itself (its name starts with ``_``).
+Run: ``python benchmarks/_bare_app.py PORT``.
 """
 
 from __future__ import annotations
