@@ -157,13 +157,12 @@ class Server:
 
     def processes(self) -> dict[str, int]:
         """The server's processes by name: ``controller`` (the one started) and each API
-        worker by the name it runs as (``api-1``, ...; its last argument)."""
+        worker by the name it runs as (``api-1``, ...: ``ps`` shows ``gpudock-api-1``)."""
         found = {"controller": self.proc.pid}
         for pid in children(self.proc.pid):
             with contextlib.suppress(OSError):
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                name = next((a.decode() for a in reversed(argv) if a), str(pid))
-                found[name] = pid
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+                found[name.removeprefix("gpudock-")] = pid
         return found
 
     def cpu_by_process(self) -> dict[str, float]:

@@ -121,19 +121,22 @@ class ServerProcess:
         self.proc.wait(timeout=10)
 
     def workers(self) -> dict[str, int]:
-        """The running API workers' pids by name (``api-1``, ...), from ``/proc``."""
+        """The running API workers' pids by name (``api-1``, ...), from ``/proc``: the
+        server's children named ``gpudock-api-N``."""
         assert self.proc is not None
         found = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except (OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+            except OSError:
                 continue
-            if ppid == self.proc.pid and b"gpudock.api.worker" in argv:
-                found[argv[-2].decode()] = int(entry.name)
+            name, _, rest = stat.partition("(")[2].rpartition(")")
+            fields = rest.split()
+            mine = name.startswith("gpudock-api-") and fields[1] == str(self.proc.pid)
+            if mine and fields[0] != "Z":  # not a zombie the server has yet to reap
+                found[name.removeprefix("gpudock-")] = int(entry.name)
         return found
 
     def stop(self) -> None:

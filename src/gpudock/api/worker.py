@@ -1,9 +1,9 @@
-"""An API worker process: ``python -m gpudock.api.worker NAME`` (``runtime/workers.py``).
+"""An API worker process (``runtime/workers.py``): forked by the controller at its start,
+or spawned later as ``python -m gpudock.api.worker NAME`` (a restart).
 
-Started by the controller, it imports the server's modules at once, then
-reads its ``WorkerSpec`` from stdin (sent when the store is ready; EOF: the
-controller gave up starting, exit quietly), and serves the API on the
-inherited listening socket until SIGTERM. It dies with the controller
+It reads its ``WorkerSpec`` from a pipe (sent when the store is ready; an
+empty pipe: the controller gave up starting, exit quietly), and serves the
+API on the inherited listening socket until SIGTERM. It dies with the controller
 (``die_with_parent``). Wake-ups go to the controller through the inherited
 socket (SQLite) or PostgreSQL notifications (``runtime/wakeup.py``).
 """
@@ -11,6 +11,7 @@ socket (SQLite) or PostgreSQL notifications (``runtime/wakeup.py``).
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import socket
 import sys
@@ -22,7 +23,7 @@ from gpudock.api.app import create_app
 from gpudock.api.serving import uvicorn_config
 from gpudock.logfmt import configure as configure_logging
 from gpudock.runtime.wakeup import NotifySender, Sender, SocketSender
-from gpudock.runtime.workers import WorkerSpec, die_with_parent
+from gpudock.runtime.workers import CONTROLLER_PID, WorkerSpec, die_with_parent, name_process
 from gpudock.server import api_context
 
 log = logging.getLogger("gpudock.server")
@@ -36,12 +37,20 @@ def sender_for(spec: WorkerSpec) -> Sender:
     return NotifySender(url.render_as_string(hide_password=False))
 
 
-def main(argv: list[str]) -> int:
-    die_with_parent()
-    data = sys.stdin.buffer.read()
+def run(name: str, spec_fd: int, parent: int | None) -> int:
+    """Serve as worker ``name``: wait for the spec on ``spec_fd``, then serve until SIGTERM.
+
+    ``parent`` is the controller's pid (this process dies with it). A spec
+    pipe closed empty (the controller gave up starting): exit 0 at once.
+    """
+    die_with_parent(parent)
+    name_process(f"gpudock-{name}")
+    with os.fdopen(spec_fd, "rb") as pipe:
+        data = pipe.read()
     if not data:
-        return 0  # the controller did not get the store ready: nothing to serve
+        return 0
     spec: WorkerSpec = pickle.loads(data)
+    assert spec.name == name
     json_logs = spec.log_format == "json"
     configure_logging(spec.log_level, "json" if json_logs else "text", process=spec.name)
     sender = sender_for(spec)
@@ -55,6 +64,12 @@ def main(argv: list[str]) -> int:
         sender.close()
         ctx.db.close()
     return 0
+
+
+def main(argv: list[str]) -> int:
+    """A spawned worker (a restart): ``python -m gpudock.api.worker NAME``, spec on stdin."""
+    parent = os.environ.get(CONTROLLER_PID)
+    return run(argv[1], sys.stdin.fileno(), int(parent) if parent else None)
 
 
 if __name__ == "__main__":

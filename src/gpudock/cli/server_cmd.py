@@ -107,6 +107,7 @@ def _run(
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, OperationalError
 
+    import gpudock.api.worker  # noqa: F401  (forked workers share this import)
     from gpudock.config import load_config
     from gpudock.core.errors import GpudockError
     from gpudock.runtime.reload import install_sighup

@@ -13,12 +13,14 @@ Contracts:
 * the controller binds the listening socket; every worker inherits it, and
   the kernel hands each new connection to one of them. A connection that
   arrives while a worker restarts waits in the socket's queue for another;
-* a worker is a fresh interpreter (never a fork of the threaded controller).
-  It is started before the controller opens the store, so its imports run
-  meanwhile, and reads its ``WorkerSpec`` from stdin once the store is ready
-  (``release``);
+* the first workers are forked from the controller's process before it has
+  a thread, a connection or the store open (``launch``): they share its
+  imports and start in milliseconds. A worker started later (a restart, when
+  the controller runs threads) is a fresh interpreter, never a fork of the
+  threaded controller. Either reads its ``WorkerSpec`` from a pipe once the
+  store is ready (``release``);
 * a worker dies with the controller (``PR_SET_PDEATHSIG``): a killed server
-  never leaves one holding the port;
+  never leaves one holding the port. ``ps`` shows it as ``gpudock-api-N``;
 * a worker that exits is started again at once, and after 1 s doubling to
   30 s while it keeps dying within a minute of its start; each exit is
   logged with its status;
@@ -74,12 +76,49 @@ class WorkerSpec:
     control_address: str  # the controller's control socket (``control.py``)
 
 
+class Child:
+    """A worker process: its pid and the pipe its spec goes down (forked or spawned)."""
+
+    def __init__(self, pid: int, spec_fd: int, popen: object = None) -> None:
+        self.pid, self.spec_fd = pid, spec_fd
+        self.returncode: int | None = None
+        self._popen = popen  # kept: a dropped Popen may reap the process before ``wait``
+
+    def send_spec(self, spec: WorkerSpec) -> None:
+        """Write the pickled spec and close the pipe (its end is the worker's EOF)."""
+        with contextlib.suppress(OSError), os.fdopen(self.spec_fd, "wb") as pipe:
+            pipe.write(pickle.dumps(spec))  # OSError: it died already (``wait`` tells)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Its exit code (negative: the signal); None if it still runs after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            flags = 0 if deadline is None else os.WNOHANG
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:
+                self.returncode = 0  # reaped elsewhere
+                break
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                return None
+            else:
+                time.sleep(0.05)
+        return self.returncode
+
+    def signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+
 class Slot:
     """One worker's place: its name, its process (while one runs) and its restarts."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Child | None = None
         self.started = 0.0
         self.failures = 0
 
@@ -95,9 +134,11 @@ class Supervisor:
         self._threads: list[threading.Thread] = []
 
     def launch(self) -> None:
-        """Start every worker; each waits for its spec (``release``)."""
+        """Start every worker; each waits for its spec (``release``). Forked while this
+        process has one thread; spawned otherwise."""
+        fork = hasattr(os, "fork") and threading.active_count() == 1
         for slot in self.slots:
-            self._spawn(slot)
+            self._fork(slot) if fork else self._spawn(slot)
 
     def release(self, spec: WorkerSpec) -> None:
         """Hand each worker its spec (the store is ready) and watch them from now on."""
@@ -112,51 +153,70 @@ class Supervisor:
 
     def pids(self) -> dict[str, int]:
         """The running workers' pids, by name."""
-        return {s.name: s.proc.pid for s in self.slots if s.proc and s.proc.poll() is None}
+        return {s.name: s.child.pid for s in self.slots if s.child and s.child.returncode is None}
 
     def stop(self) -> None:
         """SIGTERM every worker, SIGKILL those still running after ``STOP_GRACE``."""
         self._stopping.set()
-        procs = [s.proc for s in self.slots if s.proc is not None]
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
+        children = [s.child for s in self.slots if s.child is not None]
+        for child in children:
+            child.signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        for child in children:
+            if child.wait(timeout=max(0.0, deadline - time.monotonic())) is None:
+                child.signal(signal.SIGKILL)
+                child.wait()
         for thread in self._threads:
             thread.join(timeout=5)
 
+    def _fork(self, slot: Slot) -> None:
+        read_fd, write_fd = os.pipe()
+        others = [s.child.spec_fd for s in self.slots if s.child is not None]
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns
+            code = 1
+            try:
+                os.close(write_fd)
+                for fd in others:  # other workers' pipes: their EOF must not wait for us
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                from gpudock.api import worker
+
+                code = worker.run(slot.name, read_fd, parent)
+            finally:
+                os._exit(code)
+        os.close(read_fd)
+        slot.child, slot.started = Child(pid, write_fd), time.monotonic()
+
     def _spawn(self, slot: Slot) -> None:
         env = {**os.environ, CONTROLLER_PID: str(os.getpid())}
-        slot.proc = subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "gpudock.api.worker", slot.name],
             stdin=subprocess.PIPE,
             pass_fds=self.inherited,
             env=env,
         )
+        assert proc.stdin is not None
+        slot.child = Child(proc.pid, os.dup(proc.stdin.fileno()), proc)
+        proc.stdin.close()
         slot.started = time.monotonic()
 
     def _send_spec(self, slot: Slot) -> None:
-        assert slot.proc is not None and slot.proc.stdin is not None and self.spec is not None
-        with contextlib.suppress(BrokenPipeError):  # it died already: ``_watch`` sees it
-            slot.proc.stdin.write(pickle.dumps(replace(self.spec, name=slot.name)))
-            slot.proc.stdin.close()
+        assert slot.child is not None and self.spec is not None
+        slot.child.send_spec(replace(self.spec, name=slot.name))
 
     def _watch(self, slot: Slot) -> None:
         """Wait for the worker to exit; start it again unless the server is stopping.
 
-        Runs for the server's lifetime: a worker dies with the thread that
-        started it (``PR_SET_PDEATHSIG`` follows the thread), so this thread
-        starts the restarts and outlives them.
+        Runs for the server's lifetime: a spawned worker dies with the thread
+        that started it (``PR_SET_PDEATHSIG`` follows the thread), so this
+        thread starts the restarts and outlives them.
         """
         while True:
-            assert slot.proc is not None
-            code = slot.proc.wait()
+            assert slot.child is not None
+            code = slot.child.wait()
+            assert code is not None
             if self._stopping.is_set():
                 return
             ran = time.monotonic() - slot.started
@@ -168,7 +228,7 @@ class Supervisor:
             log.error(
                 "API worker %s (pid %d) exited with %s after %.0f s; starting it again%s",
                 slot.name,
-                slot.proc.pid,
+                slot.child.pid,
                 how,
                 ran,
                 f" in {pause:.0f} s" if pause else "",
@@ -179,12 +239,19 @@ class Supervisor:
             self._send_spec(slot)
 
 
-def die_with_parent() -> None:
+def name_process(name: str) -> None:
+    """Set this process's name as ``ps`` and ``/proc/PID/comm`` show it (15 bytes at
+    most): a forked worker's command line is the controller's."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+
+
+def die_with_parent(parent: int | None) -> None:
     """Have the kernel SIGKILL this process when its parent (the controller) dies; exit
-    now if it already has (``CONTROLLER_PID`` is not the parent any more)."""
+    now if it already has (``parent`` is not the parent any more)."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    expected = os.environ.get(CONTROLLER_PID)
-    if expected is not None and os.getppid() != int(expected):
+    if parent is not None and os.getppid() != parent:
         os._exit(0)

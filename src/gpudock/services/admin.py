@@ -95,6 +95,8 @@ class AdminService:
             document, now = new.document(), self.ctx.clock()
             dicts = [c.to_dict() for c in changes]
             version = store.save(session, document, nodes, by, source, now, dicts)
+        with self.ctx.db.read() as session:
+            self.ctx.sync(session)  # in force here at once; elsewhere at each process's next sync
         self.ctx.wake_scheduler.set()
         log.info(
             "config version %d applied by %s (%s): %d changes", version, by, source, len(dicts)

@@ -39,10 +39,20 @@ def write_checked(
     ``check`` reads ``ctx.config`` (and ``ctx.feasibility_nodes``) and raises to
     refuse; it may run more than once (once per change of the cluster version
     that lands between it and the lock). Costs one indexed read under the lock.
+    A refusal from ``check`` is only final once this process's config is
+    current (one read): one from a config older than the store's is checked
+    again, so an apply made anywhere is in force here as soon as it returns.
     """
     while True:
         config = ctx.config
-        checked = check()
+        try:
+            checked = check()
+        except Exception:
+            with ctx.db.read() as session:
+                ctx.sync(session)
+            if ctx.config is config:
+                raise
+            continue  # refused by a config that is gone: check against the new one
         with ctx.db.write() as session:
             ctx.sync(session)  # a new ``ctx.config`` if the version moved since ``check``
             if ctx.config is config:
