@@ -220,8 +220,9 @@ def api_context(spec: WorkerSpec, sender: Sender) -> RuntimeContext:
     return ctx
 
 
-def listen(host: str, port: int, retry_for: float = 5.0) -> socket.socket:
-    """A listening TCP socket on ``host:port`` for the API workers to share.
+def bind(host: str, port: int, retry_for: float = 5.0) -> socket.socket:
+    """A TCP socket bound to ``host:port`` for the API workers to share; each worker's
+    uvicorn listens on it, so nothing connects before the store is open.
 
     A port still held for a moment by a server that was just killed (its
     workers die a few milliseconds after it) is tried again for ``retry_for``
@@ -234,7 +235,6 @@ def listen(host: str, port: int, retry_for: float = 5.0) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-            sock.listen(2048)
         except OSError as exc:
             sock.close()
             if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:

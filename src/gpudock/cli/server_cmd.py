@@ -102,8 +102,8 @@ def _run(
     log_format: str,
     workers: int,
 ) -> None:
-    """Listen, start the workers (they import meanwhile), open the store, then serve until
-    SIGTERM or SIGINT (``gpudock.server.serve``)."""
+    """Bind the port, fork the workers (they wait), open the store, then serve until
+    SIGTERM or SIGINT (``gpudock.server.serve``); the workers listen once released."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -113,7 +113,7 @@ def _run(
     from gpudock.runtime.reload import install_sighup
     from gpudock.runtime.wakeup import socket_channel
     from gpudock.runtime.workers import Supervisor
-    from gpudock.server import listen, open_cluster, serve, write_client_config
+    from gpudock.server import bind, open_cluster, serve, write_client_config
 
     try:
         cfg = load_config(config)
@@ -123,7 +123,7 @@ def _run(
     except ArgumentError as exc:
         _fail(f"--db {db!r} is not a database URL ({exc}); e.g. postgresql+psycopg://user@host/db")
     try:
-        listener = listen(host, port)
+        listener = bind(host, port)
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     wake_pair = socket_channel() if sqlite else None

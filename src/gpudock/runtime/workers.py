@@ -10,9 +10,10 @@
 
 Contracts:
 
-* the controller binds the listening socket; every worker inherits it, and
-  the kernel hands each new connection to one of them. A connection that
-  arrives while a worker restarts waits in the socket's queue for another;
+* the controller binds the API's socket; every worker inherits it and
+  listens on it once the store is ready, and the kernel hands each new
+  connection to one of them. A connection that arrives while a worker
+  restarts waits in the socket's queue for another;
 * the first workers are forked from the controller's process before it has
   a thread, a connection or the store open (``launch``): they share its
   imports and start in milliseconds. A worker started later (a restart, when
