@@ -32,9 +32,12 @@ def create() -> FastAPI:
 
 
 def main(port: int) -> None:
-    from gpudock.api.serving import uvicorn_config
-
-    config = uvicorn_config(create(), "warning", False, host="127.0.0.1", port=port)
+    try:
+        from gpudock.api.serving import uvicorn_config
+    except ImportError:  # a gpudock from before serving.py: it ran uvicorn's defaults
+        config = uvicorn.Config(create(), host="127.0.0.1", port=port, log_level="warning")
+    else:
+        config = uvicorn_config(create(), "warning", False, host="127.0.0.1", port=port)
     uvicorn.Server(config).run()
 
 

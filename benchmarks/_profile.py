@@ -58,7 +58,7 @@ class Profile:
     def __init__(self, pid: int, out: Path, rate: int = 200) -> None:
         self.out = out
         spy = Path(sys.executable).parent / "py-spy"
-        flags = ["--gil", "--subprocesses", "--threads", "--nonblocking", "-r", str(rate)]
+        flags = ["--gil", "--subprocesses", "--threads", "-r", str(rate)]
         self.proc = subprocess.Popen(
             [str(spy), "record", *flags, "-f", "raw", "-o", str(out), "-p", str(pid)],
             stdout=subprocess.DEVNULL,

@@ -44,6 +44,9 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
 
     # /docs and /redoc load Swagger UI and ReDoc from the server itself (api/docs.py).
     app = FastAPIOffline(
+        # gpudock exports Prometheus metrics, not OpenTelemetry: FastAPI's native telemetry
+        # would look its providers up in the environment on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         title="gpudock",
         version=__version__,
         description="GPU cluster manager for Docker containers.",
