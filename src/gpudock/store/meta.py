@@ -38,11 +38,12 @@ def put_json(session: Session, key: str, value: Any) -> None:
 
 
 CLUSTER_VERSION = "cluster_version"
+_READ_VERSION = select(MetaRow.value).where(MetaRow.key == CLUSTER_VERSION)  # built once
 
 
 def cluster_version(session: Session) -> int:
     """The cluster version (0 until the first bump): one read of the primary key."""
-    value = session.scalar(select(MetaRow.value).where(MetaRow.key == CLUSTER_VERSION))
+    value = session.scalar(_READ_VERSION)
     return 0 if value is None else int(value)
 
 
