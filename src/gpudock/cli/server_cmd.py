@@ -84,8 +84,6 @@ def server(
     if log_format not in LOG_FORMATS:
         _fail(f"--log-format must be one of {', '.join(LOG_FORMATS)}; got {log_format!r}")
     workers = parse_api_workers(api_workers)
-    json_logs = log_format == "json"
-    configure_logging(log_level, "json" if json_logs else "text", process="controller")
     _run(
         host, port, db, emulate_gpus, config, home or default_home(), log_level, log_format, workers
     )
@@ -115,6 +113,8 @@ def _run(
     from gpudock.runtime.workers import Supervisor
     from gpudock.server import bind, open_cluster, serve, write_client_config
 
+    # After the imports: some log at import time (alembic's plugins), before any handler.
+    configure_logging(log_level, "json" if log_format == "json" else "text", process="controller")
     try:
         cfg = load_config(config)
         sqlite = make_url(db).get_backend_name() == "sqlite" if db else True
