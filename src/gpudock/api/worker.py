@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import socket
 import sys
 
@@ -45,6 +46,7 @@ def run(name: str, spec_fd: int, parent: int | None) -> int:
     """
     die_with_parent(parent)
     name_process(f"gpudock-{name}")
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the controller's: it reloads the config
     with os.fdopen(spec_fd, "rb") as pipe:
         data = pipe.read()
     if not data:

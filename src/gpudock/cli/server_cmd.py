@@ -12,7 +12,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -20,6 +20,9 @@ from gpudock.cli.common import fail, lazy_console
 from gpudock.home import default_home
 from gpudock.logfmt import LOG_FORMATS, JsonFormatter
 from gpudock.logfmt import configure as configure_logging
+
+if TYPE_CHECKING:
+    from gpudock.runtime.workers import Supervisor
 
 err = lazy_console(stderr=True)
 log = logging.getLogger("gpudock.server")
@@ -30,6 +33,9 @@ def _fail(message: str) -> NoReturn:
         log.critical("%s", message)  # --log-format json: stderr stays JSON lines
         raise typer.Exit(2)
     fail(message, 2)
+
+
+MAX_API_WORKERS = 64
 
 
 def default_api_workers() -> int:
@@ -43,8 +49,11 @@ def parse_api_workers(value: str | None) -> int:
     if value is None:
         return default_api_workers()
     text = value.strip()
-    if not text.isdigit() or int(text) < 1:
-        _fail(f"--api-workers must be a whole number from 1 (API processes); got {value!r}")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_API_WORKERS:
+        _fail(
+            f"--api-workers must be a whole number from 1 to {MAX_API_WORKERS} "
+            f"(API processes); got {value!r}"
+        )
     return int(text)
 
 
@@ -149,7 +158,7 @@ def _run(
     split = serve(opened, supervisor, listener, wake_pair, log_level, log_format)
     install_sighup(split.ctx, config)  # SIGHUP reloads the file's scheduling config
     log.info("serving http://%s:%d with %d API worker%s", host, port, workers, "s"[: workers - 1])
-    _wait_for_stop()
+    _wait_for_stop(supervisor)
     split.stop()
 
 
@@ -164,11 +173,12 @@ def _announce(home: Path, token: str | None, json_logs: bool) -> None:
         )
 
 
-def _wait_for_stop() -> None:
-    """Block until SIGTERM or SIGINT."""
+def _wait_for_stop(supervisor: Supervisor) -> None:
+    """Block until SIGTERM or SIGINT; from then on no worker is restarted."""
     stop = threading.Event()
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
+        supervisor.closing()
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)

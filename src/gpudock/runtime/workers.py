@@ -156,6 +156,11 @@ class Supervisor:
         """The running workers' pids, by name."""
         return {s.name: s.child.pid for s in self.slots if s.child and s.child.returncode is None}
 
+    def closing(self) -> None:
+        """The server is stopping: a worker that exits from now on is not started again
+        (safe in a signal handler: Ctrl-C reaches the workers as well)."""
+        self._stopping.set()
+
     def stop(self) -> None:
         """SIGTERM every worker, SIGKILL those still running after ``STOP_GRACE``."""
         self._stopping.set()

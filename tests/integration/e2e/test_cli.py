@@ -120,7 +120,7 @@ def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], messa
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
+@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5", "65"])
 def test_a_bad_api_workers_value_is_a_one_line_usage_error(tmp_path: Path, value: str) -> None:
     env = {**os.environ, "GPUDOCK_HOME": str(tmp_path)}
     result = subprocess.run(
@@ -132,7 +132,7 @@ def test_a_bad_api_workers_value_is_a_one_line_usage_error(tmp_path: Path, value
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
-        f"error: --api-workers must be a whole number from 1 (API processes); got {value!r}"
+        f"error: --api-workers must be a whole number from 1 to 64 (API processes); got {value!r}"
     ]
     assert not list(tmp_path.iterdir()), "refused before anything was made"
 
