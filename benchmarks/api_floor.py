@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         del bare["processes"]
     with tempfile.TemporaryDirectory(prefix="gpudock-floor-") as tmp:
-        server = Server(Path(tmp), None, 8, args.api_workers)
+        server = Server(Path(tmp), None, 8, api_workers=args.api_workers)
         try:
             with profiled(args.profile, "gpudock", server.proc.pid, out):
                 mine = load(server.client, server.cpu_by_process, args.requests, args.concurrency)

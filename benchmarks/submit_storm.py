@@ -139,7 +139,7 @@ def cores_by_process(server: Server, work: Callable[[], T]) -> tuple[dict[str, f
 
 def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpudock-storm-") as tmp, scratch_database(kind) as url:
-        server = Server(Path(tmp), url, args.gpus, args.api_workers)
+        server = Server(Path(tmp), url, args.gpus, api_workers=args.api_workers)
         try:
             idle = cores_by_process(server, lambda: time.sleep(args.idle))[0]
             machine_before = machine_cpu()

@@ -23,14 +23,17 @@ from sqlalchemy.engine import make_url
 
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
+from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.executors.base import Executor
 from gpudock.executors.docker import DockerExecutor, default_client_factory
 from gpudock.gpus import apply_declared_topology, discover
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.metrics.collector import StoreCollector, exposition
 from gpudock.runtime import control
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.control import ControlServer
 from gpudock.runtime.controller import Controller
+from gpudock.runtime.gpu_guard import StoreSink
 from gpudock.runtime.host_capacity import node_capacity
 from gpudock.runtime.wakeup import Listener, NotifyListener, Sender, SocketListener, forwarding
 from gpudock.runtime.workers import Supervisor, WorkerSpec
@@ -71,6 +74,7 @@ class Opened:
     instance_id: str
     log_dir: Path
     gpus_emulated: bool
+    watched_gpus: tuple[str, ...]  # this node's NVML GPUs, for its GPU monitor
     new_admin_token: str | None
 
 
@@ -82,6 +86,12 @@ def open_cluster(
 ) -> Opened:
     """Open and migrate the store, register this node's GPUs, make the first admin token.
 
+    Everything that can be checked without the database is checked first (the
+    scheduler profile, the database URL's form, the ``--emulate-gpus`` spec,
+    the node's topology), so a mistake there touches no database. When the
+    node's CPUs let fewer jobs that ask for no CPUs run at once than it has
+    GPUs, one WARNING line says so (``core.job_defaults.cpu_shortfall``).
+
     The node is registered with the config's ``node`` labels, taints and CPU
     cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
     and its declared ``node.topology`` replaces the discovered one (declared
@@ -91,11 +101,10 @@ def open_cluster(
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
-    home.mkdir(parents=True, exist_ok=True)
     url = db_url or default_url(home)
-    db = Database.open(url)
+    make_url(url)  # a malformed --db: ArgumentError, before anything else is done
     node_name = config.node_name or socket.gethostname()
-    inventory = discover(node_name, emulate_gpus)
+    inventory = discover(node_name, emulate_gpus)  # a bad --emulate-gpus: before the database
     if (declared := config.node.topology) is not None:
         inventory = apply_declared_topology(
             inventory, declared.groups_of("nvlink"), declared.groups_of("numa")
@@ -103,6 +112,11 @@ def open_cluster(
     if inventory.note:
         log.info("%s", inventory.note)
     capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
+    short = cpu_shortfall(len(inventory.gpus), capacity.cpus, config.job_defaults)
+    if short is not None:
+        log.warning("node %s: %s", node_name, short, extra={"node": node_name})
+    home.mkdir(parents=True, exist_ok=True)
+    db = Database.open(url)
     now = time.time()
     with db.write() as session:
         in_force = start_config(session, config, node_name)  # the last apply, if any
@@ -124,6 +138,7 @@ def open_cluster(
     Vault(home / KEY_FILE).ensure_key()  # made here, before any worker races for it
     log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    nvml = inventory.source == "nvml"
     return Opened(
         db=db,
         home=home,
@@ -135,6 +150,7 @@ def open_cluster(
         instance_id=instance,
         log_dir=log_dir,
         gpus_emulated=inventory.source == "emulated",
+        watched_gpus=tuple(g.uuid for g in inventory.gpus) if nvml else (),
         new_admin_token=new_token,
     )
 
@@ -146,7 +162,8 @@ def runtime_context(
     one process), ``controller``, or an API worker (``api_context``)."""
     return RuntimeContext(
         db=opened.db,
-        executor=executor or DockerExecutor(opened.config.executor, opened.instance_id),
+        executor=executor
+        or DockerExecutor(opened.config.executor, opened.instance_id, home=opened.home),
         config=opened.config,
         base_config=opened.base_config,
         cluster_version=opened.cluster_version,
@@ -157,6 +174,16 @@ def runtime_context(
         vault=Vault(opened.home / KEY_FILE),
         process=process,
     )
+
+
+def make_controller(ctx: RuntimeContext, opened: Opened) -> Controller:
+    """The controller on ``ctx``, with the node's GPU monitor (watchdog, health events,
+    MPS check; NVML GPUs only, the MPS check always), which starts with it."""
+    sink = StoreSink(ctx)
+    ctx.fault_note = sink.fault_note
+    config = opened.config
+    monitor = NodeGpuMonitor(config.gpus, sink, list(opened.watched_gpus), config.executor.sharing)
+    return Controller(ctx, monitor)
 
 
 def build_server(
@@ -171,8 +198,8 @@ def build_server(
     for what ``gpudock server`` splits into processes (``runtime/workers.py``)."""
     opened = open_cluster(home, config, db_url, emulate_gpus)
     ctx = runtime_context(opened, executor=executor)
-    controller = Controller(ctx)
-    return Server(ctx, controller, create_app(ctx, controller), opened.new_admin_token)
+    loops = make_controller(ctx, opened)
+    return Server(ctx, loops, create_app(ctx, loops), opened.new_admin_token)
 
 
 def write_client_config(home: Path, host: str, port: int) -> Path:
@@ -203,7 +230,7 @@ def api_context(spec: WorkerSpec, sender: Sender) -> RuntimeContext:
     wakes = forwarding(sender)
     ctx = RuntimeContext(
         db=db,
-        executor=DockerExecutor(spec.base_config.executor, spec.instance_id),
+        executor=DockerExecutor(spec.base_config.executor, spec.instance_id, home=spec.home),
         config=spec.base_config,
         node_name=spec.node_name,
         instance_id=spec.instance_id,
@@ -279,7 +306,7 @@ def serve(
     sending end of; None (PostgreSQL): wake-ups are notifications.
     """
     ctx = runtime_context(opened, process="controller")
-    controller = Controller(ctx)
+    loops = make_controller(ctx, opened)
     wakes_by_kind = {"scheduler": ctx.wake_scheduler, "reconciler": ctx.wake_reconciler}
     wakes: Listener
     if wake_pair is not None:
@@ -306,5 +333,5 @@ def serve(
             control_address=addr,
         )
     )
-    controller.start()
-    return Split(opened, ctx, controller, supervisor, wakes, server)
+    loops.start()
+    return Split(opened, ctx, loops, supervisor, wakes, server)

@@ -20,6 +20,7 @@ from gpudock.services.auth import UI_COOKIE, UI_HEADER, AuthService, bearer_toke
 from gpudock.services.inventory import InventoryService
 from gpudock.services.jobs import JobService
 from gpudock.services.queues import QueueService
+from gpudock.services.token_watch import TokenWatch
 from gpudock.store.tokens import Principal
 
 Service = TypeVar("Service")
@@ -28,6 +29,12 @@ Service = TypeVar("Service")
 async def get_ctx(request: Request) -> RuntimeContext:
     ctx: RuntimeContext = request.app.state.ctx
     return ctx
+
+
+async def get_token_watch(request: Request) -> TokenWatch:
+    """This process's watcher of the tokens of open sessions (``services/token_watch.py``)."""
+    watch: TokenWatch = request.app.state.token_watch
+    return watch
 
 
 def injected(make: Callable[[RuntimeContext], Service]) -> Any:
@@ -78,3 +85,4 @@ Inventory = Annotated[InventoryService, injected(InventoryService)]
 Auth = Annotated[AuthService, injected(AuthService)]
 Queues = Annotated[QueueService, injected(QueueService)]
 Ctx = Annotated[RuntimeContext, Depends(get_ctx)]
+TokenWatches = Annotated[TokenWatch, Depends(get_token_watch)]

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from tests.kit.browser import OfflinePage
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import ServerProcess, job_state, submit, wait_state
+from tests.kit.server import ServerProcess, job_state, submit, wait_for, wait_state
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -210,3 +210,21 @@ def test_cookie_changes_need_the_ui_header_and_logout_forgets_the_cookie(
 
 def page_cookies(page: OfflinePage) -> dict[str, str]:
     return {c["name"]: c["value"] for c in page.context.cookies()}
+
+
+def test_revoking_the_token_ends_the_dashboard_session_within_a_second_saying_why(
+    browser: Browser, server: ServerProcess
+) -> None:
+    with server.api() as admin:
+        created = admin.post("/v1/tokens", json={"user": "carol"}).json()
+    page = OfflinePage(browser, server.url, viewport=DESKTOP)
+    log_in(page, server.url, created["token"])
+    page.page.wait_for_timeout(300)  # the session stream is open
+    with server.api() as admin:
+        admin.delete(f"/v1/tokens/{created['id']}").raise_for_status()
+    page.page.wait_for_selector(
+        "#login-error:has-text('Your session ended: token revoked.')", timeout=1000
+    )
+    assert page.page.is_visible("#login") and not page.page.is_visible("nav")
+    wait_for(lambda: "gpudock_token" not in page_cookies(page), 5, "the dead cookie dropped")
+    page.close()

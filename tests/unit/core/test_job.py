@@ -108,6 +108,15 @@ def test_spec_normalises_sizes_and_durations() -> None:
         ({"env": {"A\n": "1"}}, "not a valid variable name"),
         ({"labels": {"a\n": "1"}}, "label key"),
         ({"node_selector": {"zone": "eu\n"}}, "label value"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 0}, "percentage from 1 to 100, got 0"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 101}, "from 1 to 100, got 101"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": True}, "must be a number"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": "50"}, "must be a number"),
+        ({"gpus": 1, "gpu_compute": 50}, "gpu_compute is the compute share of a shared job"),
+        (
+            {"mig": "1g.10gb"},
+            "Extra inputs are not permitted",
+        ),  # MIG jobs: the scheduler's next step
     ],
 )
 def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None:
