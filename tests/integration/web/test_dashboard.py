@@ -135,7 +135,10 @@ def test_the_detail_page_follows_logs_and_shows_why_another_job_waits(
             api, image=TEST_IMAGE, name="follow-me", gpus=1, queue="nlp", command=TICKER
         )
         wait_state(api, running, {"RUNNING"})
-        blocked = submit(api, image=TEST_IMAGE, name="needs-four", gpus=4, command=["true"])
+        # nlp may borrow only the 2 unguaranteed GPUs and holds 1: this one waits on quota
+        blocked = submit(
+            api, image=TEST_IMAGE, name="needs-two", gpus=2, queue="nlp", command=["true"]
+        )
 
     page.goto(server.url + f"/ui/#/job/{running}")
     page.wait_for_selector("#logs:has-text('tick 1')")
@@ -189,7 +192,7 @@ def test_cookie_changes_need_the_ui_header_and_logout_forgets_the_cookie(
     page = OfflinePage(browser, server.url, viewport=DESKTOP)
     log_in(page, server.url, alice)
     with server.api(alice) as api:
-        job = submit(api, image=TEST_IMAGE, gpus=4, command=["sleep", "60"])
+        job = submit(api, image=TEST_IMAGE, gpus=1, command=["sleep", "60"])
     request = page.context.request
     refused = request.post(f"{server.url}/v1/jobs/{job}/cancel")
     assert refused.status == 403 and "cross-site" in refused.json()["error"]["message"]
