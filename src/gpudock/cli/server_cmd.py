@@ -117,13 +117,14 @@ def _run(
     import gpudock.api.worker  # noqa: F401  (forked workers share this import)
     from gpudock.config import load_config
     from gpudock.core.errors import GpudockError
-    from gpudock.runtime.reload import install_sighup
+    from gpudock.runtime.reload import Reloads
     from gpudock.runtime.wakeup import socket_channel
     from gpudock.runtime.workers import Supervisor
     from gpudock.server import bind, open_cluster, serve, write_client_config
 
     # After the imports: some log at import time (alembic's plugins), before any handler.
     configure_logging(log_level, "json" if log_format == "json" else "text", process="controller")
+    reloads = Reloads().install()  # a SIGHUP while the server starts is owed, not fatal
     try:
         cfg = load_config(config)
         sqlite = make_url(db).get_backend_name() == "sqlite" if db else True
@@ -156,7 +157,7 @@ def _run(
     write_client_config(home, host, port)
     _announce(home, opened.new_admin_token, log_format == "json")
     split = serve(opened, supervisor, listener, wake_pair, log_level, log_format)
-    install_sighup(split.ctx, config)  # SIGHUP reloads the file's scheduling config
+    reloads.ready(split.ctx, config)  # SIGHUP reloads the file's scheduling config
     log.info("serving http://%s:%d with %d API worker%s", host, port, workers, "s"[: workers - 1])
     _wait_for_stop(supervisor)
     split.stop()
