@@ -310,7 +310,7 @@ def serve(
     wakes_by_kind = {"scheduler": ctx.wake_scheduler, "reconciler": ctx.wake_reconciler}
     wakes: Listener
     if wake_pair is not None:
-        wakes = SocketListener(wake_pair[0], wakes_by_kind)
+        wakes = SocketListener(wake_pair[0], wakes_by_kind, peer=wake_pair[1])
     else:
         url = make_url(opened.db_url).set(drivername="postgresql")
         wakes = NotifyListener(url.render_as_string(hide_password=False), wakes_by_kind)

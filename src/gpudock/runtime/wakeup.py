@@ -148,10 +148,16 @@ def socket_channel() -> tuple[socket.socket, socket.socket]:
 
 
 class SocketListener:
-    """Sets ``wakes[kind]`` for each byte that arrives on ``sock``, in a thread, until ``stop``."""
+    """Sets ``wakes[kind]`` for each byte that arrives on ``sock``, in a thread, until ``stop``.
 
-    def __init__(self, sock: socket.socket, wakes: Mapping[str, Wakeup]) -> None:
-        self.sock, self.wakes = sock, wakes
+    ``peer`` (the pair's sending end, when this process holds it): ``stop`` sends
+    on it so that the thread ends at once rather than at its next timeout.
+    """
+
+    def __init__(
+        self, sock: socket.socket, wakes: Mapping[str, Wakeup], peer: socket.socket | None = None
+    ) -> None:
+        self.sock, self.wakes, self.peer = sock, wakes, peer
         self._by_byte = {code[0]: kind for kind, code in KINDS.items()}
         self._stopped = threading.Event()
         self.sock.settimeout(1.0)  # only to notice ``stop``; a wake-up arrives at once
@@ -173,6 +179,9 @@ class SocketListener:
 
     def stop(self) -> None:
         self._stopped.set()
+        if self.peer is not None:
+            with contextlib.suppress(OSError):
+                self.peer.send(b"\0", socket.MSG_DONTWAIT)  # no kind: it only ends the wait
         self._thread.join(timeout=5)
         self.sock.close()
 
