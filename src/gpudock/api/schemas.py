@@ -364,6 +364,10 @@ class HealthOut(BaseModel):
     version: str
     node: str
     instance: str
+    process: str = Field(
+        description="the process that answered: api-1, api-2, ... (server: one process)"
+    )
+    pid: int = Field(description="its process id")
     docker: str
     db: str = Field(description="ok or unavailable")
     jobs: dict[str, int] = Field(description="jobs per state; empty while the database is down")

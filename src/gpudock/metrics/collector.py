@@ -32,6 +32,7 @@ from gpudock.metrics.gauges import (
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.metrics.store import StoreFacts, read_store
 from gpudock.queue.resources import Limits, Resources
+from gpudock.runtime import control
 from gpudock.runtime.context import RuntimeContext
 
 log = logging.getLogger("gpudock.metrics")
@@ -47,6 +48,7 @@ __all__ = [
     "gpu_families",
     "model_of",
     "render_gauges",
+    "scrape",
 ]
 
 
@@ -63,6 +65,22 @@ def exposition(runtime: RuntimeMetrics, store: StoreCollector) -> bytes:
         return generate_latest(runtime.registry) + render_gauges(store.collect())
 
 
+def scrape(ctx: RuntimeContext) -> bytes:
+    """What ``GET /metrics`` answers: the exposition of the process running the controller.
+
+    An API worker (``ctx.control_address`` set) asks its controller
+    (``runtime/control.py``); when that cannot answer (it is restarting), it
+    answers itself: the store's families, from a snapshot it loads, and no
+    runtime counters (logged as a warning).
+    """
+    if ctx.control_address is not None:
+        try:
+            return control.ask(ctx.control_address)
+        except OSError as exc:
+            log.warning("the controller did not answer a scrape (%s); answering alone", exc)
+    return exposition(ctx.metrics, StoreCollector(ctx))
+
+
 class StoreCollector:
     """Families computed from the store (and NVML) at scrape time."""
 
@@ -75,10 +93,10 @@ class StoreCollector:
         ctx, now = self.ctx, self.ctx.clock()
         snapshot = ctx.published_snapshot()  # None: no fresh one; read the store instead
         with ctx.db.read() as session:
-            queues, history = ctx.config.scheduler.queues, ctx.queue_history
-            facts = read_store(session, now, queues, history, snapshot)
+            ctx.sync(session)
+            facts = read_store(session, now, ctx.config.scheduler.queues, snapshot)
         yield from gpu_families(facts.gpus, facts.held, self._readings(facts))
-        yield from queue_families(facts, ctx)
+        yield from queue_families(facts)
         yield from job_and_node_families(facts)
 
     def _readings(self, facts: StoreFacts) -> Mapping[str, GpuTelemetry]:
@@ -96,7 +114,7 @@ class StoreCollector:
         return readings
 
 
-def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
+def queue_families(facts: StoreFacts) -> Iterator[Gauge]:
     """Usage against guarantee, limit and fair share; decayed usage; pending by reason."""
     names = (
         ("gpus_in_use", "GPUs held by the queue's jobs (shares count as fractions)."),
@@ -111,7 +129,7 @@ def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
         ("decayed_usage_gpu_memory_bytes", "The queue's decayed average GPU memory usage."),
     )
     families = {name: Gauge(f"gpudock_queue_{name}", text, ["queue"]) for name, text in names}
-    history = ctx.queue_history
+    history = facts.history
     for row in facts.queues.queues:
         decayed = history.average(row.name) if history is not None else (0.0, 0.0, 0.0)
         values = {

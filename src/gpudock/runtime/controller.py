@@ -40,9 +40,9 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.elastic import may_grow
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
-from gpudock.scheduler.snapshot import Snapshot
+from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
 from gpudock.store import jobs as job_store
-from gpudock.store import meta as meta_store
+from gpudock.store import published
 from gpudock.store.applier import ApplyResult, apply_plan
 from gpudock.store.db import database_unavailable
 from gpudock.store.snapshot import SnapshotCache
@@ -53,7 +53,6 @@ MAX_PENDING_PER_CYCLE = 5000
 GPU_PENDING_PER_CYCLE = 1000
 """Pending jobs asking for GPUs that a cycle also considers beyond its first
 ``MAX_PENDING_PER_CYCLE`` (``store.snapshot.load_snapshot``'s ``gpu_share``)."""
-HISTORY_KEY = "fair_share_history"
 
 
 def backlog_reason(window: int, gpu_share: int) -> PendingReason:
@@ -80,6 +79,7 @@ class Controller:
         self._events: EventStream | None = None
         self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
         self._history_saved = 0.0
+        self._reservations: tuple[ReservedGpus, ...] | None = None  # as last published
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
         self._db_failures = 0  # consecutive steps that failed on an unreachable database
         self._outage_lock = threading.Lock()
@@ -137,15 +137,16 @@ class Controller:
         ctx, started = self.ctx, time.perf_counter()
         limit, gpu_share = MAX_PENDING_PER_CYCLE, GPU_PENDING_PER_CYCLE
         with ctx.db.read() as session:
+            ctx.sync(session)  # the config in force, wherever it was applied
             snapshot = self._snapshots.load(session, ctx.clock(), limit, gpu_share)
         window = snapshot.pending  # the first `limit` in the scheduler's order, then GPU jobs
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):
-            ctx.reservations = ()
+            self._publish(())
             return ApplyResult()
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
-        ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
+        self._publish(tuple(plan.reservations))  # for GET /v1/gpus, from any API process
         result = apply_plan(ctx.db, plan, ctx.clock())
         if len(window) >= limit:  # there may be more: they say why they wait
             with ctx.db.write() as session:
@@ -169,25 +170,31 @@ class Controller:
         for plugin in profile.pre_scorers:
             plugin.prepare(profile)
 
+    def _publish(self, reservations: tuple[ReservedGpus, ...]) -> None:
+        """Store the latest plan's reservations for the API processes when they changed."""
+        if reservations == self._reservations:
+            return
+        with self.ctx.db.write() as session:
+            published.put_reservations(session, reservations)
+        self._reservations = reservations
+
     def _with_history(self, snapshot: Snapshot) -> Snapshot:
-        """Advance the queues' decayed usage to ``snapshot.now``; persist it each minute."""
+        """Advance the queues' decayed usage to ``snapshot.now``; publish it every
+        ``HISTORY_EVERY`` seconds (``store/published.py``), which also keeps it
+        across a restart."""
         queues = self.ctx.config.scheduler.queues
         if not queues.queues:
             return snapshot
         if self._history is None:
             with self.ctx.db.read() as session:
-                saved = meta_store.get_json(session, HISTORY_KEY)
-            half_life = queues.fair_share.half_life
-            self._history = (
-                UsageHistory.from_dict(saved) if saved else UsageHistory(half_life=half_life)
-            )
+                saved = published.get_history(session)
+            self._history = saved or UsageHistory(half_life=queues.fair_share.half_life)
         if self._history.half_life != queues.fair_share.half_life:  # a live change applies
             self._history = replace(self._history, half_life=queues.fair_share.half_life)
         self._history = self._history.advance(snapshot.now, queue_usage(snapshot))
-        self.ctx.queue_history = self._history
-        if snapshot.now - self._history_saved >= 60:
+        if snapshot.now - self._history_saved >= published.HISTORY_EVERY:
             with self.ctx.db.write() as session:
-                meta_store.put_json(session, HISTORY_KEY, self._history.to_dict())
+                published.put_history(session, self._history)
             self._history_saved = snapshot.now
         return replace(snapshot, queue_history=self._history)
 

@@ -9,6 +9,7 @@ from gpudock.core.inventory import Gpu, MigDevice, Node
 from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
+from gpudock.store import published
 from gpudock.store.tokens import Principal
 
 
@@ -68,11 +69,13 @@ class InventoryService:
     def reservations(self, principal: Principal) -> dict[tuple[str, int], ReservedFor]:
         """``(node, GPU index) -> ReservedFor`` from the latest scheduling cycle's Plan.
 
-        Published by the controller in memory (no store): empty after a
-        restart until the next cycle, and when nothing is pending.
+        As the controller published it (``store/published.py``): empty when
+        nothing is pending.
         """
+        with self.ctx.db.read() as session:
+            reservations = published.get_reservations(session)
         found: dict[tuple[str, int], ReservedFor] = {}
-        for r in self.ctx.reservations:
+        for r in reservations:
             mine = principal.is_admin or r.user == principal.user
             shown = ReservedFor(r.job_id if mine else None, r.user if mine else None, r.start)
             for index in r.gpus:

@@ -21,6 +21,7 @@ from gpudock.core.inventory import (
 )
 from gpudock.core.job import JobState
 from gpudock.store import events as event_store
+from gpudock.store import meta as meta_store
 from gpudock.store.models import GpuRow, JobRow, MetaRow, MigDeviceRow, NodeRow
 
 
@@ -38,7 +39,9 @@ def register_node(
     released normally) but marked ``missing`` so nothing new lands on them. A
     quarantined or cordoned GPU stays so (``GpuHealth.sticky``). Allocation
     counters of known GPUs are never touched here. The node's MIG devices are
-    replaced by ``inv.mig_devices`` (``_register_mig_devices``).
+    replaced by ``inv.mig_devices`` (``_register_mig_devices``). Bumps the
+    cluster version (``meta.py``): what a submit checks a job against may have
+    changed.
     """
     node = session.get(NodeRow, inv.name)
     if node is None:
@@ -97,6 +100,7 @@ def register_node(
             row.version += 1
     session.flush()
     _register_mig_devices(session, inv)
+    meta_store.bump_cluster_version(session)  # what submits check changed (``meta.py``)
 
 
 def _refresh_gpu(

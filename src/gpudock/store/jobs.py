@@ -131,21 +131,32 @@ def list_jobs(
     """
     if any("\x00" in text for text in (queue, user) if text is not None):
         return []
-    stmt = select(JobRow)
-    if states:
-        stmt = stmt.where(JobRow.state.in_([s.value for s in states]))
-    if queue is not None:
-        stmt = stmt.where(JobRow.queue == queue)
-    if user is not None:
-        stmt = stmt.where(JobRow.user == user)
-    if before is not None:
-        stmt = stmt.where(JobRow.id < before)
-    stmt = stmt.order_by(JobRow.id.desc() if newest_first else JobRow.id.asc())
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    rows = list(session.scalars(stmt))
+    given: dict[str, object] = {"states": [s.value for s in states or ()] or None}
+    given |= {"queue": queue, "user": user, "before": before, "limit": limit}
+    params = {k: v for k, v in given.items() if v is not None}
+    stmt = _list_statement(frozenset(params), newest_first)
+    rows = list(session.scalars(stmt, params))
     allocs = _allocations(session, [r.id for r in rows if r.state in ACTIVE_STATES])
     return [to_job(r, allocs.get(r.id, ())) for r in rows]
+
+
+@lru_cache(maxsize=64)
+def _list_statement(filters: frozenset[str], newest_first: bool) -> Any:
+    """``list_jobs``' statement for one set of filters, built once: its values are bound
+    parameters, so each call skips building and keying the statement."""
+    stmt = select(JobRow)
+    if "states" in filters:
+        stmt = stmt.where(JobRow.state.in_(bindparam("states", expanding=True)))
+    if "queue" in filters:
+        stmt = stmt.where(JobRow.queue == bindparam("queue"))
+    if "user" in filters:
+        stmt = stmt.where(JobRow.user == bindparam("user"))
+    if "before" in filters:
+        stmt = stmt.where(JobRow.id < bindparam("before"))
+    stmt = stmt.order_by(JobRow.id.desc() if newest_first else JobRow.id.asc())
+    if "limit" in filters:
+        stmt = stmt.limit(bindparam("limit"))
+    return stmt
 
 
 def count_by_state(session: Session) -> dict[str, int]:

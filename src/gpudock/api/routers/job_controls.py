@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-from gpudock.api.deps import Ctx, CurrentUser, TokenWatches
+from gpudock.api.deps import Ctx, CurrentUser, TokenWatches, injected
 from gpudock.api.routers import job_tty
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut, JobOut
 from gpudock.core import spec_schema as schema
 from gpudock.core.job import MAX_ARGS, MAX_TEXT
 from gpudock.services.job_controls import JobControls
 from gpudock.services.job_exec import JobExec, ndjson
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHop)
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -30,15 +31,7 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_controls(ctx: Ctx) -> JobControls:
-    return JobControls(ctx)
-
-
-def get_exec(ctx: Ctx) -> JobExec:
-    return JobExec(ctx)
-
-
-Controls = Annotated[JobControls, Depends(get_controls)]
+Controls = Annotated[JobControls, injected(JobControls)]
 
 
 class JobUpdate(BaseModel):
@@ -146,7 +139,7 @@ def exec_command(
     The stream ends early, with ``{"error": "session ended: token revoked"}`` (or
     ``token expired``), when the caller's token dies; the command is not killed.
     """
-    output = get_exec(ctx).start(job_id, body.command, user)
+    output = JobExec(ctx).start(job_id, body.command, user)
     watch = watches.watch(user, lambda _: output.interrupt())
 
     def body_lines() -> Iterator[bytes]:

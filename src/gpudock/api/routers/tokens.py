@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from gpudock.api.deps import Auth, Ctx, CurrentUser
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut, TokenCreate, TokenInfoOut, TokenOut
 
-router = APIRouter(prefix="/v1/tokens", tags=["auth"])
+router = APIRouter(prefix="/v1/tokens", tags=["auth"], route_class=OneHop)
 
 
 @router.post(
