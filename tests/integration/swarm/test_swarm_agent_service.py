@@ -10,6 +10,7 @@ the task's container: exactly what ``gpudock agent --enroll-file`` sends.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,7 +105,14 @@ def test_the_agent_service_runs_everywhere_and_a_task_enrolls_for_its_node_only(
         "--docker-socket",
         "/dev/null",
     )
-    stale = httpx.post(
-        enroll, headers=as_task, json={"node_id": task["NodeID"], "task_id": task["ID"]}
-    )
-    assert stale.status_code == 401 and "revoked" in stale.text  # a redeploy retires it
+    # a redeploy retires it: at once in the worker that revoked it, within the token
+    # cache's 0.5 s in every other API worker
+    deadline = time.monotonic() + 1.0
+    while True:
+        stale = httpx.post(
+            enroll, headers=as_task, json={"node_id": task["NodeID"], "task_id": task["ID"]}
+        )
+        if stale.status_code != 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert stale.status_code == 401 and "revoked" in stale.text

@@ -158,7 +158,10 @@ def test_bad_input_on_the_cluster_surface_is_refused_clearly(cs: SwarmServer) ->
     api = cs.api
     big = api.post("/v1/jobs", json={"image": IMAGE, "gpus": 1, "nodes": 4})
     assert big.status_code == 422
-    assert "needs 4 nodes (a gang) but the cluster has 3 nodes" in big.json()["error"]["message"]
+    assert (
+        "needs 4 nodes (a gang) that can each take 1 GPU; the cluster has 3 nodes"
+        in big.json()["error"]["message"]
+    )
     for key in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
         refused = api.post("/v1/jobs", json={"image": IMAGE, "gpus": 1, "env": {key: "all"}})
         assert refused.status_code == 422 and key in refused.text
