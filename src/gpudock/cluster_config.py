@@ -1,11 +1,13 @@
 """The scheduling config an admin replaces live: ``gpudock admin apply -f cluster.yaml``.
 
 Pure. ``ClusterConfig`` is the part of the server config that may change
-without a restart: priority classes, queues (cohorts, groups, quotas,
-members, per-user limits, fair share) and each node's labels and taints::
+without a restart: priority classes, the preemption rules (restart cost,
+protected time, hysteresis), queues (cohorts, groups, quotas, members,
+per-user limits, fair share) and each node's labels and taints::
 
     priority_classes:
       - {name: urgent, value: 100}
+    preemption: {restart_cost: 2m, exempt_time: 10m}
     queues:
       cohorts: [research]
       queues:
@@ -26,7 +28,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpudock.config import NodeConfig, PriorityClass, ServerConfig, unique_classes
+from gpudock.config import (
+    NodeConfig,
+    PreemptionConfig,
+    PriorityClass,
+    ServerConfig,
+    unique_classes,
+)
 from gpudock.queue.config import QueuesConfig
 
 
@@ -52,11 +60,15 @@ class NodeTraitsConfig(BaseModel):
 
 
 class ClusterConfig(BaseModel):
-    """The live scheduling config: priority classes, queues, node labels and taints."""
+    """The live scheduling config: priority classes, preemption rules, queues, node labels
+    and taints."""
 
     model_config = ConfigDict(extra="forbid")
 
     priority_classes: list[PriorityClass] = Field(default_factory=list)
+    preemption: PreemptionConfig = Field(
+        default_factory=PreemptionConfig, description="the rules every preemption obeys"
+    )
     queues: QueuesConfig = Field(default_factory=QueuesConfig)
     nodes: dict[str, NodeTraitsConfig] = Field(
         default_factory=dict, description="node name -> labels and taints; unnamed: none"
@@ -73,6 +85,7 @@ class ClusterConfig(BaseModel):
         traits = NodeTraitsConfig(labels=config.node.labels, taints=config.node.taints)
         return cls(
             priority_classes=config.scheduler.priority_classes,
+            preemption=config.scheduler.preemption,
             queues=config.scheduler.queues,
             nodes={node: traits} if traits.labels or traits.taints else {},
         )
@@ -80,7 +93,11 @@ class ClusterConfig(BaseModel):
     def into(self, config: ServerConfig, node: str) -> ServerConfig:
         """``config`` with this scheduling part in force (a new value; ``config`` unchanged)."""
         scheduler = config.scheduler.model_copy(
-            update={"priority_classes": self.priority_classes, "queues": self.queues}
+            update={
+                "priority_classes": self.priority_classes,
+                "preemption": self.preemption,
+                "queues": self.queues,
+            }
         )
         traits = self.nodes.get(node, NodeTraitsConfig())
         node_config = config.node.model_copy(

@@ -212,7 +212,7 @@ def start(
     admission = Admission(queues, snapshot) if queues is not None else None
     chosen = strategies(queueing)
     borrows = admission.borrows if admission is not None else None
-    running = RunningIndex.of(snapshot.running, snapshot.now, session.running)
+    running = RunningIndex.of(snapshot.running, snapshot.now, session.running, profile.preemption)
     return Cycle(
         snapshot,
         profile,
@@ -387,7 +387,7 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
         return
     finder = cycle.accelerator.victims(cycle.state, cycle.running, cycle.session)
     waiting = frozenset(cycle.running.preempted_for)
-    left = shrink(blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan)
+    left = shrink(blocked, cycle.state, cycle.running, waiting, finder, plan)
     shrinking = {job.id for job in blocked} - {job.id for job in left}
     blocked = left
     preemptions, reasons = plan_preemptions(

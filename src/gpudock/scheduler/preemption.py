@@ -3,8 +3,11 @@
 Pure functions over the cycle's capacity model. Who *may* be preempted is the
 caller's rule (``eligible``): within a queue, a lower priority, and only for a
 job whose priority class may preempt (``may_priority_preempt``); across
-queues, a borrower that the reclaiming queue may take back from. This module only
-answers "which eligible victims, on which node, lose the least work":
+queues, a borrower that the reclaiming queue may take back from. Whether a
+preemption is made at all is ``preemption_rules.py``'s: a protected job is no
+candidate (rule 1), and the set chosen is preempted only if it pays for itself
+(rule 2, ``commit``). This module answers "which eligible victims, on which node,
+lose the least work":
 
 1. on each node the job could use if capacity freed up, add eligible victims
    in preference order (lowest priority, then youngest, then highest id)
@@ -14,8 +17,9 @@ answers "which eligible victims, on which node, lose the least work":
 3. pick the node whose victim set costs least: lowest top victim priority,
    then fewest victims, then least work lost (seconds run), then node name.
 
-A victim is never one that is already stopping, not preemptible, or younger
-than its ``min_runtime``; ``eligible`` need not check those.
+A victim is never one that is already stopping, not preemptible, or protected
+(younger than its ``min_runtime`` or the cluster's ``exempt_time``: rule 1);
+``eligible`` need not check those.
 
 ``choose_victims`` is the definition, and ``Definition`` answers step 5
 (``plan_preemptions``) with it; the registry's accelerator gives the same
@@ -25,12 +29,15 @@ for every blocked job (``accel/victims.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
+from gpudock.core.units import format_duration
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
 from gpudock.scheduler.policies.node_affinity import admits
+from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules, Weighing
 from gpudock.scheduler.release import Release, pick_victims
 from gpudock.scheduler.running import RunningIndex, victim_order
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
@@ -43,6 +50,7 @@ __all__ = [
     "VictimFinder",
     "VictimSet",
     "choose_victims",
+    "commit",
     "could_fit_if_freed",
     "fits_after",
     "may_priority_preempt",
@@ -60,17 +68,19 @@ def choose_victims(
     holders: Mapping[str, Sequence[RunningJob]],
     eligible: Callable[[RunningJob], bool],
     now: float,
+    rules: PreemptionRules = DEFAULT_RULES,
 ) -> VictimSet | None:
     """The cheapest victim set on one node that lets ``job`` fit, or None.
 
     ``nodes`` are the nodes that pass every filter except capacity;
-    ``holders[node]`` the running jobs holding GPUs there. The definition;
-    the cycle gets the same answers from its accelerator's ``VictimFinder``.
+    ``holders[node]`` the running jobs holding GPUs there; ``rules`` say who is
+    protected. The definition; the cycle gets the same answers from its
+    accelerator's ``VictimFinder``.
     """
     best: tuple[tuple[float, int, float, str], VictimSet] | None = None
     for node in nodes:
         candidates = [
-            v for v in holders.get(node.name, ()) if preemptible_now(v, now) and eligible(v)
+            v for v in holders.get(node.name, ()) if preemptible_now(v, now, rules) and eligible(v)
         ]
         victims = _victims_on(job, node, candidates)
         if victims is None:
@@ -183,11 +193,12 @@ class Definition:
     def __init__(self, state: CycleState, running: RunningIndex) -> None:
         self._state = state
         self._now = running.now
+        self._rules = running.rules
         self._running = running.running
         self._taken: set[int] = set()
         floor: dict[str, int] = {}
         for victim in self._running:
-            if preemptible_now(victim, self._now):
+            if preemptible_now(victim, self._now, self._rules):
                 floor[victim.queue] = min(victim.priority, floor.get(victim.queue, victim.priority))
         self._floor = floor
 
@@ -202,7 +213,7 @@ class Definition:
         taken, nodes = self._taken, self._state.nodes
         holders = running_by_node([v for v in self._running if v.id not in taken])
         usable = [nodes[n.name] for n in self._state.views.values() if could_fit_if_freed(job, n)]
-        return choose_victims(job, usable, holders, eligible, self._now)
+        return choose_victims(job, usable, holders, eligible, self._now, self._rules)
 
     def take(self, choice: VictimSet) -> None:
         self._taken.update(choice.ids)
@@ -229,15 +240,19 @@ def plan_preemptions(
       queue may take capacity back from while under its fair share.
 
     A job whose earlier victims are still stopping waits for them instead of
-    choosing more. Each victim is chosen at most once per cycle.
+    choosing more. Each victim is chosen at most once per cycle, and only if
+    the set pays for itself (``commit``): a job whose cheapest set does not
+    waits, with a reason that says so, and leaves its victims to later jobs.
     ``quota_blocked`` jobs (refused because borrowers used up what could be
     lent) may only reclaim. Returns the preemptions and, per affected job, a
     ``priority`` or ``fairness`` reason. ``index`` is ``running`` at ``now``
-    indexed (``RunningIndex.of``), when the caller has it; ``search`` finds the
-    victims (the cycle's accelerator's; default ``Definition``: try every node).
+    indexed (``RunningIndex.of``, with the cycle's ``PreemptionRules``), when the
+    caller has it; ``search`` finds the victims (the cycle's accelerator's; default
+    ``Definition``: try every node).
     """
     if index is None:
         index = RunningIndex.of(running, now)
+    rules = index.rules
     stopping = index.preempted_for
     if search is None:
         search = Definition(state, index)
@@ -251,21 +266,66 @@ def plan_preemptions(
         if may_priority_preempt(job, floor):
             choice = search.choose(job)
             if choice is not None:
-                search.take(choice)
                 why = f"job {job.id} (priority {job.priority})"
-                preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
-                reasons[job.id] = PendingReason(
-                    "priority",
-                    f"preempting {_jobs(choice.victims)} on node {choice.node}",
-                    "starts on their GPUs once they have stopped",
-                )
-                continue
+                made = commit(job, choice, why, rules, now)
+                if isinstance(made, PendingReason):
+                    reasons[job.id] = made  # not worth it; reclaiming may be
+                else:
+                    search.take(choice)
+                    preemptions.extend(made)
+                    reasons[job.id] = PendingReason(
+                        "priority",
+                        f"preempting {_jobs(choice.victims)} on node {choice.node}",
+                        "starts on their GPUs once they have stopped",
+                    )
+                    continue
         if reclaim is not None:
-            _reclaim(job, search, reclaim, preemptions, reasons)
+            _reclaim(job, search, reclaim, rules, now, preemptions, reasons)
     for job in quota_blocked:
         if reclaim is not None and job.id not in stopping:
-            _reclaim(job, search, reclaim, preemptions, reasons)
+            _reclaim(job, search, reclaim, rules, now, preemptions, reasons)
     return preemptions, reasons
+
+
+def commit(
+    job: JobRequest,
+    choice: VictimSet,
+    why: str,
+    rules: PreemptionRules,
+    now: float,
+    layer: str = "priority",
+) -> list[Preemption] | PendingReason:
+    """The preemptions of ``choice`` for ``job`` if it pays for itself (``rules.weigh``:
+    rule 2), each with the cost charged to its victim and the gain expected; else the
+    reason, in ``layer``, why ``job`` does not preempt them."""
+    weighed = rules.weigh(job, choice.victims, now)
+    if not weighed.worth:
+        return PendingReason(
+            layer,
+            f"not preempting {_jobs(choice.victims)} on node {choice.node}: {_costs(weighed)}",
+            "starts when GPUs free up",
+        )
+    gain = weighed.gain if math.isfinite(weighed.gain) else None
+    return [
+        Preemption(v.id, job.id, why, cost, gain)
+        for v, cost in zip(choice.victims, weighed.costs, strict=True)
+    ]
+
+
+def _costs(weighed: Weighing) -> str:
+    """``"a restart would cost 5m00s, more than the 1m20s it would gain"``, or why the
+    ranks are too close (rule 3)."""
+    if not weighed.outranked:
+        return (
+            f"one is expected to end in {format_duration(weighed.soonest)}, too soon after "
+            f"this job's {format_duration(weighed.needs)} to swap places"
+        )
+    cost = format_duration(weighed.cost)
+    if weighed.gain <= 0.0:
+        return f"a restart would cost {cost} and gain nothing"
+    return (
+        f"a restart would cost {cost}, more than the {format_duration(weighed.gain)} it would gain"
+    )
 
 
 def may_priority_preempt(job: JobRequest, floor: Mapping[str, int]) -> bool:
@@ -285,20 +345,27 @@ def _reclaim(
     job: JobRequest,
     search: VictimFinder,
     reclaim: Reclaimer,
+    rules: PreemptionRules,
+    now: float,
     preemptions: list[Preemption],
     reasons: dict[int, PendingReason],
 ) -> None:
-    """The reclaim kind for one job: victims from borrowing queues, if its rule allows."""
+    """The reclaim kind for one job: victims from borrowing queues, if its rule allows
+    and they pay for themselves."""
     rule = reclaim.reclaim_rule(job)
     if rule is None:
         return
     choice = search.any_rule(job, rule)
     if choice is None:
         return
+    why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
+    made = commit(job, choice, why, rules, now, "fairness")
+    if isinstance(made, PendingReason):
+        reasons.setdefault(job.id, made)
+        return
     search.take(choice)
     reclaim.granted(job)
-    why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
-    preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+    preemptions.extend(made)
     lenders = ", ".join(sorted({v.queue for v in choice.victims}))
     reasons[job.id] = PendingReason(
         "fairness",

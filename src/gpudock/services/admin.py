@@ -118,6 +118,7 @@ class AdminService:
         }
         live = ClusterConfig(
             priority_classes=config.scheduler.priority_classes,
+            preemption=config.scheduler.preemption,
             queues=config.scheduler.queues,
             nodes=nodes,
         )

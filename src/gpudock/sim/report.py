@@ -20,14 +20,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gpudock.sim.metrics import (
-    best_deployable,
     compare,
     fairness_gap,
     jct_cdf,
     queue_delay_over_time,
-    recommend,
     utilization_over_time,
 )
+from gpudock.sim.recommendation import best_deployable, recommend
 from gpudock.sim.results import RunRecord
 from gpudock.sim.ties import tied_with
 

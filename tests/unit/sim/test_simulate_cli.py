@@ -74,7 +74,7 @@ def one_line_error(result: Result) -> str:
 def test_json_prints_one_object_per_policy_with_exact_figures(trace: Path) -> None:
     data = figures(
         simulate("--trace", trace, "--cluster", "1x8", "--policy", "fifo", "--policy",
-                 "srtf-oracle", "--json")
+                 "srtf-oracle", "--json", "--restart-overhead", "0")
     )  # fmt: skip
     assert [d["policy"] for d in data] == ["fifo", "srtf-oracle"]
     for summary in data:
