@@ -9,8 +9,8 @@ cluster of 64 nodes x 8 GPUs, so there is real contention.
 
 Prints JSON: per policy the ``gpudock simulate --json`` figures, plus
 ``default_vs_srtf`` = default avg JCT / srtf-oracle avg JCT measured in the
-same run (goal <= 1.15), ``preemptions_per_job`` of both, and ``sim_seconds`` per
-policy (the speed goal is
+same run (goal <= 1.15; each policy's figures hold its ``preemptions_per_job`` and
+``lost_gpu_share``), and ``sim_seconds`` per policy (the speed goal is
 ``default`` replaying all 82,247 Philly jobs in <= 60 s; ``--all-jobs``
 runs that). ``build`` says whether the scheduler's and the simulator's hot
 modules ran ``compiled`` (mypyc, ``gpudock._native``) or ``pure``, ``build_status``

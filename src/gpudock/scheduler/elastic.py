@@ -34,12 +34,8 @@ from typing import Protocol
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.admission import Admission
 from gpudock.scheduler.capacity import CycleState, GpuState, usable_now
-from gpudock.scheduler.preemption import (
-    choose_victims,
-    commit,
-    could_fit_if_freed,
-    running_by_node,
-)
+from gpudock.scheduler.preemption import choose_victims, could_fit_if_freed, running_by_node
+from gpudock.scheduler.preemption_rules import commit
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Resize, RunningJob
 from gpudock.scheduler.victim_sets import VictimSet
@@ -110,7 +106,7 @@ def shrink(
             continue
         victims = tuple(by_id[v.id] for v in choice.victims)
         why = f"job {job.id} (taking back GPUs above the elastic minimum)"
-        made = commit(job, VictimSet(choice.node, victims), why, rules, now)
+        made = commit(job, choice.node, victims, why, rules, now)
         if isinstance(made, PendingReason):
             left.append(job)
             continue

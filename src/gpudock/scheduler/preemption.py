@@ -29,20 +29,19 @@ for every blocked job (``accel/victims.py``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
-from gpudock.core.units import format_duration
 from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
 from gpudock.scheduler.policies.node_affinity import admits
-from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules, Weighing
+from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules, commit
 from gpudock.scheduler.release import Release, pick_victims
 from gpudock.scheduler.running import RunningIndex, victim_order
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
 from gpudock.scheduler.topology import largest_group
 from gpudock.scheduler.victim_sets import VictimSet, cost_of, preemptible_now
+from gpudock.scheduler.wording import victims_text
 
 __all__ = [
     "Definition",
@@ -50,7 +49,6 @@ __all__ = [
     "VictimFinder",
     "VictimSet",
     "choose_victims",
-    "commit",
     "could_fit_if_freed",
     "fits_after",
     "may_priority_preempt",
@@ -267,7 +265,7 @@ def plan_preemptions(
             choice = search.choose(job)
             if choice is not None:
                 why = f"job {job.id} (priority {job.priority})"
-                made = commit(job, choice, why, rules, now)
+                made = commit(job, choice.node, choice.victims, why, rules, now)
                 if isinstance(made, PendingReason):
                     reasons[job.id] = made  # not worth it; reclaiming may be
                 else:
@@ -275,7 +273,7 @@ def plan_preemptions(
                     preemptions.extend(made)
                     reasons[job.id] = PendingReason(
                         "priority",
-                        f"preempting {_jobs(choice.victims)} on node {choice.node}",
+                        f"preempting {victims_text(choice.victims)} on node {choice.node}",
                         "starts on their GPUs once they have stopped",
                     )
                     continue
@@ -285,47 +283,6 @@ def plan_preemptions(
         if reclaim is not None and job.id not in stopping:
             _reclaim(job, search, reclaim, rules, now, preemptions, reasons)
     return preemptions, reasons
-
-
-def commit(
-    job: JobRequest,
-    choice: VictimSet,
-    why: str,
-    rules: PreemptionRules,
-    now: float,
-    layer: str = "priority",
-) -> list[Preemption] | PendingReason:
-    """The preemptions of ``choice`` for ``job`` if it pays for itself (``rules.weigh``:
-    rule 2), each with the cost charged to its victim and the gain expected; else the
-    reason, in ``layer``, why ``job`` does not preempt them."""
-    weighed = rules.weigh(job, choice.victims, now)
-    if not weighed.worth:
-        return PendingReason(
-            layer,
-            f"not preempting {_jobs(choice.victims)} on node {choice.node}: {_costs(weighed)}",
-            "starts when GPUs free up",
-        )
-    gain = weighed.gain if math.isfinite(weighed.gain) else None
-    return [
-        Preemption(v.id, job.id, why, cost, gain)
-        for v, cost in zip(choice.victims, weighed.costs, strict=True)
-    ]
-
-
-def _costs(weighed: Weighing) -> str:
-    """``"a restart would cost 5m00s, more than the 1m20s it would gain"``, or why the
-    ranks are too close (rule 3)."""
-    if not weighed.outranked:
-        return (
-            f"one is expected to end in {format_duration(weighed.soonest)}, too soon after "
-            f"this job's {format_duration(weighed.needs)} to swap places"
-        )
-    cost = format_duration(weighed.cost)
-    if weighed.gain <= 0.0:
-        return f"a restart would cost {cost} and gain nothing"
-    return (
-        f"a restart would cost {cost}, more than the {format_duration(weighed.gain)} it would gain"
-    )
 
 
 def may_priority_preempt(job: JobRequest, floor: Mapping[str, int]) -> bool:
@@ -359,7 +316,7 @@ def _reclaim(
     if choice is None:
         return
     why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
-    made = commit(job, choice, why, rules, now, "fairness")
+    made = commit(job, choice.node, choice.victims, why, rules, now, "fairness")
     if isinstance(made, PendingReason):
         reasons.setdefault(job.id, made)
         return
@@ -370,7 +327,7 @@ def _reclaim(
     reasons[job.id] = PendingReason(
         "fairness",
         f"queue {job.queue} is under its fair share: reclaiming "
-        f"{_jobs(choice.victims)} from borrowing queue {lenders} on node {choice.node}",
+        f"{victims_text(choice.victims)} from borrowing queue {lenders} on node {choice.node}",
         "starts on their GPUs once they have stopped",
     )
 
@@ -406,13 +363,6 @@ def could_fit_if_freed(job: JobRequest, node: NodeState | NodeView) -> bool:
 def _waiting(stopping: Sequence[RunningJob]) -> PendingReason:
     return PendingReason(
         "priority",
-        f"waiting for preempted {_jobs(stopping)} to stop",
+        f"waiting for preempted {victims_text(stopping)} to stop",
         "starts on their GPUs once they have stopped",
     )
-
-
-def _jobs(victims: Sequence[RunningJob]) -> str:
-    ids = ", ".join(str(v.id) for v in sorted(victims, key=lambda v: v.id))
-    priorities = sorted({v.priority for v in victims})
-    label = "job" if len(victims) == 1 else "jobs"
-    return f"{label} {ids} (priority {', '.join(map(str, priorities))})"

@@ -55,9 +55,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpudock.scheduler.snapshot import JobRequest, RunningJob
+from gpudock.core.job import PendingReason
+from gpudock.core.units import format_duration
+from gpudock.scheduler.snapshot import JobRequest, Preemption, RunningJob
+from gpudock.scheduler.wording import victims_text
 
-__all__ = ["DEFAULT_RULES", "PreemptionRules", "Weighing"]
+__all__ = ["DEFAULT_RULES", "PreemptionRules", "Weighing", "commit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +183,49 @@ class PreemptionRules:
         gain = max(left, default=0.0) - len(victims) * needs
         soonest = min(left, default=math.inf)
         return Weighing(gain, sum(costs), costs, outranked, soonest, needs)
+
+
+def commit(
+    job: JobRequest,
+    node: str,
+    victims: Sequence[RunningJob],
+    why: str,
+    rules: PreemptionRules,
+    now: float,
+    layer: str = "priority",
+) -> list[Preemption] | PendingReason:
+    """The preemptions of ``victims`` (on ``node``) for ``job`` if they pay for themselves
+    (``rules.weigh``: rules 2 and 3), each with the cost charged to its victim and the
+    gain expected; else the reason, in ``layer``, why ``job`` does not preempt them.
+    Where step 5 commits a choice, for every kind of preemption."""
+    weighed = rules.weigh(job, victims, now)
+    if not weighed.worth:
+        return PendingReason(
+            layer,
+            f"not preempting {victims_text(victims)} on node {node}: {_costs(weighed)}",
+            "starts when GPUs free up",
+        )
+    gain = weighed.gain if math.isfinite(weighed.gain) else None
+    return [
+        Preemption(v.id, job.id, why, cost, gain)
+        for v, cost in zip(victims, weighed.costs, strict=True)
+    ]
+
+
+def _costs(weighed: Weighing) -> str:
+    """``"a restart would cost 5m00s, more than the 1m20s it would gain"``, or why the
+    ranks are too close (rule 3)."""
+    if not weighed.outranked:
+        return (
+            f"one is expected to end in {format_duration(weighed.soonest)}, too soon after "
+            f"this job's {format_duration(weighed.needs)} to swap places"
+        )
+    cost = format_duration(weighed.cost)
+    if weighed.gain <= 0.0:
+        return f"a restart would cost {cost} and gain nothing"
+    return (
+        f"a restart would cost {cost}, more than the {format_duration(weighed.gain)} it would gain"
+    )
 
 
 DEFAULT_RULES = PreemptionRules()

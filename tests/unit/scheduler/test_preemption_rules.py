@@ -236,3 +236,16 @@ def test_an_unknown_end_is_an_unbounded_gain() -> None:
     assert math.isinf(PreemptionRules().remaining(unknown, 100.0))
     bounded = make_running(1).on("n0", 0).started(0).max_runtime(300).ends_at(400).build()
     assert PreemptionRules().remaining(bounded, 100.0) == 200.0  # max_runtime caps it
+
+
+def test_a_job_that_does_not_preempt_keeps_its_reservation_and_its_eta() -> None:
+    """The victim ends in 40 s, less than a restart costs: the urgent job keeps the GPUs
+    reserved for when it ends, and says both why it waits and when it starts."""
+    ending = make_running(10).on("n0", 0).started(1000 - 3560).max_runtime(3600)
+    urgent = make_job(20).priority(100)
+    snapshot = make_snapshot([make_node("n0").gpus(1)], [urgent], now=1000, running=[ending])
+    plan = both(snapshot, rules(restart_cost="1m"))
+    assert [(r.job_id, r.node, r.start) for r in plan.reservations] == [(20, "n0", 1040.0)]
+    first, *rest = plan.pending[20]
+    assert first.message.startswith("not preempting job 10")
+    assert any("expected to start" in (r.counterfactual or "") for r in rest)
