@@ -90,9 +90,15 @@ def scratch_database(kind: str) -> Iterator[str | None]:
 
 
 class Server:
-    """A ``gpudock server`` subprocess with ``gpus`` emulated H100s."""
+    """A ``gpudock server`` subprocess with ``gpus`` emulated H100s.
 
-    def __init__(self, home: Path, db_url: str | None, gpus: int) -> None:
+    ``config`` replaces top-level keys of the server config below (e.g. a
+    ``node`` without ``cpus``, so that the host's cores bound the jobs).
+    """
+
+    def __init__(
+        self, home: Path, db_url: str | None, gpus: int, config: dict[str, Any] | None = None
+    ) -> None:
         self.home = home
         self.db_url = db_url or f"sqlite:///{home / 'gpudock.db'}"
         self.port = free_port()
@@ -102,6 +108,7 @@ class Server:
             "schedule_interval": "0.5s",
             "executor": {"stop_grace": "1s"},
             "node": {"cpus": 1024, "memory": "4TiB"},  # GPUs, not the host's cores, bound it
+            **(config or {}),
         }
         (home / "server.yaml").write_text(yaml.safe_dump(config))
         args = [

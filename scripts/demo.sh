@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What gpudock does that `docker run --gpus` does not, in about two minutes: `scripts/demo.sh`.
 #
-# Sets up what is missing (Docker engine, a local busybox image, the venv),
+# Sets up what is missing (Docker engine, a local busybox image, a venv with
+# gpudock alone: the test tooling is scripts/test.sh's),
 # starts `gpudock server` on SQLite with the local Docker socket (emulating
 # 4 H100s when this host has no NVIDIA GPU) and a priority class `urgent` that
 # may preempt, then shows, in order: the GPUs; two jobs sharing one GPU by

@@ -6,11 +6,19 @@ CI has no GPU: there, discovery runs against the C stand-in
 real GPU and driver it runs the production code (``gpudock.gpus``) and, for
 every NVML entry point the stand-in implements, records what the real
 library answers (value or NVML error code), so the stand-in's answers can be
-compared with the real ones. It needs only ``nvidia-ml-py`` (and, for the
-process check, PyTorch); it never changes GPU state beyond one short-lived
-CUDA allocation by a child process.
+compared with the real ones: discovery (MIG mode and MIG devices included),
+telemetry, ECC counters, the event set (created, registered, waited on for
+0 ms: nothing is changed), brand and compute capability.
 
-Usage: ``PYTHONPATH=src python scripts/gpu_check.py [--hold-gib 8]``.
+With PyTorch it also starts a child that allocates ``--hold-gib`` GiB
+(default 2) and checks that ``gpu_processes`` lists it, then runs the node
+GPU monitor (the watchdog) in process mode - the child's PID stands for a
+job's container - with a ``--limit-gib`` limit (default 1): the watchdog must
+kill the child, and the time from its allocation to the kill is recorded.
+It needs only ``nvidia-ml-py`` (and PyTorch for the child); it never changes
+GPU settings (no MIG, clock, ECC or mode change) and kills only its own child.
+
+Usage: ``PYTHONPATH=src python scripts/gpu_check.py [--hold-gib 2] [--limit-gib 1]``.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ import argparse
 import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -28,8 +38,13 @@ from typing import Any
 import pynvml
 
 from gpudock.gpus import discover
+from gpudock.gpus.config import GpuNodeConfig
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.gpus.nvml import gpu_processes, nvml_session
+from gpudock.gpus.processes import ContainerOfPid
+from gpudock.gpus.telemetry import read_telemetry
 from gpudock.gpus.topology import normalise_bus_id
+from gpudock.gpus.watchdog import Assignment, Offence
 
 HOLDER = """
 import sys, time, torch
@@ -58,6 +73,10 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return repr(value)
+
+
+def vars_of(value: Any) -> dict[str, Any]:
+    return {k: getattr(value, k) for k in value.__slots__}
 
 
 def raw_probes() -> dict[str, Any]:
@@ -100,11 +119,148 @@ def raw_probes() -> dict[str, Any]:
                         pynvml.nvmlDeviceGetMemoryAffinity, h, 4, pynvml.NVML_AFFINITY_SCOPE_NODE
                     ),
                     "processes": probe(pynvml.nvmlDeviceGetComputeRunningProcesses, h),
+                    **health_probes(h),
+                    "mig_devices": mig_probes(h),
                 }
             )
         out["gpus"] = gpus
+        out["event_set"] = event_probe(count)
         out["unknown_uuid"] = probe(pynvml.nvmlDeviceGetHandleByUUID, b"GPU-00000000-0000")
     return out
+
+
+def health_probes(h: Any) -> dict[str, Any]:
+    """Brand, compute capability, telemetry and ECC: what the stand-in answers too."""
+    volatile = pynvml.NVML_VOLATILE_ECC
+    return {
+        "brand": probe(pynvml.nvmlDeviceGetBrand, h),
+        "compute_capability": probe(pynvml.nvmlDeviceGetCudaComputeCapability, h),
+        "utilization": probe(pynvml.nvmlDeviceGetUtilizationRates, h),
+        "temperature": probe(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
+        "power_mw": probe(pynvml.nvmlDeviceGetPowerUsage, h),
+        "ecc_corrected": probe(
+            pynvml.nvmlDeviceGetTotalEccErrors, h, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, volatile
+        ),
+        "ecc_uncorrected": probe(
+            pynvml.nvmlDeviceGetTotalEccErrors,
+            h,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            volatile,
+        ),
+        "supported_event_types": probe(pynvml.nvmlDeviceGetSupportedEventTypes, h),
+        "max_mig_devices": probe(pynvml.nvmlDeviceGetMaxMigDeviceCount, h),
+    }
+
+
+def mig_probes(h: Any) -> list[Any]:
+    """Each MIG device slot's answers (NOT_FOUND for an empty one); read-only."""
+    slots = probe(pynvml.nvmlDeviceGetMaxMigDeviceCount, h)
+    if not isinstance(slots, int):
+        return []
+    found: list[Any] = []
+    for slot in range(slots):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
+        except pynvml.NVMLError as err:
+            found.append({"slot": slot, "nvml_error": err.value})
+            continue
+        found.append(
+            {
+                "slot": slot,
+                "uuid": probe(pynvml.nvmlDeviceGetUUID, mig),
+                "name": probe(pynvml.nvmlDeviceGetName, mig),
+                "memory": probe(pynvml.nvmlDeviceGetMemoryInfo, mig),
+                "gpu_instance": probe(pynvml.nvmlDeviceGetGpuInstanceId, mig),
+                "compute_instance": probe(pynvml.nvmlDeviceGetComputeInstanceId, mig),
+                "is_mig": plain(pynvml.nvmlDeviceIsMigDeviceHandle(mig).value),
+                "processes": probe(pynvml.nvmlDeviceGetComputeRunningProcesses, mig),
+            }
+        )
+    return found
+
+
+def event_probe(count: int) -> dict[str, Any]:
+    """Create an event set, register every GPU for XID and ECC events, wait 0 ms, free it."""
+    wanted = (
+        pynvml.nvmlEventTypeXidCriticalError
+        | pynvml.nvmlEventTypeDoubleBitEccError
+        | pynvml.nvmlEventTypeSingleBitEccError
+    )
+    try:
+        events = pynvml.nvmlEventSetCreate()
+    except pynvml.NVMLError as err:
+        return {"create": {"nvml_error": err.value, "text": str(err)}}
+    out: dict[str, Any] = {"create": 0, "register": {}}
+    for index in range(count):
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            types = pynvml.nvmlDeviceGetSupportedEventTypes(h) & wanted
+            pynvml.nvmlDeviceRegisterEvents(h, types, events)
+            out["register"][str(index)] = types
+        except pynvml.NVMLError as err:
+            out["register"][str(index)] = {"nvml_error": err.value, "text": str(err)}
+    out["wait_0ms"] = probe(pynvml.nvmlEventSetWait, events, 0)
+    out["free"] = probe(pynvml.nvmlEventSetFree, events)
+    return out
+
+
+class ProcessAsContainer(ContainerOfPid):
+    """Process mode (no Docker here): each PID stands for a container of its own."""
+
+    def lookup(self, pid: int) -> str | None:
+        return f"pid-{pid}"
+
+
+def watchdog_check(uuid: str, hold_gib: int, limit_gib: int) -> dict[str, Any]:
+    """The watchdog on a real CUDA allocation: a child holds ``hold_gib`` GiB, its job's
+    limit is ``limit_gib``; the monitor (as the server runs it) must kill it."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(hold_gib), "60"], stdout=subprocess.PIPE, text=True
+    )
+    killed: dict[str, Any] = {}
+    done = threading.Event()
+
+    class Sink:
+        def assignments(self) -> list[Assignment]:
+            return [Assignment(1, (uuid,), limit_gib << 30)]
+
+        def job_of_container(self, container_id: str) -> int | None:
+            return 1 if container_id == f"pid-{child.pid}" else None
+
+        def over_limit(self, offence: Offence) -> None:
+            os.kill(offence.pid, signal.SIGKILL)
+            killed.update(at=time.monotonic(), pid=offence.pid, used=offence.used)
+            killed["reason"] = offence.reason
+            done.set()
+
+        def stray(self, stray: Any, was_killed: bool) -> None:
+            killed.setdefault("strays", []).append(stray.pid)
+
+        def gpu_fault(self, fault: Any) -> None:
+            killed.setdefault("faults", []).append(fault.summary)
+
+        def sharing(self, mode: Any, mps: Any) -> None:
+            killed["sharing"] = str(mode)
+
+    monitor = NodeGpuMonitor(GpuNodeConfig(), Sink(), [uuid], pids=ProcessAsContainer())
+    monitor.start()
+    try:
+        assert child.stdout is not None
+        ready = child.stdout.readline().strip() == "ready"
+        ready_at = time.monotonic()
+        done.wait(timeout=10)
+    finally:
+        monitor.stop()
+        child.kill()
+        child.wait()
+    return {
+        "child_pid": child.pid,
+        "child_ready": ready,
+        "killed": killed,
+        "killed_the_child": killed.get("pid") == child.pid,
+        "latency_from_ready_s": round(killed["at"] - ready_at, 3) if "at" in killed else None,
+        "watchdog_interval_s": GpuNodeConfig().watchdog.interval,
+    }
 
 
 def process_check(uuid: str, hold_gib: int) -> dict[str, Any]:
@@ -137,7 +293,8 @@ def process_check(uuid: str, hold_gib: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hold-gib", type=int, default=8)
+    parser.add_argument("--hold-gib", type=int, default=2)
+    parser.add_argument("--limit-gib", type=int, default=1)
     args = parser.parse_args()
     started = time.perf_counter()
     try:
@@ -162,17 +319,38 @@ def main() -> None:
                     "health": str(g.health),
                     "numa": g.numa,
                     "nvlink": g.nvlink,
+                    "brand": g.brand,
+                    "arch": g.arch,
                 }
                 for g in inventory.gpus
             ],
+            "mig_devices": [
+                {
+                    "uuid": m.uuid,
+                    "parent": m.parent_uuid,
+                    "slot": m.slot,
+                    "profile": m.profile,
+                    "memory_total": m.memory_total,
+                }
+                for m in inventory.mig_devices
+            ],
         },
     }
+    try:
+        result["telemetry"] = {u: vars_of(t) for u, t in read_telemetry().items()}
+    except Exception as err:  # report, do not hide, what failed
+        result["telemetry"] = {"error": repr(err)}
     result["raw"] = raw_probes()
-    if inventory.gpus and args.hold_gib > 0:
+    whole = [g for g in inventory.gpus if not g.mig_mode]  # a CUDA child needs a whole GPU
+    if whole and args.hold_gib > 0:
         try:
-            result["processes"] = process_check(inventory.gpus[0].uuid, args.hold_gib)
+            result["processes"] = process_check(whole[0].uuid, args.hold_gib)
         except Exception as err:  # report, do not hide, what failed
             result["processes"] = {"error": repr(err)}
+        try:
+            result["watchdog"] = watchdog_check(whole[0].uuid, args.hold_gib, args.limit_gib)
+        except Exception as err:
+            result["watchdog"] = {"error": repr(err)}
     result["seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(result, indent=1))
 

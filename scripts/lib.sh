@@ -15,7 +15,9 @@
 #   build_test_image         gpudock-test/busybox:latest, built locally (no registry)
 #   start_postgres           throwaway PostgreSQL on 127.0.0.1:55432, exports
 #                            GPUDOCK_TEST_PG_URL
-#   ensure_venv              .venv with `pip install -e '.[dev]'`: the pure Python build
+#   ensure_venv [dev]        .venv with `pip install -e .` (the demo: what gpudock needs to
+#                            run), or `-e '.[dev]'` with `dev` (scripts/test.sh: pytest,
+#                            Playwright, Schemathesis, ruff, mypy); the pure Python build
 #                            (GPUDOCK_SETUP_VERBOSE=1: pip's progress on the terminal)
 #   ensure_compiled_venv     .venv-compiled with `GPUDOCK_COMPILE=1 pip install '.[dev]'`
 #                            (not editable: mypyc's .so files stay out of src/); installs
@@ -191,11 +193,18 @@ start_postgres() {
     echo "GPUDOCK_TEST_PG_URL=$GPUDOCK_TEST_PG_URL"
 }
 
-ensure_venv() {
-    local venv="$GPUDOCK_REPO_ROOT/.venv"
-    local stamp="$venv/.gpudock-installed"
-    if [[ -x "$venv/bin/gpudock" && -f "$stamp" && "$GPUDOCK_REPO_ROOT/pyproject.toml" -ot "$stamp" ]]; then
-        return 0
+ensure_venv() {  # [dev]: with the dev extras (tests, linters, mypy); default: gpudock alone
+    local venv="$GPUDOCK_REPO_ROOT/.venv" extra="${1:-}" target="."
+    local stamp="$venv/.gpudock-installed${extra:+-$extra}"
+    local dev_stamp="$venv/.gpudock-installed-dev"
+    local pyproject="$GPUDOCK_REPO_ROOT/pyproject.toml"
+    [[ -n $extra ]] && target=".[$extra]"
+    if [[ -x "$venv/bin/gpudock" ]]; then  # a dev install serves the demo too
+        for found in "$stamp" "$dev_stamp"; do
+            if [[ -f "$found" && "$pyproject" -ot "$found" ]]; then
+                return 0
+            fi
+        done
     fi
     if [[ ! -x "$venv/bin/python" ]]; then
         if ! python3 -c 'import ensurepip' 2>/dev/null; then
@@ -206,15 +215,15 @@ ensure_venv() {
         _gpudock_log "creating $venv"
         python3 -m venv "$venv" || return 1
     fi
-    _gpudock_log "installing gpudock and its dev dependencies into $venv"
+    _gpudock_log "installing gpudock${extra:+ and its $extra extras} into $venv"
     if [[ -n "${GPUDOCK_SETUP_VERBOSE:-}" ]]; then  # the demo: pip's own progress, live
-        (cd "$GPUDOCK_REPO_ROOT" && GPUDOCK_COMPILE=0 "$venv/bin/python" -m pip install -e '.[dev]') || return 1
+        (cd "$GPUDOCK_REPO_ROOT" && GPUDOCK_COMPILE=0 "$venv/bin/python" -m pip install -e "$target") || return 1
         touch "$stamp"
         return 0
     fi
     local log=/tmp/gpudock-pip-install.log
     if ! (cd "$GPUDOCK_REPO_ROOT" && GPUDOCK_COMPILE=0 "$venv/bin/python" -m pip install -q \
-        -e '.[dev]') >"$log" 2>&1; then
+        -e "$target") >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         return 1
     fi

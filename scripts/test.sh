@@ -44,7 +44,7 @@ ensure_packages
 start_dockerd
 build_test_image
 start_postgres >/dev/null
-ensure_venv
+ensure_venv dev
 export GPUDOCK_TEST_PG_URL
 
 gate "ruff check" .venv/bin/ruff check "${LINTED[@]}"

@@ -35,6 +35,7 @@ from gpudock.config import (
     ServerConfig,
     unique_classes,
 )
+from gpudock.core.spec_schema import AFFINITY_KEY, AFFINITY_VALUE, END, TAINT_PATTERN
 from gpudock.queue.config import QueuesConfig
 
 
@@ -43,9 +44,18 @@ class NodeTraitsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    labels: dict[str, str] = Field(default_factory=dict, description="matched by node_selector")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="matched by node_selector",
+        json_schema_extra={
+            "propertyNames": {"pattern": f"^{AFFINITY_KEY}{END}"},
+            "additionalProperties": {"type": "string", "pattern": f"^{AFFINITY_VALUE}{END}"},
+        },
+    )
     taints: list[str] = Field(
-        default_factory=list, description="'key=value:NoSchedule' (or 'key:NoSchedule')"
+        default_factory=list,
+        description="'key=value:NoSchedule' (or 'key:NoSchedule'); one per key",
+        json_schema_extra={"items": {"type": "string", "pattern": TAINT_PATTERN}},
     )
 
     @field_validator("labels")

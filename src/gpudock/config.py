@@ -9,6 +9,7 @@ Example::
       taints: ["reserved=training:NoSchedule"]
       cpus: 96                 # cores jobs may request here; unset: the host's
       memory: 512GiB           # memory jobs may request here; unset: the host's
+      gpu_memory_reserve: 512MiB   # of each GPU, never given to memory shares
       topology:                # declared GPU topology; overrides what NVML reports
         nvlink: [[0, 1, 2, 3], [4, 5, 6, 7]]
         numa: [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -17,6 +18,7 @@ Example::
       default_memory: 16GiB
       allowed_mounts: ["/datasets:ro", "/scratch:rw"]   # plain path: read-only
       user: "1000:1000"        # run every container as this non-root uid:gid
+      sharing: auto            # exclusive | mps | time-slice; auto: mps if its daemon runs
       registries:              # logins every user's pulls use; the password is in a file
         registry.example.com: {username: puller, password_file: /etc/gpudock/registry.pw}
     scheduler:
@@ -28,6 +30,9 @@ Example::
           - {name: vision, cohort: research, weight: 2, guarantee: {gpus: 16}, limit: {gpus: 32}}
           - {name: nlp, cohort: research, guarantee: {gpus: 8}, borrow: false}
         fair_share: {half_life: 7d}
+    gpus:                      # node-side GPU work (gpus/config.py)
+      watchdog: {interval: 0.5s, grace: 1s}
+      health: {on_fault: requeue}
     job_defaults: {cpus: 1, memory: 2GiB}   # for jobs that set none (the defaults)
     reconcile_interval: 10s
 """
@@ -37,7 +42,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -51,12 +55,14 @@ from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
 from gpudock.core.errors import InvalidInput
 from gpudock.core.events import EventsConfig
 from gpudock.core.gpu_env import check_container_user, parse_capabilities
-from gpudock.core.inventory import NodeTraits
+from gpudock.core.inventory import DEFAULT_GPU_MEMORY_RESERVE, NodeTraits
 from gpudock.core.job_defaults import JobDefaults
 from gpudock.core.mounts import AllowedMount, parse_allowlist
 from gpudock.core.registries import ConfiguredLogin, check_registries
 from gpudock.core.spec_schema import NUMBER_OR_TEXT, Flag, Integer, Number
 from gpudock.core.units import parse_duration, parse_size
+from gpudock.docfile import DocumentError, load_document
+from gpudock.gpus.config import GpuNodeConfig
 from gpudock.queue.config import QueuesConfig
 
 
@@ -102,9 +108,31 @@ class ExecutorConfig(BaseModel):
             "NVIDIA driver)"
         ),
     )
+    sharing: Literal["auto", "exclusive", "mps", "time-slice"] = Field(
+        default="auto",
+        description=(
+            "how jobs share a GPU here: exclusive (no memory shares), mps (an MPS control "
+            "daemon runs: limits held by the driver), time-slice (shares take turns; memory "
+            "watched by the watchdog); auto: mps when its daemon answers, else time-slice"
+        ),
+    )
     stop_grace: float = Field(default=10.0, ge=0)
     pull_timeout: float = Field(default=300.0, gt=0)
+    call_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="the most any engine call may take (a stop: stop_grace more; "
+        "a launch: pull_timeout more)",
+    )
+    inspect_timeout: float = Field(
+        default=10.0, gt=0, description="the most a ping or describing one container may take"
+    )
     log_dir: str | None = Field(default=None, description="default: $GPUDOCK_HOME/logs")
+    mount_staging_dir: str | None = Field(
+        default=None,
+        description="where bind sources are staged for Docker (a folder only gpudock's user "
+        "may change); default: $GPUDOCK_HOME/mounts",
+    )
     registries: dict[str, ConfiguredLogin] = Field(
         default_factory=dict,
         description="logins every user's pulls use: {HOST[:PORT]: {username, password_file}}",
@@ -120,7 +148,7 @@ class ExecutorConfig(BaseModel):
     def _size(cls, value: Any) -> Any:
         return None if value is None else parse_size(value)
 
-    @field_validator("stop_grace", "pull_timeout", mode="before")
+    @field_validator("stop_grace", "pull_timeout", "call_timeout", "inspect_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)
@@ -335,6 +363,12 @@ class NodeConfig(BaseModel):
     memory: int | None = Field(
         default=None, description="memory jobs may request here (bytes); unset: the host's"
     )
+    gpu_memory_reserve: int = Field(
+        default=DEFAULT_GPU_MEMORY_RESERVE,
+        ge=0,
+        description="bytes of each GPU that memory shares never take (the driver's and "
+        "CUDA contexts' own); default 512MiB",
+    )
     topology: GpuTopologyConfig | None = Field(
         default=None, description="declared GPU topology; overrides what NVML reports"
     )
@@ -343,6 +377,11 @@ class NodeConfig(BaseModel):
     @classmethod
     def _memory(cls, value: Any) -> Any:
         return None if value is None else _at_least_1kib(value, "memory")
+
+    @field_validator("gpu_memory_reserve", mode="before")
+    @classmethod
+    def _reserve(cls, value: Any) -> Any:
+        return parse_size(value)
 
     @field_validator("labels")
     @classmethod
@@ -370,7 +409,12 @@ class NodeConfig(BaseModel):
         return [str(t) for t in taints]
 
     def traits(self) -> NodeTraits:
-        return NodeTraits(labels=dict(self.labels), taints=tuple(self.taints), cpus=self.cpus)
+        return NodeTraits(
+            labels=dict(self.labels),
+            taints=tuple(self.taints),
+            cpus=self.cpus,
+            gpu_memory_reserve=self.gpu_memory_reserve,
+        )
 
 
 def _at_least_1kib(value: Any, name: str) -> int:
@@ -442,6 +486,7 @@ class ServerConfig(BaseModel):
     logs: LogsConfig = Field(default_factory=LogsConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     events: EventsConfig = Field(default_factory=EventsConfig)  # event log pruning
+    gpus: GpuNodeConfig = Field(default_factory=GpuNodeConfig)  # watchdog, health, MPS
     reconcile_interval: float = Field(default=5.0, gt=0)
     schedule_interval: float = Field(default=2.0, gt=0)
 
@@ -457,15 +502,12 @@ def load_config(path: str | Path | None) -> ServerConfig:
         return ServerConfig()
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text()) or {}
-    except OSError as exc:
-        raise InvalidInput(f"cannot read config {file}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"config {file} is not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"config {file} is not valid YAML: {exc}") from exc
+        data = load_document(file) or {}
+    except DocumentError as exc:  # "cannot read config F: …", "config F:3:5: problem"
+        message = str(exc)
+        if message.startswith("cannot read "):
+            raise InvalidInput(message.replace("cannot read ", "cannot read config ", 1)) from exc
+        raise InvalidInput(f"config {message}") from exc
     if not isinstance(data, dict):
         raise InvalidInput(f"config {file} must be a mapping at the top level")
     try:

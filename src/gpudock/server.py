@@ -15,14 +15,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 
 from gpudock.api.app import create_app
 from gpudock.config import ServerConfig
+from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.executors.base import Executor
 from gpudock.executors.docker import DockerExecutor, default_client_factory
 from gpudock.gpus import apply_declared_topology, discover
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
+from gpudock.runtime.gpu_guard import StoreSink
 from gpudock.runtime.host_capacity import node_capacity
 from gpudock.scheduler.registry import build_profile
 from gpudock.services.admin import start_config
@@ -54,19 +58,27 @@ def build_server(
 ) -> Server:
     """Open and migrate the store, register this node's GPUs, wire the runtime.
 
+    Everything that can be checked without the database is checked first (the
+    scheduler profile, the database URL's form, the ``--emulate-gpus`` spec,
+    the node's topology), so a mistake there touches no database. When the
+    node's CPUs let fewer jobs that ask for no CPUs run at once than it has
+    GPUs, one WARNING line says so (``core.job_defaults.cpu_shortfall``).
+
     The node is registered with the config's ``node`` labels, taints and CPU
     cores (unset: its engine host's, as is its memory: ``host_capacity.py``),
     and its declared ``node.topology`` replaces the discovered one (declared
     GPU indices the node lacks are logged as a WARNING and ignored). A
     scheduling config stored by ``gpudock admin apply`` (or SIGHUP) replaces
     the file's priority classes, queues and this node's labels and taints.
+    The node's GPU monitor (watchdog, health events, MPS check; NVML GPUs
+    only, the MPS check always) starts with the controller.
     Raises ``ValueError`` for a scheduler config naming unknown policies.
     """
     build_profile(config.scheduler)  # fail at start, not at the first cycle
-    home.mkdir(parents=True, exist_ok=True)
-    db = Database.open(db_url or default_url(home))
+    url = db_url or default_url(home)
+    make_url(url)  # a malformed --db: ArgumentError, before anything else is done
     node_name = config.node_name or socket.gethostname()
-    inventory = discover(node_name, emulate_gpus)
+    inventory = discover(node_name, emulate_gpus)  # a bad --emulate-gpus: before the database
     if (declared := config.node.topology) is not None:
         inventory = apply_declared_topology(
             inventory, declared.groups_of("nvlink"), declared.groups_of("numa")
@@ -74,6 +86,11 @@ def build_server(
     if inventory.note:
         log.info("%s", inventory.note)
     capacity = node_capacity(config, lambda: default_client_factory(config.executor)().info())
+    short = cpu_shortfall(len(inventory.gpus), capacity.cpus, config.job_defaults)
+    if short is not None:
+        log.warning("node %s: %s", node_name, short, extra={"node": node_name})
+    home.mkdir(parents=True, exist_ok=True)
+    db = Database.open(url)
     now = time.time()
     with db.write() as session:
         config = start_config(session, config, node_name)  # the last apply, if any, is in force
@@ -95,7 +112,7 @@ def build_server(
     log_dir.mkdir(parents=True, exist_ok=True)
     ctx = RuntimeContext(
         db=db,
-        executor=executor or DockerExecutor(config.executor, instance),
+        executor=executor or DockerExecutor(config.executor, instance, home=home),
         config=config,
         node_name=node_name,
         instance_id=instance,
@@ -103,7 +120,11 @@ def build_server(
         gpus_emulated=inventory.source == "emulated",
         vault=Vault(home / KEY_FILE),
     )
-    controller = Controller(ctx)
+    sink = StoreSink(ctx)
+    ctx.fault_note = sink.fault_note
+    watched = [g.uuid for g in inventory.gpus] if inventory.source == "nvml" else []
+    monitor = NodeGpuMonitor(config.gpus, sink, watched, config.executor.sharing)
+    controller = Controller(ctx, monitor)
     return Server(ctx, controller, create_app(ctx, controller), new_token)
 
 

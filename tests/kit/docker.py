@@ -207,7 +207,28 @@ def _teardown_spare(name: str, base: Path, daemon: subprocess.Popen[bytes] | Non
     for cgroup in [*cgroup_root.glob(f"*/{name}"), cgroup_root / name]:
         with contextlib.suppress(OSError):
             cgroup.rmdir()
+    _unmount_below(base)
     shutil.rmtree(base, ignore_errors=True)
+    if base.exists():
+        raise RuntimeError(f"could not remove the spare dockerd's folder {base}")
+
+
+def _unmount_below(base: Path) -> None:
+    """Detach every mount at or below ``base``, deepest first.
+
+    dockerd bind-mounts its data root onto itself when the host's root mount is
+    not shared; a daemon that had to be killed leaves that mount behind, and
+    the folder cannot be removed while it exists.
+    """
+    prefix = str(base)
+    points = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == prefix or point.startswith(prefix + "/"):
+                points.append(point)
+    for point in sorted(set(points), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 def _stop_stale_daemon(pid_file: Path) -> None:

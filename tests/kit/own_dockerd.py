@@ -14,6 +14,11 @@ shims are not children of either and survive, exactly as on a real host.
         engine.kill9()             # dockerd and its containerd, SIGKILL
         engine.start()             # the same data and exec roots again
         engine.shims()             # {container id: shim pid} of live shims
+
+``OwnDockerd(name, hook_log=path)`` starts it with the stand-in NVIDIA hook
+(``tests/kit/fake_gpu_hook``) on its PATH, logging to ``path``: GPU device
+requests work, and a container's ``FAKE_HOOK_DELAY`` holds its start in
+runc's prestart hook, as a hook that hangs does.
 """
 
 from __future__ import annotations
@@ -32,11 +37,15 @@ import docker
 import docker.errors
 from tests.kit.docker import CLIENT_TIMEOUT, TEST_IMAGE, docker_client, unavailable
 
+HOOK_DIR = Path(__file__).resolve().parent / "fake_gpu_hook"
+
 
 class OwnDockerd:
     """One private dockerd (see module docstring). Needs root, ``ip`` and ``nsenter``."""
 
-    def __init__(self, name: str, *, live_restore: bool = False) -> None:
+    def __init__(
+        self, name: str, *, live_restore: bool = False, hook_log: Path | None = None
+    ) -> None:
         if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("nsenter")):
             unavailable("a private dockerd needs root, ip and nsenter")
         if not shutil.which("dockerd"):
@@ -46,6 +55,7 @@ class OwnDockerd:
         self.sock = self.base / "docker.sock"
         self.url = f"unix://{self.sock}"
         self.live_restore = live_restore
+        self.hook_log = hook_log
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -73,6 +83,9 @@ class OwnDockerd:
         self._wait_gone()
         env = {k: v for k, v in os.environ.items() if k != "GPUDOCK_FAKE_HOOK_LOG"}
         env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if "fake_gpu" not in p)
+        if self.hook_log is not None:
+            env["PATH"] = f"{HOOK_DIR}:{env['PATH']}"
+            env["GPUDOCK_FAKE_HOOK_LOG"] = str(self.hook_log)
         args = ["nsenter", f"--net=/run/netns/{self.name}", "dockerd",
                 "--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
                 "--pidfile", str(self.base / "dockerd.pid"), "-H", self.url,

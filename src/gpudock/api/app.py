@@ -12,12 +12,14 @@ from gpudock import __version__, web
 from gpudock.api import openapi
 from gpudock.api.docs import DocsPolicy
 from gpudock.api.errors import install_error_handlers
+from gpudock.api.json_text import JsonText
 from gpudock.api.limits import BodyLimit
 from gpudock.api.request_id import RequestId
 from gpudock.api.routers import (
     admin,
     estimates,
     events,
+    gpu_admin,
     health,
     inventory,
     jobs,
@@ -29,10 +31,13 @@ from gpudock.api.routers.job_controls import router as job_controls_router
 from gpudock.api.routers.registries import router as registries_router
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.controller import Controller
+from gpudock.services.token_watch import TokenWatch
 
 
 def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> FastAPI:
     """An app serving ``ctx``; if ``controller`` is given it runs for the app's lifetime."""
+
+    token_watch = TokenWatch(ctx)  # ends the open sessions of revoked or expired tokens
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -41,6 +46,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
         try:
             yield
         finally:
+            token_watch.close()
             if controller is not None:
                 controller.stop()
 
@@ -52,6 +58,8 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    app.state.token_watch = token_watch
+    app.add_middleware(JsonText)  # inside BodyLimit: reads only what the limit let through
     app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
     app.add_middleware(DocsPolicy)
     app.add_middleware(RequestId)  # added last: outermost, so every response carries its id
@@ -62,6 +70,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(metrics.router)
     app.include_router(events.router)
     app.include_router(admin.router)
+    app.include_router(gpu_admin.router)
     app.include_router(job_controls_router)
     app.include_router(registries_router)
     app.include_router(web.router)

@@ -12,12 +12,19 @@ from gpudock.services.auth import UI_COOKIE, UI_HEADER, AuthService
 from gpudock.services.inventory import InventoryService
 from gpudock.services.jobs import JobService
 from gpudock.services.queues import QueueService
+from gpudock.services.token_watch import TokenWatch
 from gpudock.store.tokens import Principal
 
 
 def get_ctx(request: Request) -> RuntimeContext:
     ctx: RuntimeContext = request.app.state.ctx
     return ctx
+
+
+def get_token_watch(request: Request) -> TokenWatch:
+    """This process's watcher of the tokens of open sessions (``services/token_watch.py``)."""
+    watch: TokenWatch = request.app.state.token_watch
+    return watch
 
 
 def get_jobs(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> JobService:
@@ -72,3 +79,4 @@ Inventory = Annotated[InventoryService, Depends(get_inventory)]
 Auth = Annotated[AuthService, Depends(get_auth)]
 Queues = Annotated[QueueService, Depends(get_queues)]
 Ctx = Annotated[RuntimeContext, Depends(get_ctx)]
+TokenWatches = Annotated[TokenWatch, Depends(get_token_watch)]

@@ -53,7 +53,10 @@ def allowed_methods(request: Request) -> list[str]:
     """
     path = request.url.path
     methods: set[str] = set()
-    for template, operations in request.app.openapi().get("paths", {}).items():
+    paths = request.app.openapi().get("paths", {})
+    if path in paths:  # a literal path is its own resource (``/v1/jobs/estimates``)
+        paths = {path: paths[path]}
+    for template, operations in paths.items():
         if _template_regex(template).fullmatch(path):
             methods |= {m.upper() for m in operations if m.upper() in _HTTP_METHODS}
     if "GET" in methods:
@@ -90,16 +93,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
         if not database_unavailable(exc):
             return await _unexpected(request, exc)
-        log.warning(
-            "database unavailable on %s %s: %s",
-            _method(request),
-            request.url.path,
-            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-        )
+        request.app.state.ctx.db.availability.failed(exc)  # logged once per outage
+        log.debug("503 on %s %s: the database is down", _method(request), request.url.path)
         return unavailable_response("the database is unavailable; retry shortly")
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if _literal_path_misrouted(request, exc):
+            return _method_not_allowed(request)
         messages, fields = [], []
         for err in exc.errors():
             loc = [str(p) for p in err["loc"] if p not in ("body", "query", "path")]
@@ -114,7 +115,7 @@ def install_error_handlers(app: FastAPI) -> None:
                 detail = (err.get("ctx") or {}).get("error", "")
                 msg = f"invalid JSON at character {err['loc'][-1]}: {detail}".rstrip(": ")
             elif tuple(err["loc"]) == ("body",) and err["type"] == "model_attributes_type":
-                msg = "expected a JSON object, sent with Content-Type: application/json"
+                msg = not_an_object(request.headers.get("content-type"), err.get("input"))
             messages.append(f"{field}: {msg}")
             fields.append(field)
         return error_response(422, "InvalidInput", "; ".join(messages), ",".join(fields))
@@ -135,7 +136,7 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(422, "InvalidInput", f"body: {detail}", "body")
         headers = dict(exc.headers) if exc.headers else None
         if exc.status_code == 405:
-            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+            return _method_not_allowed(request, headers)
         return error_response(exc.status_code, "HTTPError", str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
@@ -148,6 +149,37 @@ def install_error_handlers(app: FastAPI) -> None:
             "internal server error; see the server log" + (f" (request id {rid})" if rid else ""),
             headers={"X-Request-ID": rid} if rid else None,
         )
+
+
+def _method_not_allowed(request: Request, headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+    return error_response(405, "HTTPError", "Method Not Allowed", headers=headers)
+
+
+def _literal_path_misrouted(request: Request, exc: RequestValidationError) -> bool:
+    """A path parameter refused a path that a route serves literally: ``PATCH
+    /v1/jobs/estimates`` reached ``PATCH /v1/jobs/{job_id}`` because estimates has no
+    PATCH. That is a method the path lacks (405), not a bad job id (422)."""
+    if not any(err["loc"][:1] == ("path",) for err in exc.errors()):
+        return False
+    return request.url.path in request.app.openapi().get("paths", {})
+
+
+def not_an_object(content_type: str | None, sent: object) -> str:
+    """Why a body that must be a JSON object was refused: the Content-Type it came
+    with, or what JSON value it held."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        given = f"Content-Type: {media}" if media else "no Content-Type"
+        hint = (
+            "; a YAML config goes through `gpudock admin apply FILE`, which sends it as JSON"
+            if "yaml" in media
+            else ""
+        )
+        return f"expected a JSON object sent with Content-Type: application/json, got {given}{hint}"
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "true or false"}
+    kind = "null" if sent is None else kinds.get(type(sent), "a number")
+    return f"expected a JSON object, got {kind}"
 
 
 def _method(request: Request) -> str:

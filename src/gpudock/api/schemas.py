@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, StrictFloat, StrictInt
 
-from gpudock.core.inventory import Gpu, Node
+from gpudock.core.inventory import Gpu, MigDevice, Node
 from gpudock.core.job import Job, JobSpec
-from gpudock.core.spec_schema import USER_PATTERN
+from gpudock.core.spec_schema import EXPIRES_PATTERN, TOKEN_NAME_PATTERN, USER_PATTERN
+from gpudock.services.auth import MAX_EXPIRES
 from gpudock.store.tokens import TokenInfo
 
 
@@ -48,6 +49,12 @@ class JobOut(BaseModel):
     array_index: int | None = Field(default=None, description="its index in the array")
     held_by: str | None = Field(default=None, description="who holds it (gpudock hold)")
     held_at: float | None = Field(default=None, description="since when it is held")
+    gpu_layers: list[str] = Field(
+        default_factory=list,
+        description="what holds a shared job to its GPU memory share, strongest first: "
+        "mps (the driver's limit), watchdog (stopped past it), hints (framework env); "
+        "empty for whole GPUs",
+    )
     spec: JobSpec
 
     @classmethod
@@ -81,6 +88,7 @@ class JobOut(BaseModel):
             array_index=job.array_index,
             held_by=job.held_by,
             held_at=job.held_at,
+            gpu_layers=list(job.gpu_layers),
             spec=job.spec,
         )
 
@@ -123,16 +131,47 @@ class ReservedForOut(BaseModel):
     eta: float | None = Field(description="expected start, epoch seconds; null = unknown")
 
 
+class MigDeviceOut(BaseModel):
+    uuid: str = Field(description="MIG-...: what a MIG job's container is given")
+    slot: int = Field(description="its place among the GPU's MIG devices")
+    profile: str = Field(description="e.g. 1g.10gb")
+    memory_total: int
+    gpu_instance: int | None
+    compute_instance: int | None
+    job: int | None = Field(description="the job holding it; null: free")
+
+    @classmethod
+    def of(cls, mig: MigDevice) -> MigDeviceOut:
+        return cls(
+            uuid=mig.uuid,
+            slot=mig.slot,
+            profile=mig.profile,
+            memory_total=mig.memory_total,
+            gpu_instance=mig.gpu_instance,
+            compute_instance=mig.compute_instance,
+            job=mig.job,
+        )
+
+
 class GpuOut(BaseModel):
     uuid: str
     node: str
     index: int
     name: str
     memory_total: int
+    memory_reserved: int = Field(default=0, description="bytes memory shares never take")
     used_memory: int
     mig_mode: bool | None
     emulated: bool
-    health: str
+    health: str = Field(description="ok, unhealthy, missing, quarantined or cordoned")
+    health_reason: str | None = Field(
+        default=None, description="why it is not ok: the XID that quarantined it, who cordoned it"
+    )
+    brand: str | None = Field(default=None, description="tesla, nvidia, geforce...; null: unknown")
+    arch: str | None = Field(default=None, description="CUDA compute capability, e.g. 9.0")
+    mig_devices: list[MigDeviceOut] = Field(
+        default_factory=list, description="its MIG devices (MIG mode on)"
+    )
     exclusive_job: int | None
     shared_jobs: int
     numa: int | None = Field(description="host NUMA node; null = unknown")
@@ -144,7 +183,7 @@ class GpuOut(BaseModel):
     )
 
     @classmethod
-    def of(cls, gpu: Gpu) -> GpuOut:
+    def of(cls, gpu: Gpu, migs: list[MigDevice] | None = None) -> GpuOut:
         return cls(
             uuid=gpu.uuid,
             node=gpu.node,
@@ -159,6 +198,11 @@ class GpuOut(BaseModel):
             shared_jobs=gpu.shared_jobs,
             numa=gpu.numa,
             nvlink=gpu.nvlink,
+            memory_reserved=gpu.memory_reserved,
+            health_reason=gpu.health_reason,
+            brand=gpu.brand,
+            arch=gpu.arch,
+            mig_devices=[MigDeviceOut.of(m) for m in migs or ()],
         )
 
 
@@ -180,13 +224,21 @@ class NodeOut(BaseModel):
     memory_used: int = Field(
         default=0, description="host memory bytes requested by the jobs holding resources"
     )
+    gpu_sharing: str | None = Field(
+        default=None, description="exclusive, mps or time-slice; null: not known yet"
+    )
     gpus_total: int
     gpus_idle: int
     gpus: list[GpuOut]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="configuration problems, e.g. too few CPUs for its GPUs under job_defaults",
+    )
 
     @classmethod
-    def of(cls, node: Node) -> NodeOut:
+    def of(cls, node: Node, warnings: list[str] | None = None) -> NodeOut:
         return cls(
+            warnings=warnings or [],
             name=node.name,
             status=node.status.value,
             status_reason=node.status_reason,
@@ -200,9 +252,13 @@ class NodeOut(BaseModel):
             cpus_used=node.cpus_used,
             memory=node.memory,
             memory_used=node.memory_used,
+            gpu_sharing=node.gpu_sharing,
             gpus_total=len(node.gpus),
             gpus_idle=sum(1 for g in node.gpus if g.idle and g.health.value == "ok"),
-            gpus=[GpuOut.of(g) for g in node.gpus],
+            gpus=[
+                GpuOut.of(g, [m for m in node.mig_devices if m.parent_uuid == g.uuid])
+                for g in node.gpus
+            ],
         )
 
 
@@ -214,11 +270,24 @@ class TokenCreate(BaseModel):
         json_schema_extra={"pattern": USER_PATTERN},
     )
     admin: bool = Field(default=False, strict=True)
-    name: str | None = Field(default=None, description="a label, e.g. laptop")
+    name: str | None = Field(
+        default=None,
+        description="a label, e.g. laptop: 1-64 letters, digits, spaces or '_.@:+-'",
+        json_schema_extra={
+            "anyOf": [{"type": "string", "pattern": TOKEN_NAME_PATTERN}, {"type": "null"}]
+        },
+    )
     expires: str | StrictInt | StrictFloat | None = Field(  # a boolean is not a lifetime
         default=None,
-        description="lifetime: a positive duration such as 30d or 12h, or seconds; "
-        "null: never expires",
+        description="lifetime: a positive duration such as 30d, 12h or 1h30m, or seconds, "
+        "at most ten years (3650d); null: never expires",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "pattern": EXPIRES_PATTERN},
+                {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_EXPIRES},
+                {"type": "null"},
+            ]
+        },
     )
 
 

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gpudock.cli.common import call, fail, print_json
+from gpudock.cli.common import call, fail, print_json, usage
+from gpudock.docfile import DocumentError, load_document
 
 admin_app = typer.Typer(help="Administer the cluster's scheduling config.", no_args_is_help=True)
 
@@ -27,17 +28,12 @@ Format = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
 
 
 def read_document(path: Path) -> dict[str, Any]:
-    """The YAML (or JSON) mapping in ``path``; a clear error (exit 2) otherwise."""
-    import yaml
-
+    """The YAML (or JSON) mapping in ``path``; a clear error (exit 2) otherwise, a syntax
+    error as ``FILE:LINE:COL: problem``."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror}", 2)
-    except UnicodeDecodeError:
-        fail(f"{path} is not UTF-8 text", 2)
-    except yaml.YAMLError as exc:
-        fail(f"{path} is not valid YAML: {exc}".replace("\n", " "), 2)
+        data = load_document(path)
+    except DocumentError as exc:
+        fail(str(exc), 2)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -67,7 +63,7 @@ def change_lines(changes: list[dict[str, Any]]) -> list[str]:
 def admin_get(output: Format = "yaml") -> None:
     """Print the scheduling config in force (admin only), ready for ``admin apply -f``."""
     if output not in ("yaml", "json"):
-        fail(f"--output must be 'yaml' or 'json', got {output!r}", 2)
+        usage(f"--output must be 'yaml' or 'json', got {output!r}")
     result = call("GET", "/v1/admin/config")
     if output == "json":
         print_json(result)
@@ -94,4 +90,5 @@ def admin_apply(file: ConfigFile) -> None:
     for line in change_lines(result["changes"]):
         sys.stdout.write(line + "\n")
     count = len(result["changes"])
-    sys.stdout.write(f"applied config version {result['version']} ({count} changes)\n")
+    changes = "1 change" if count == 1 else f"{count} changes"
+    sys.stdout.write(f"applied config version {result['version']} ({changes})\n")

@@ -25,11 +25,20 @@ DEFAULT_URL = "http://127.0.0.1:8470"
 class ClientError(Exception):
     """A failed request, with a message fit for the terminal."""
 
-    def __init__(self, message: str, status: int | None = None, code: str = "") -> None:
+    def __init__(
+        self, message: str, status: int | None = None, code: str = "", field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.code = code  # the server's ``error.code``, e.g. ``InvalidInput``
+        self.field = field  # the server's ``error.field``: the input to blame (comma-joined)
+
+    @property
+    def exit_code(self) -> int:
+        """2 for input the server refused as invalid (422), 1 for anything else, a job
+        that can never run (422 ``Infeasible``) included: its input was well formed."""
+        return 2 if self.status == 422 and self.code != "Infeasible" else 1
 
 
 def load_settings() -> tuple[str, str | None]:
@@ -193,8 +202,9 @@ def _raise_for_error(status: int, reason: str, data: bytes) -> None:
     try:
         body = json.loads(data)["error"]
         message, code = body["message"], str(body.get("code") or "")
+        field = body.get("field") if isinstance(body.get("field"), str) else None
     except (ValueError, KeyError, TypeError, AttributeError):
-        message, code = data.decode(errors="replace") or reason, ""
+        message, code, field = data.decode(errors="replace") or reason, "", None
     if status == 401:
         message += " (set GPUDOCK_TOKEN, or run on the server host as the admin)"
-    raise ClientError(str(message), status, code)
+    raise ClientError(str(message), status, code, field)

@@ -64,12 +64,21 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def usage(message: str) -> NoReturn:
+    """A usage error found by a command itself: one line, ``error: MESSAGE; see 'gpudock
+    CMD --help'``, exit 2, as click's own (``gpudock.cli.usage``)."""
+    from typer._click.exceptions import UsageError
+    from typer._click.globals import get_current_context
+
+    raise UsageError(message, ctx=get_current_context(silent=True))
+
+
 def call(method: str, path: str, **kwargs: Any) -> Any:
     """One API request; an error exits (2 for a 422, else 1) with the server's message."""
     try:
         return Client().request(method, path, **kwargs)
     except ClientError as exc:
-        fail(exc.message, 2 if exc.status == 422 else 1)
+        fail(exc.message, exc.exit_code)
 
 
 def print_json(data: Any) -> None:
@@ -87,7 +96,7 @@ def json_text(data: Any) -> str:
 
 def check_output(output: str) -> None:
     if output not in ("table", "json"):
-        fail(f"--output must be 'table' or 'json', got {output!r}", 2)
+        usage(f"--output must be 'table' or 'json', got {output!r}")
 
 
 def parse_pairs(items: list[str] | None, what: str) -> dict[str, str]:
@@ -95,6 +104,6 @@ def parse_pairs(items: list[str] | None, what: str) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            fail(f"{what} {item!r} must look like KEY=VALUE", 2)
+            usage(f"{what} {item!r} must look like KEY=VALUE")
         pairs[key] = value
     return pairs

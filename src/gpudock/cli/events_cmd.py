@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from gpudock.cli.client import Client, ClientError
-from gpudock.cli.common import check_output, fail
+from gpudock.cli.common import check_output, fail, usage
 from gpudock.cli.jsontime import iso_times
 
 PAGE = 500
@@ -37,12 +37,20 @@ def summary(event: dict[str, Any]) -> str:
         changes = ", ".join(f"{k}={v}" for k, v in (p.get("changes") or {}).items())
         return f"{p.get('action')} by {p.get('by')}" + (f": {changes}" if changes else "")
     if kind == "job.watchdog_kill":
+        if p.get("reason"):
+            return f"stopped: {p['reason']}"
         return f"stopped: ran past max_runtime {p.get('max_runtime')}s"
     if kind == "node.health":
         text = f"node {p.get('from')} → {p.get('to')}"
         return f"{text}: {p['reason']}" if p.get("reason") else text
     if kind == "gpu.health":
-        return f"GPU {p.get('index')} ({p.get('uuid')}) {p.get('from')} → {p.get('to')}"
+        text = f"GPU {p.get('index')} ({p.get('uuid')}) {p.get('from')} → {p.get('to')}"
+        return f"{text}: {p['reason']}" if p.get("reason") else text
+    if kind == "gpu.fault":
+        return f"GPU {p.get('uuid')}: {p.get('summary')} ({p.get('class')})"
+    if kind == "gpu.stray_process":
+        killed = ", killed" if p.get("killed") else ""
+        return f"GPU {p.get('uuid')}: pid {p.get('pid')} of no job{killed}"
     return json.dumps(p, sort_keys=True)
 
 
@@ -57,7 +65,7 @@ def _page(client: Client, params: dict[str, Any]) -> dict[str, Any]:
     try:
         page: dict[str, Any] = client.request("GET", "/v1/events", params=params)
     except ClientError as exc:
-        fail(exc.message, 2 if exc.status == 422 else 1)
+        fail(exc.message, exc.exit_code)
     return page
 
 
@@ -79,12 +87,12 @@ def events_command(
         typer.Option(
             "--type",
             "-t",
-            help="job.state, job.placed, job.preempted, "
-            "job.watchdog_kill, node.health, gpu.health, or job/node/gpu; repeatable",
+            help="job.state, job.placed, job.preempted, job.watchdog_kill, node.health, "
+            "gpu.health, gpu.fault, gpu.stray_process, or job/node/gpu; repeatable",
         ),
     ] = None,
     since: Annotated[int, typer.Option(help="start after this event id")] = 0,
-    interval: Annotated[float, typer.Option(help="seconds between polls with -f")] = 1.0,
+    interval: Annotated[float, typer.Option(help="seconds between polls with -f")] = 0.5,
     output: Annotated[str, typer.Option("--output", "-o", help="table or json (one per line)")] = (
         "table"
     ),
@@ -92,7 +100,7 @@ def events_command(
     """Print the event log (state changes, placements, preemptions, health), oldest first."""
     check_output(output)
     if not interval > 0:
-        fail("--interval must be a positive number of seconds", 2)
+        usage("--interval must be a positive number of seconds")
     client = Client()
     params: dict[str, Any] = {"since": since, "limit": PAGE}
     if job is not None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 NO_CODE = 255  # as ``gpudock exec``: the engine could not tell the command's exit code
 STOP, RESIZE = b"x", b"w"  # wake-up bytes for the input loop
+POLICY_VIOLATION = 1008  # the server's close code for a refused control or a dead token
 
 
 def run(job_id: int, command: list[str]) -> int:
@@ -137,6 +138,8 @@ def _receive(ws: ClientConnection, end: dict[str, Any], wake: int) -> None:
                 end.update(json.loads(frame))
     except ConnectionClosed as exc:
         reason = exc.rcvd.reason if exc.rcvd else ""
+        if exc.rcvd is not None and exc.rcvd.code == POLICY_VIOLATION and reason:
+            end.setdefault("error", f"the server ended the session: {reason}")
         end.setdefault("error", f"connection to the server lost{': ' + reason if reason else ''}")
     finally:
         if "exit" not in end:

@@ -21,7 +21,8 @@ def gpus_text(job: dict[str, Any]) -> str:
 
 
 def job_note(job: dict[str, Any]) -> str:
-    if job["state"] == "PENDING" and job["pending_reasons"]:
+    """The list's NOTE: why a job waits or is held, else its last state change's reason."""
+    if job["pending_reasons"]:  # PENDING, or an active job held (e.g. for the engine)
         return str(job["pending_reasons"][0]["message"])
     if job.get("cancel_requested") and job["state"] in ("STARTING", "RUNNING"):
         return "cancelling…"

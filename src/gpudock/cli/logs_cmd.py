@@ -11,6 +11,8 @@ import typer
 from gpudock.cli.client import Client, ClientError
 from gpudock.cli.common import fail, note
 
+STREAM_END = "[gpudock] stream ended: "
+"""The server's last line of a follow it ended (``services/job_logs.STREAM_END``)."""
 WAITING = ("PENDING", "ALLOCATED")
 """States before a container exists: no logs yet (a requeued job keeps its earlier ones)."""
 
@@ -35,11 +37,15 @@ def logs(
         job = client.request("GET", f"/v1/jobs/{job_id}")
         if follow and job["state"] in WAITING:
             job = wait_started(client, job)
-        written = 0
+        written, tail = 0, b""
         for chunk in client.stream(f"/v1/jobs/{job_id}/logs", {"follow": follow}):
             written += len(chunk)
+            tail = (tail + chunk)[-len(STREAM_END) - 64 :]
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
+        last = tail.endswith(b"\n") and tail[:-1].rsplit(b"\n", 1)[-1]
+        if follow and last and last.startswith(STREAM_END.encode()):
+            raise typer.Exit(1)  # the server cut the follow (a dead token); it said why
         if not written:
             if not follow:
                 job = client.request("GET", f"/v1/jobs/{job_id}")

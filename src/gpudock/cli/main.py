@@ -9,11 +9,8 @@ line or two: ``from gpudock.cli.x_cmd import x`` and ``app.command()(x)`` (or
 
 from __future__ import annotations
 
-import math
 import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -34,19 +31,24 @@ from gpudock.cli.common import (
     parse_pairs,
     print_json,
 )
-from gpudock.cli.control_cmd import exec_command, hold, release, requeue, update
+from gpudock.cli.control_cmd import cancel, exec_command, hold, release, requeue, update
 from gpudock.cli.events_cmd import events_command
+from gpudock.cli.gpu_cmd import gpu_app, mig_app
 from gpudock.cli.logs_cmd import logs
 from gpudock.cli.registry_cmd import registry_app
 from gpudock.cli.server_cmd import server
 from gpudock.cli.simulate_cmd import simulate_command
+from gpudock.cli.submit_cmd import SUBMIT_SETTINGS, submit
 from gpudock.cli.token_cmd import token_app
 from gpudock.cli.top_cmd import top_command
+from gpudock.cli.usage import HELP_OPTIONS, GpudockGroup
 
 params.install()  # plain int/str/Path conversion: no pydantic on the client's path
 app = typer.Typer(
     name="gpudock",
     help="GPU cluster manager for Docker containers.",
+    cls=GpudockGroup,  # one-line usage errors, plain help (``cli/usage.py``)
+    context_settings=HELP_OPTIONS,  # -h is --help, in every command
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -55,10 +57,12 @@ app = typer.Typer(
 app.add_typer(token_app, name="token")
 app.add_typer(admin_app, name="admin")
 app.add_typer(registry_app, name="registry")
+app.add_typer(gpu_app, name="gpu")
+app.add_typer(mig_app, name="mig")
 app.command("events")(events_command)
 app.command("top")(top_command)
 
-__all__ = ["app", "call", "err", "fail", "main", "out", "parse_pairs"]
+__all__ = ["Client", "ClientError", "app", "call", "err", "fail", "main", "out", "parse_pairs"]
 
 
 @app.command()
@@ -68,167 +72,7 @@ def version() -> None:
     out.print(f"scheduler: {_native.describe()}")
 
 
-def _gpus_flag(value: str) -> int | str:
-    """``--gpus``: a count, or ``MIN-MAX`` (an elastic job; the server checks the range)."""
-    text = value.strip()
-    if text.isdigit():
-        return int(text)
-    low, dash, high = text.partition("-")
-    if dash and low.strip().isdigit() and high.strip().isdigit():
-        return text
-    fail(f"Invalid value for '--gpus': {value!r} is not a number or a range MIN-MAX.", 2)
-
-
-@app.command(context_settings={"allow_interspersed_args": False})
-def submit(
-    image: Annotated[str | None, typer.Argument(help="container image")] = None,
-    command: Annotated[list[str] | None, typer.Argument(help="command after --")] = None,
-    file: Annotated[Path | None, typer.Option("--file", "-f", help="YAML job spec")] = None,
-    gpus: Annotated[
-        str | None, typer.Option(help="number of GPUs, or MIN-MAX for an elastic job")
-    ] = None,
-    elastic: Annotated[
-        str | None, typer.Option(help="restart: the running job may be restarted on more GPUs")
-    ] = None,
-    gpu_memory: Annotated[str | None, typer.Option(help="per-GPU share, e.g. 20GiB")] = None,
-    gpu_model: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
-    queue: Annotated[str | None, typer.Option()] = None,
-    priority: Annotated[int | None, typer.Option(help="users may only lower it")] = None,
-    priority_class: Annotated[str | None, typer.Option(help="an admin-defined class")] = None,
-    name: Annotated[str | None, typer.Option()] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V, repeatable")] = None,
-    label: Annotated[list[str] | None, typer.Option(help="K=V, repeatable")] = None,
-    mount: Annotated[list[str] | None, typer.Option(help="/host:/ctr[:rw], repeatable")] = None,
-    cpus: Annotated[float | None, typer.Option()] = None,
-    memory: Annotated[str | None, typer.Option(help="memory limit, e.g. 8GiB")] = None,
-    shm_size: Annotated[str | None, typer.Option(help="/dev/shm size")] = None,
-    max_runtime: Annotated[str | None, typer.Option(help="e.g. 2h")] = None,
-    retries: Annotated[int | None, typer.Option()] = None,
-    selector: Annotated[
-        list[str] | None, typer.Option(help="node label KEY=VALUE the node must have; repeatable")
-    ] = None,
-    toleration: Annotated[
-        list[str] | None,
-        typer.Option(help="tolerate a taint: KEY=VALUE[:NoSchedule], KEY or '*'; repeatable"),
-    ] = None,
-    topology: Annotated[
-        str | None, typer.Option(help="nvlink or numa: all GPUs in one NVLink domain/NUMA node")
-    ] = None,
-    after: Annotated[
-        list[int] | None, typer.Option(help="start after JOB ends; repeatable")
-    ] = None,
-    after_ok: Annotated[
-        list[int] | None, typer.Option(help="start after JOB succeeds (else cancel); repeatable")
-    ] = None,
-    array: Annotated[
-        str | None, typer.Option(help="job array FIRST-LAST[%LIMIT], e.g. 0-99%8")
-    ] = None,
-    follow: Annotated[
-        bool, typer.Option("--follow", help="wait, stream its logs, exit with its exit code")
-    ] = False,
-    output: Output = "table",
-) -> None:
-    """Submit a job: `gpudock submit --gpus 2 IMAGE -- CMD…` or `gpudock submit -f job.yaml`."""
-    check_output(output)
-    if command and command[0] == "--":
-        command = command[1:]
-    data: dict[str, Any] = load_spec_file(file) if file else {}
-    flags: dict[str, Any] = {
-        "image": image,
-        "gpus": None if gpus is None else _gpus_flag(gpus),
-        "elastic": elastic,
-        "gpu_memory": gpu_memory,
-        "gpu_model": gpu_model,
-        "queue": queue,
-        "priority": priority,
-        "priority_class": priority_class,
-        "name": name,
-        "cpus": cpus,
-        "memory": memory,
-        "shm_size": shm_size,
-        "max_runtime": max_runtime,
-        "retries": retries,
-        "topology": topology,
-        "command": command or None,
-        "array": array,
-    }
-    data.update({k: v for k, v in flags.items() if v is not None})
-    for key, items, what in (
-        ("env", env, "--env"),
-        ("labels", label, "--label"),
-        ("node_selector", selector, "--selector"),
-    ):
-        if items:
-            data[key] = {**as_pairs(data.get(key), key), **parse_pairs(items, what)}
-    lists = {"mounts": mount, "tolerations": toleration, "after": after, "after_ok": after_ok}
-    for key, extra in lists.items():
-        if extra:
-            data[key] = [*as_list(data.get(key), key), *extra]
-    if "image" not in data:
-        fail("an image is required: gpudock submit [OPTIONS] IMAGE [-- CMD…], or -f job.yaml", 2)
-    check_finite(data)
-    job = post_job(data)
-    if output == "json":
-        print_json(job)
-    else:
-        print(job["id"], flush=True)
-        if job.get("array_id") is not None:
-            note(f"job array {job['id']}: one task per index of {job['spec']['array']}")
-    if follow:
-        raise typer.Exit(watch_cmd.follow(job["id"]))
-
-
-def check_finite(data: dict[str, Any]) -> None:
-    """JSON has no NaN or infinity: refuse them here, as the server would."""
-    for key, value in data.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            fail(f"invalid job spec: {key}: Input should be a finite number", 2)
-
-
-def post_job(data: dict[str, Any]) -> Any:
-    """``POST /v1/jobs``: the server validates the spec. A 422 exits 2; a field the
-    server rejects reads ``invalid job spec: FIELD: why``."""
-    try:
-        return Client().request("POST", "/v1/jobs", json=data)
-    except ClientError as exc:
-        invalid = exc.status == 422 and exc.code == "InvalidInput"
-        fail(("invalid job spec: " if invalid else "") + exc.message, 2 if exc.status == 422 else 1)
-
-
-def as_pairs(value: Any, what: str) -> dict[str, str]:
-    """A spec file's mapping field, also in its ``["KEY=VALUE"]`` list form, as a dict."""
-    if value is None:
-        return {}
-    if isinstance(value, list):
-        return parse_pairs([str(item) for item in value], what)
-    if not isinstance(value, dict):
-        fail(f"{what} must be a mapping of KEY: VALUE, got {value!r}", 2)
-    return dict(value)
-
-
-def as_list(value: Any, what: str) -> list[Any]:
-    """A spec file's list field, to extend with the flags' items."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        fail(f"{what} must be a list, got {value!r}", 2)
-    return value
-
-
-def load_spec_file(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror}", 2)
-    except UnicodeDecodeError as exc:
-        fail(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})", 2)
-    except yaml.YAMLError as exc:
-        fail(f"{path} is not valid YAML: {exc}", 2)
-    if not isinstance(data, dict):
-        fail(f"{path} must hold a mapping of job fields (image, gpus, …)", 2)
-    return data
+app.command(context_settings=SUBMIT_SETTINGS)(submit)
 
 
 @app.command()
@@ -333,22 +177,7 @@ def why(job_id: int, output: Output = "table") -> None:
         print(f"estimated start: {start_view.start_text(estimate)}; {estimate['detail']}")
 
 
-@app.command()
-def cancel(
-    job_id: int,
-    wait: Annotated[float, typer.Option(help="seconds to wait for the job to end (0: don't)")] = 30,
-) -> None:
-    """Cancel a job (running containers get SIGTERM, then SIGKILL)."""
-    job = call("POST", f"/v1/jobs/{job_id}/cancel")
-    deadline = time.monotonic() + wait
-    while (
-        job["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.5)
-        job = call("GET", f"/v1/jobs/{job_id}")
-    note = job["reason"] or ("cancellation requested" if job["cancel_requested"] else "")
-    print(f"job {job_id} {job['state']}: {note}")
+app.command()(cancel)
 
 
 @app.command()

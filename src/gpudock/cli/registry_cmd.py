@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import typer
 
-from gpudock.cli.common import Output, call, check_output, fail, note, out, print_json
+from gpudock.cli.common import Output, call, check_output, fail, note, out, print_json, usage
 from gpudock.cli.token_cmd import when
 
 registry_app = typer.Typer(
@@ -65,7 +65,7 @@ def registry_login(
     path = registry_path(registry)
     if username is None:
         if password_stdin:
-            fail("--password-stdin needs --username", 2)
+            usage("--password-stdin needs --username")
         username = input(f"Username for {registry}: ").strip()
     password = read_password(registry, password_stdin)
     result = call("PUT", path, json={"username": username, "password": password})

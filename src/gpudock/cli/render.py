@@ -73,6 +73,8 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     if alloc:
         share = f" ({format_size(alloc['memory_per_gpu'])} each)" if alloc["memory_per_gpu"] else ""
         rows.append(("allocation", f"{alloc['node']}: {', '.join(alloc['gpus'])}{share}"))
+    if spec.get("gpu_memory") and spec.get("gpus"):
+        rows.append(("memory limit", layers_text(job)))
     if spec.get("max_runtime"):
         rows.append(("max runtime", format_duration(spec["max_runtime"])))
     if job.get("preemption"):
@@ -91,7 +93,8 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     for key, value in rows:
         console.print(escape(f"  {key:<{width}}  {value}"), highlight=False)
     if job["pending_reasons"]:
-        console.print("  [bold]why pending[/]")
+        title = "why pending" if job["state"] == "PENDING" else "why held"
+        console.print(f"  [bold]{title}[/]")
         for reason in job["pending_reasons"]:
             line = escape(f"    [{reason['layer']}] {reason['message']}")
             if reason.get("counterfactual"):
@@ -123,6 +126,23 @@ def preemption_text(preemption: dict[str, Any], now: float | None = None) -> str
     return f"protected until {when} ({format_duration(left)} left); {cost}"
 
 
+LAYER_TEXT = {
+    "mps": "MPS (the driver's limit)",
+    "watchdog": "watchdog (stopped past it)",
+    "hints": "framework hints (env)",
+}
+
+
+def layers_text(job: dict[str, Any]) -> str:
+    """What holds a shared job to its share: its attempt's layers, strongest first."""
+    layers = job.get("gpu_layers") or []
+    compute = job["spec"].get("gpu_compute")
+    text = ", ".join(LAYER_TEXT.get(layer, layer) for layer in layers)
+    if not text:
+        text = "set when it starts" if job["state"] in ("PENDING", "ALLOCATED", "STARTING") else "-"
+    return text + (f"; compute {compute}%" if compute else "")
+
+
 def pairs_text(pairs: dict[str, str]) -> str:
     """``{"a": "1", "b": "2"}`` -> ``a=1,b=2``; ``-`` when empty."""
     return ",".join(f"{k}={v}" for k, v in sorted(pairs.items())) or "-"
@@ -133,7 +153,8 @@ def _id_text(value: int | None) -> str:
 
 
 def gpus_table(gpus: list[dict[str, Any]]) -> Table:
-    """One row per GPU; NUMA is its host NUMA node, NVLINK its NVLink domain (``-``: none)."""
+    """One row per GPU; NUMA is its host NUMA node, NVLINK its NVLink domain (``-``: none);
+    HEALTH says why a GPU is out of service; each MIG device is a row under its GPU."""
     table = Table(box=None, header_style="bold")
     columns = (
         "NODE", "IDX", "UUID", "MODEL", "MEMORY", "USED", "MIG", "NUMA", "NVLINK", "HEALTH",
@@ -161,11 +182,23 @@ def gpus_table(gpus: list[dict[str, Any]]) -> Table:
             mig,
             _id_text(g.get("numa")),
             _id_text(g.get("nvlink")),
-            g["health"],
+            escape(health_text(g)),
             held,
             reserved_text(g.get("reserved_for")),
         )
+        for m in g.get("mig_devices") or []:
+            table.add_row(
+                "", f"{g['index']}/{m['slot']}", m["uuid"], f"MIG {m['profile']}",
+                format_size(m["memory_total"]), "", "", "", "", "",
+                f"job {m['job']}" if m.get("job") else "-", "",
+            )  # fmt: skip
     return table
+
+
+def health_text(gpu: dict[str, Any]) -> str:
+    """``ok``, or ``quarantined: XID 79 (GPU has fallen off the bus)…``."""
+    reason = gpu.get("health_reason")
+    return f"{gpu['health']}: {reason}" if reason and gpu["health"] != "ok" else gpu["health"]
 
 
 def reserved_text(reserved: dict[str, Any] | None) -> str:
@@ -179,11 +212,12 @@ def reserved_text(reserved: dict[str, Any] | None) -> str:
 
 
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:
-    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled)."""
+    """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled);
+    SHARING is how its GPUs are shared (``exclusive``, ``mps``, ``time-slice``)."""
     table = Table(box=None, header_style="bold")
     columns = (
-        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "DRIVER",
-        "CUDA", "NOTE",
+        "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "SHARING",
+        "DRIVER", "CUDA", "NOTE",
     )  # fmt: skip
     for col in columns:
         table.add_column(col, no_wrap=col not in ("NOTE", "LABELS", "TAINTS"), overflow="fold")
@@ -203,26 +237,35 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
             escape(pairs_text(n.get("labels") or {})),
             escape(",".join(n.get("taints") or []) or "-"),
             n["gpu_source"],
+            n.get("gpu_sharing") or "-",
             n["driver_version"] or "-",
             n["cuda_version"] or "-",
-            n["status_reason"] or "",
-        )
+            escape("; ".join([*([n["status_reason"]] if n["status_reason"] else []),
+                              *n.get("warnings", [])])),
+        )  # fmt: skip
     return table
 
 
 def explain(console: Console, job: dict[str, Any]) -> None:
     """``gpudock why``: one block per reason, or what the job is doing instead."""
     state = job["state"]
+    reasons = job["pending_reasons"]
     if state != "PENDING":
         note = job.get("reason") or ""
         where = f" on {job['node']}" if job.get("node") else ""
         console.print(escape(f"job {job['id']} is {state}{where}" + (f": {note}" if note else "")))
+        if reasons:  # held as it is (e.g. the engine does not describe its container)
+            console.print("it is held because:")
+            _reasons(console, reasons)
         return
-    reasons = job["pending_reasons"]
     if not reasons:
         console.print(f"job {job['id']} is PENDING; the scheduler has not looked at it yet")
         return
     console.print(f"job {job['id']} is PENDING because:")
+    _reasons(console, reasons)
+
+
+def _reasons(console: Console, reasons: list[dict[str, Any]]) -> None:
     for reason in reasons:
         console.print(escape(f"  [{reason['layer']}] {reason['message']}"), highlight=False)
         if reason.get("counterfactual"):

@@ -19,6 +19,8 @@ from gpudock.logfmt import configure as configure_logging
 
 err = lazy_console(stderr=True)
 log = logging.getLogger("gpudock.server")
+STOP_GRACE_SECONDS = 3
+"""How long a stop waits for open streaming requests before cutting them."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -94,4 +96,6 @@ def server(
         log_level=log_level.lower(),
         access_log=False,
         log_config=None if json_logs else LOGGING_CONFIG,  # JSON: uvicorn logs through ours
+        # open streams (log follows, exec sessions, dashboard sessions) would hold a stop
+        timeout_graceful_shutdown=STOP_GRACE_SECONDS,
     )

@@ -229,30 +229,73 @@ def _cost_line(overhead: float, interval: float | None, grace: float) -> str:
     )
 
 
-def _table(summaries: list[dict[str, object]]) -> None:
+FIELDS = (
+    "jobs",
+    "unfinished",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p99_jct_s",
+    "avg_queue_delay_s",
+    "makespan_s",
+    "gpu_utilization",
+    "preemptions",
+    "preemptions_per_job",
+    "lost_gpu_share",
+)
+"""The table's figures, in order (``--json`` has them all)."""
+
+
+def _table(summaries: list[dict[str, object]], console: Console | None = None) -> None:
+    """The figures as a table that never cuts a number: one row per policy when that fits
+    the console's width; else one row per figure and a column per policy, in as many
+    tables as it takes for the columns to fit."""
     from rich.table import Table
 
-    table = Table(title="gpudock simulate")
-    fields = [
-        "jobs",
-        "unfinished",
-        "avg_jct_s",
-        "p50_jct_s",
-        "p99_jct_s",
-        "avg_queue_delay_s",
-        "makespan_s",
-        "gpu_utilization",
-        "preemptions",
-        "preemptions_per_job",
-        "lost_gpu_share",
+    console = console or out
+    labels = [str(s["policy"]) + (" (oracle)" if s["oracle"] else "") for s in summaries]
+    cells = [[_cell(s.get(f)) for f in FIELDS] for s in summaries]
+    wide = [
+        max(len(x) for x in [name, *(row[i] for row in cells)]) for i, name in enumerate(FIELDS)
     ]
-    table.add_column("policy")
-    for name in fields:
-        table.add_column(name, justify="right")
-    for summary in summaries:
-        label = str(summary["policy"]) + (" (oracle)" if summary["oracle"] else "")
-        table.add_row(label, *(_cell(summary.get(f)) for f in fields))
-    out.print(table)
+    if _width([max(map(len, ["policy", *labels])), *wide]) <= console.width:
+        table = Table(title="gpudock simulate")
+        table.add_column("policy", overflow="fold")
+        for name, width in zip(FIELDS, wide, strict=True):
+            table.add_column(name, justify="right", no_wrap=True, min_width=width)
+        for label, row in zip(labels, cells, strict=True):
+            table.add_row(label, *row)
+        console.print(table)
+        return
+    for chunk in _chunks(labels, cells, console.width):
+        table = Table(title="gpudock simulate")
+        table.add_column("figure", no_wrap=True)
+        for i in chunk:
+            width = max(len(c) for c in cells[i])
+            table.add_column(labels[i], justify="right", overflow="fold", min_width=width)
+        for f, name in enumerate(FIELDS):
+            table.add_row(name, *(cells[i][f] for i in chunk))
+        console.print(table)
+
+
+def _width(columns: list[int]) -> int:
+    """What a rich table of these content widths takes: 2 of padding and a rule each."""
+    return sum(w + 3 for w in columns) + 1
+
+
+def _chunks(labels: list[str], cells: list[list[str]], width: int) -> list[list[int]]:
+    """Policies (by position) grouped so each group's figure-per-row table fits ``width``
+    (a group holds at least one policy; its name may fold onto several lines)."""
+    first = max(len(f) for f in FIELDS)
+    chunks: list[list[int]] = [[]]
+    used = [first]
+    for i, row in enumerate(cells):
+        column = max(max(len(c) for c in row), min(len(labels[i]), 12))
+        if chunks[-1] and _width([*used, column]) > width:
+            chunks.append([])
+            used = [first]
+        chunks[-1].append(i)
+        used.append(column)
+    return chunks
 
 
 def _cell(value: object) -> str:

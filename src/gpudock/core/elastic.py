@@ -1,7 +1,8 @@
 """Elastic jobs: a GPU range instead of one count (``gpus: 2-4``).
 
-A job may ask for ``gpus: "2-4"`` or ``min_gpus: 2, max_gpus: 4``; the spec
-stores ``gpus`` (the minimum) and ``max_gpus``. It starts when its minimum
+A job may ask for ``gpus: "2-4"``, ``min_gpus: 2, max_gpus: 4``, or
+``max_gpus: 4`` alone (1 to 4); the spec stores ``gpus`` (the minimum) and
+``max_gpus``. It starts when its minimum
 fits, on one node, and gets more GPUs (up to ``max_gpus``) only when no
 other job is waiting for them. With ``elastic: restart`` a running job may
 also be restarted on more GPUs later (gpudock cannot change a running
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
     from gpudock.core.job import Job, JobSpec
 
 ElasticMode = Literal["restart"]
-GPU_RANGE_PATTERN = r"^\s*[0-9]{1,4}\s*-\s*[0-9]{1,4}\s*$"
-_RANGE_RE = re.compile(GPU_RANGE_PATTERN)
+GPU_COUNT = r"0*(?:[1-9][0-9]{0,2}|10[01][0-9]|102[0-4])"
+"""1 to 1024 (leading zeros allowed): each end of a GPU range."""
+GPU_RANGE_PATTERN = rf"^\s*{GPU_COUNT}\s*-\s*{GPU_COUNT}\s*$"
+_LOOSE_RANGE_RE = re.compile(r"^\s*([0-9]{1,9})\s*-\s*([0-9]{1,9})\s*$")
 
 
 def gpus_schema(schema: dict[str, Any]) -> None:
@@ -36,18 +39,20 @@ def gpus_schema(schema: dict[str, Any]) -> None:
 
 
 def parse_gpu_range(text: str) -> tuple[int, int]:
-    """``"2-4"`` as ``(2, 4)``; ``ValueError`` naming the problem."""
-    if not _RANGE_RE.fullmatch(text):
+    """``"2-4"`` as ``(2, 4)``; ``ValueError`` naming the problem. Ends outside 1-1024
+    are parsed, for ``range_problem`` and the field bounds to name."""
+    match = _LOOSE_RANGE_RE.fullmatch(text)
+    if match is None:
         raise ValueError(f"gpus must be a number or a range such as '2-4', not {text!r}")
-    low, _, high = text.partition("-")
-    return int(low), int(high)
+    return int(match[1]), int(match[2])
 
 
 def normalise_range(data: dict[str, Any]) -> dict[str, Any]:
     """A spec's raw fields with a GPU range as ``gpus`` (minimum) and ``max_gpus``.
 
-    Accepts ``gpus: "2-4"``, or ``min_gpus`` (with ``max_gpus``); refuses a
-    minimum given twice. ``max_gpus`` equal to the minimum is a fixed count.
+    Accepts ``gpus: "2-4"``, or ``min_gpus`` and ``max_gpus``, or ``max_gpus``
+    alone (the minimum is then 1); refuses a minimum given twice.
+    ``max_gpus`` equal to the minimum is a fixed count.
     """
     data = dict(data)
     gpus = data.get("gpus")
@@ -56,10 +61,11 @@ def normalise_range(data: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("give gpus as a range ('2-4') or min_gpus and max_gpus, not both")
         data["gpus"], data["max_gpus"] = parse_gpu_range(gpus)
     if "min_gpus" in data:
-        low = data.pop("min_gpus")
-        if "gpus" in data and data["gpus"] != low:
+        if "gpus" in data:
             raise ValueError("give min_gpus or gpus (the minimum), not both")
-        data["gpus"] = low
+        data["gpus"] = data.pop("min_gpus")
+    elif data.get("max_gpus") is not None and "gpus" not in data:
+        data["gpus"] = 1  # ``max_gpus: 4`` alone: 1 to 4 GPUs
     return data
 
 

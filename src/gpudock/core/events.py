@@ -20,11 +20,13 @@ class EventType(StrEnum):
     JOB_STATE = "job.state"  # a state change: from, to, reason, attempt
     JOB_PLACED = "job.placed"  # the scheduler's placement committed: node, gpus, memory_per_gpu
     JOB_PREEMPTED = "job.preempted"  # a victim asked to stop: preemptor id, user, queue, class
-    JOB_WATCHDOG_KILL = "job.watchdog_kill"  # stopped for exceeding max_runtime
+    JOB_WATCHDOG_KILL = "job.watchdog_kill"  # stopped: max_runtime, GPU memory or a GPU fault
     JOB_RESIZED = "job.resized"  # an elastic job restarted to grow: from, to (GPUs)
     JOB_CHANGED = "job.changed"  # held, released, requeued or updated by a user: action, by
     NODE_HEALTH = "node.health"  # a node's status changed: status, reason
-    GPU_HEALTH = "gpu.health"  # a GPU's health changed: uuid, index, from, to
+    GPU_HEALTH = "gpu.health"  # a GPU's health changed: uuid, index, from, to, reason
+    GPU_FAULT = "gpu.fault"  # an XID or ECC event, or a lost GPU: uuid, kind, class, code
+    GPU_STRAY = "gpu.stray_process"  # a process of no job on a job's GPU: uuid, pid, used
     CONFIG_APPLIED = "config.applied"  # admin apply or SIGHUP: version, by, source, changes
 
     @property

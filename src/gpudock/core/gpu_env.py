@@ -9,6 +9,8 @@ that could set them could widen its own access. The rules, for a job's
   a job may ask for a subset, never more.
 - ``NVIDIA_REQUIRE_CUDA``: allowed (it only narrows where the job may start).
 - every other ``NVIDIA_*`` key and ``CUDA_VISIBLE_DEVICES``: refused.
+- ``CUDA_MPS_*``: gpudock's (the MPS memory and compute limits, the pipe
+  directory): refused, so a job can never lift its own limits.
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ DRIVER_CAPABILITIES_KEY = "NVIDIA_DRIVER_CAPABILITIES"
 ALLOWED_NVIDIA_KEYS = frozenset({DRIVER_CAPABILITIES_KEY, "NVIDIA_REQUIRE_CUDA"})
 KNOWN_CAPABILITIES = ("compute", "compat32", "display", "graphics", "ngx", "utility", "video")
 _USER_RE = re.compile(r"^(\d{1,10}):(\d{1,10})$")
+MPS_PREFIX = "CUDA_MPS_"
+
+
+def _refused(key: str) -> bool:
+    """A key only gpudock or the admin may set (see the module docstring)."""
+    return (
+        key == "CUDA_VISIBLE_DEVICES"
+        or key.startswith(MPS_PREFIX)
+        or (key.startswith("NVIDIA_") and key not in ALLOWED_NVIDIA_KEYS)
+    )
 
 
 class EnvRefused(ValueError):
@@ -62,9 +74,12 @@ def check_job_env(env: Mapping[str, str], policy: str) -> None:
     ``policy`` is the admin's ``executor.driver_capabilities``.
     """
     for key, value in env.items():
-        if key == "CUDA_VISIBLE_DEVICES" or (
-            key.startswith("NVIDIA_") and key not in ALLOWED_NVIDIA_KEYS
-        ):
+        if key.startswith(MPS_PREFIX):
+            raise EnvRefused(
+                f"env key {key!r} is not allowed: gpudock sets the MPS limits of a job "
+                "(its gpu_memory and gpu_compute) and the MPS pipe; a job cannot change them"
+            )
+        if _refused(key):
             raise EnvRefused(
                 f"env key {key!r} is not allowed: gpudock sets which GPUs a job sees "
                 f"(allowed NVIDIA keys: {', '.join(sorted(ALLOWED_NVIDIA_KEYS))})"
@@ -107,11 +122,6 @@ def launch_env(env: Mapping[str, str], policy: str) -> dict[str, str]:
     Defence in depth at launch, for jobs stored before the policy (or under a
     wider one); submit already refused such keys.
     """
-    result = {
-        key: value
-        for key, value in env.items()
-        if key != "CUDA_VISIBLE_DEVICES"
-        and (not key.startswith("NVIDIA_") or key in ALLOWED_NVIDIA_KEYS)
-    }
+    result = {key: value for key, value in env.items() if not _refused(key)}
     result[DRIVER_CAPABILITIES_KEY] = driver_capabilities(env, policy)
     return result

@@ -16,9 +16,35 @@ from functools import lru_cache
 
 
 class GpuHealth(StrEnum):
+    """Only an ``ok`` GPU takes new placements.
+
+    ``quarantined`` (a health event said it needs a reset) and ``cordoned``
+    (an admin took it out) stick until an admin uncordons the GPU; discovery
+    never clears them.
+    """
+
     OK = "ok"
-    UNHEALTHY = "unhealthy"
+    UNHEALTHY = "unhealthy"  # discovery's queries of it failed
     MISSING = "missing"  # was known, no longer reported by discovery
+    QUARANTINED = "quarantined"
+    CORDONED = "cordoned"
+
+    @property
+    def sticky(self) -> bool:
+        """Set by a health event or an admin; only ``gpudock gpu uncordon`` clears it."""
+        return self in (GpuHealth.QUARANTINED, GpuHealth.CORDONED)
+
+
+class GpuSharing(StrEnum):
+    """How a node shares a GPU between jobs (``executor.sharing``, or detected)."""
+
+    EXCLUSIVE = "exclusive"  # one job per GPU: shares are not offered
+    MPS = "mps"  # an MPS control daemon runs: memory and compute limits hold in the driver
+    TIME_SLICE = "time-slice"  # shares time-slice the GPU; memory is watched, not capped
+
+
+DEFAULT_GPU_MEMORY_RESERVE = 512 * 1024**2
+"""GPU memory held back from shares on every GPU (``node.gpu_memory_reserve``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +60,26 @@ class GpuInfo:
     health: GpuHealth = GpuHealth.OK
     numa: int | None = None  # host NUMA node; None: unknown
     nvlink: int | None = None  # NVLink domain id; None: no NVLink peer (or unknown)
+    brand: str | None = None  # the container toolkit's brand name: "tesla", "nvidia"...
+    arch: str | None = None  # CUDA compute capability, e.g. "9.0"
+
+
+@dataclass(frozen=True, slots=True)
+class MigDeviceInfo:
+    """One MIG device as NVML reports it: a slice of GPU ``parent_uuid``.
+
+    ``slot`` is its position among the parent's MIG devices (the index
+    ``nvmlDeviceGetMigDeviceHandleByIndex`` takes); ``gpu_instance`` and
+    ``compute_instance`` are the ids ``nvidia-smi mig -lgi``/``-lci`` show.
+    """
+
+    uuid: str  # "MIG-..."
+    parent_uuid: str
+    slot: int
+    profile: str  # e.g. "1g.10gb"
+    memory_total: int  # bytes
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +92,7 @@ class NodeInventory:
     cuda_version: str | None = None
     source: str = "none"  # "nvml", "emulated" or "none"
     note: str | None = None  # one human line, e.g. why NVML is unavailable
+    mig_devices: tuple[MigDeviceInfo, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +101,17 @@ class NodeTraits:
 
     ``taints`` are canonical strings (``str(Taint)``, e.g. ``gpu=a:NoSchedule``);
     ``cpus`` is the number of CPU cores jobs may request there, None when CPUs
-    are not scheduled; ``memory`` the host memory bytes, None when not counted.
+    are not scheduled; ``memory`` the host memory bytes, None when not counted;
+    ``gpu_memory_reserve`` the bytes of each GPU that shares never take;
+    ``gpu_sharing`` how its GPUs are shared (None: not known yet).
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[str, ...] = ()
     cpus: float | None = None
     memory: int | None = None
+    gpu_memory_reserve: int = DEFAULT_GPU_MEMORY_RESERVE
+    gpu_sharing: GpuSharing | None = None
 
 
 class NodeStatus(StrEnum):
@@ -86,10 +137,19 @@ class Gpu:
     version: int = 0
     numa: int | None = None
     nvlink: int | None = None
+    memory_reserved: int = 0  # bytes shares never take (``node.gpu_memory_reserve``)
+    health_reason: str | None = None  # why it is not ok, e.g. the XID that quarantined it
+    brand: str | None = None
+    arch: str | None = None
 
     @property
     def free_memory(self) -> int:
         return self.memory_total - self.used_memory
+
+    @property
+    def share_capacity(self) -> int:
+        """The memory shares may take in all: its memory less the reserve."""
+        return self.memory_total - self.memory_reserved
 
     @property
     def idle(self) -> bool:
@@ -112,6 +172,24 @@ class Node:
     cpus_used: float = 0.0  # cores requested by the jobs holding resources here
     memory: int | None = None  # host memory bytes offered to jobs; None: not counted
     memory_used: int = 0  # bytes requested by the jobs holding resources here
+    gpu_sharing: str | None = None  # GpuSharing value; None: not known
+    mig_devices: list[MigDevice] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MigDevice:
+    """A MIG device row in the store. ``job`` is the job holding it (phase B places
+    MIG jobs; until then always None)."""
+
+    uuid: str
+    node: str
+    parent_uuid: str
+    slot: int
+    profile: str
+    memory_total: int
+    gpu_instance: int | None
+    compute_instance: int | None
+    job: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,13 +33,19 @@ from pydantic import (
 from gpudock.core import spec_schema as schema
 from gpudock.core.affinity import Topology, parse_selector, parse_toleration
 from gpudock.core.arrays import ARRAY_PATTERN, parse_array
-from gpudock.core.elastic import ElasticMode, gpus_schema, normalise_range, range_problem
+from gpudock.core.elastic import (
+    ElasticMode,
+    gpus_schema,
+    normalise_range,
+    range_problem,
+)
 from gpudock.core.errors import IllegalTransition
 from gpudock.core.image_ref import (
     IMAGE_REFERENCE_PATTERN,
     MAX_REFERENCE_LENGTH,
     check_image_reference,
 )
+from gpudock.core.mount_forms import canonical_mount
 from gpudock.core.units import parse_duration, parse_size
 
 
@@ -117,6 +123,30 @@ MAX_PREEMPTION_SECONDS = 7 * 86400.0  # restart_cost and checkpoint_interval: at
 JobId = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
+def _spec_schema(schema: dict[str, Any]) -> None:
+    """The spellings the spec accepts besides its fields (``min_gpus``, ``gpus_per_node``).
+
+    Rules between fields (a minimum given twice, a range with ``gpu_memory``,
+    ``elastic: restart`` without a range: ``gpudock.core.elastic``) are 422s
+    the schema does not state: its ``if``/``then`` form drove schemathesis'
+    generator into a CPython error, and a minimum above the maximum cannot
+    be stated at all.
+    """
+    properties = schema.setdefault("properties", {})
+    properties["min_gpus"] = {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1024,
+        "description": "elastic job: the fewest GPUs it runs on (with max_gpus); same as gpus",
+    }
+    properties["gpus_per_node"] = {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1024,
+        "description": "GPUs on each node of a multi-node job; same as gpus",
+    }
+
+
 class JobSpec(BaseModel):
     """What a user asks for. Unknown fields are rejected.
 
@@ -135,7 +165,7 @@ class JobSpec(BaseModel):
     any ``topology`` trivially, so it is accepted and has no effect there.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_spec_schema)
 
     image: str = Field(
         description="container image, e.g. pytorch/pytorch:latest (Docker's reference grammar)",
@@ -183,6 +213,14 @@ class JobSpec(BaseModel):
         description="per-GPU memory share in bytes (accepts '20GiB'); shared job",
         json_schema_extra=schema.NUMBER_OR_TEXT,
     )
+    gpu_compute: int | None = Field(
+        default=None,
+        description=(
+            "percent (1-100) of each GPU's compute for a shared job: its MPS active thread "
+            "percentage on nodes that run MPS"
+        ),
+        json_schema_extra={"minimum": 1, "maximum": 100},
+    )
     gpu_model: str | None = Field(default=None, description="GPU model constraint, e.g. H100")
     cpus: float | None = Field(
         default=None, gt=0, le=4096, allow_inf_nan=False, description="CPU limit in cores"
@@ -213,8 +251,10 @@ class JobSpec(BaseModel):
     mounts: list[str] = Field(
         default_factory=list,
         description=(
-            "host bind mounts 'HOST:CONTAINER[:ro|rw]' (read-only unless ':rw'); only "
-            "admin-allowlisted paths, ':rw' only under an entry that allows it"
+            "host bind mounts 'HOST:CONTAINER[:ro|rw]' (read-only unless ':rw'), or Docker's "
+            "'type=bind,src=HOST,dst=CONTAINER[,readonly]' (read-write unless readonly), "
+            "stored as the first; only admin-allowlisted paths, read-write only under an "
+            "entry that allows it"
         ),
     )
     priority_class: str | None = Field(
@@ -281,7 +321,7 @@ class JobSpec(BaseModel):
         if isinstance(data, dict) and "gpus_per_node" in data:
             data = dict(data)
             per_node = data.pop("gpus_per_node")
-            if "gpus" in data and data["gpus"] != per_node:
+            if "gpus" in data:
                 raise ValueError("give gpus_per_node or gpus (GPUs per node), not both")
             data["gpus"] = per_node
         if isinstance(data, dict):
@@ -297,7 +337,9 @@ class JobSpec(BaseModel):
             raise ValueError(f"{info.field_name} must not contain NUL (\\x00) characters")
         return value
 
-    @field_validator("gpus", "max_gpus", "priority", "retries", "nodes", "cpus", mode="before")
+    @field_validator(
+        "gpus", "max_gpus", "priority", "retries", "nodes", "cpus", "gpu_compute", mode="before"
+    )
     @classmethod
     def _json_number(cls, value: Any, info: ValidationInfo) -> Any:
         """A JSON number, as the schema says: ``true`` is not 1, ``"2"`` is not 2."""
@@ -434,6 +476,13 @@ class JobSpec(BaseModel):
             raise ValueError(f"{info.field_name} must be at most 7 days, got {seconds:g} s")
         return seconds
 
+    @field_validator("gpu_compute")
+    @classmethod
+    def _gpu_compute(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 100:
+            raise ValueError(f"gpu_compute is a percentage from 1 to 100, got {value}")
+        return value
+
     @field_validator("gpu_model")
     @classmethod
     def _gpu_model(cls, value: str | None) -> str | None:
@@ -447,9 +496,11 @@ class JobSpec(BaseModel):
     @field_validator("mounts")
     @classmethod
     def _mounts(cls, value: list[str]) -> list[str]:
-        for mount in value:
+        """Docker's ``type=bind,src=…,dst=…[,readonly]`` is stored in gpudock's form."""
+        mounts = [canonical_mount(mount) for mount in value]
+        for mount in mounts:
             parse_mount(mount)
-        return value
+        return mounts
 
     @field_validator("node_selector", mode="before")
     @classmethod
@@ -481,6 +532,16 @@ class JobSpec(BaseModel):
             if toleration not in canonical:
                 canonical.append(toleration)
         return canonical
+
+    @model_validator(mode="after")
+    def _compute_share(self) -> JobSpec:
+        """``gpu_compute`` is a share of a GPU's compute, so only a shared job has one."""
+        if self.gpu_compute is not None and self.gpu_memory is None:
+            raise ValueError(
+                "gpu_compute is the compute share of a shared job: give gpu_memory (and gpus) "
+                "with it; a job with whole GPUs has all of their compute"
+            )
+        return self
 
     @model_validator(mode="after")
     def _gpu_range(self) -> JobSpec:
@@ -585,7 +646,8 @@ class Job:
     container_name: str | None = None  # set when the attempt starts (STARTING)
     container_id: str | None = None
     cancel_requested: bool = False
-    stop_requested: str | None = None  # "cancel", "max_runtime", "preempt", "requeue", "resize"
+    # "cancel", "max_runtime", "preempt", "requeue", "resize", "gpu_memory", "gpu_fault"
+    stop_requested: str | None = None
     stop_requested_by: str | None = None
     log_path: str | None = None
     gpu_uuids: tuple[str, ...] = ()
@@ -594,6 +656,7 @@ class Job:
     array_index: int | None = None
     held_by: str | None = None  # a held PENDING job is never scheduled (``gpudock hold``)
     held_at: float | None = None
+    gpu_layers: tuple[str, ...] = ()  # memory-isolation layers its attempt started with
 
 
 def container_name(instance: str, job_id: int, attempt: int) -> str:

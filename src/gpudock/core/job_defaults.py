@@ -10,6 +10,7 @@ and run without that limit.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -59,3 +60,21 @@ def with_defaults(spec: JobSpec, defaults: JobDefaults) -> JobSpec:
     if spec.memory is None and defaults.memory is not None:
         update["memory"] = defaults.memory
     return spec.model_copy(update=update) if update else spec
+
+
+def cpu_shortfall(gpus: int, cpus: float | None, defaults: JobDefaults) -> str | None:
+    """One line when a node's ``cpus`` let fewer jobs that set no ``cpus`` run at once than
+    it has ``gpus``, each taking ``defaults.cpus``; else None (also when the node or the
+    defaults do not count CPUs). The server logs it at start, ``gpudock nodes`` shows it:
+    ``8 GPUs but 2 CPUs: at most 2 one-GPU jobs at once (job_defaults.cpus is 1); set
+    job_defaults.cpus or node.cpus``. Pure."""
+    per_job = defaults.cpus
+    if gpus <= 0 or cpus is None or per_job is None:
+        return None
+    at_once = math.floor(cpus / per_job + 1e-9)
+    if at_once >= gpus:
+        return None
+    return (
+        f"{gpus} GPUs but {cpus:g} CPUs: at most {at_once} one-GPU jobs at once "
+        f"(job_defaults.cpus is {per_job:g}); set job_defaults.cpus or node.cpus"
+    )

@@ -3,9 +3,9 @@
 Two checks, one policy::
 
     submit  check_mount(mount, allowlist)            the path *string*, normalised
-    launch  resolve_mount(mount, allowlist)          the path the kernel will bind:
+    launch  resolve_entry(mount, allowlist)          the path the kernel will bind:
               realpath on the engine's host            every symlink and '..' resolved,
-              ──► under an entry that allows the mode  bind *that* path, or refuse
+              ──► under an entry that allows the mode  and the entry that governs it
 
 An entry is a host path prefix with a mode: ``ro`` (the default) or ``rw``.
 Matching is by whole path components (``/data`` covers ``/data/x``, never
@@ -16,10 +16,16 @@ entry.
 Why launch resolves again: Docker follows symlinks in a bind source. A job
 that may write under an allowed folder can plant ``link -> /`` there, and a
 later job mounting ``<allowed>/link`` would get the host's root. Checking
-the string at submit cannot see that; the launch-time check binds the
-resolved path and refuses one that has left the allowlist. What remains is
-the short window between resolving and Docker's mount (see
-``docs/operations.md``, "Mounts").
+the string at submit cannot see that; the launch-time check refuses a path
+that has left the allowlist, and the executor then opens the resolved path
+without following any symlink and binds what it opened
+(``gpudock.executors.mount_staging``), so a symlink swapped in after the
+check cannot redirect the mount.
+
+Where the host cannot do that, a folder jobs can write (under an ``rw``
+entry) is refused whole, with the reason (``unsafe``): its paths could be
+swapped between the check and Docker's own walk. See ``docs/operations.md``,
+"Mounts".
 """
 
 from __future__ import annotations
@@ -95,10 +101,14 @@ def governing_entry(path: str, allowlist: Iterable[AllowedMount]) -> AllowedMoun
     return best
 
 
-def check_mount(host: str, read_only: bool, allowlist: Sequence[AllowedMount]) -> None:
+def check_mount(
+    host: str, read_only: bool, allowlist: Sequence[AllowedMount], unsafe: str | None = None
+) -> None:
     """Submit-time check of the path string; raise ``MountRefused`` naming the entry.
 
     ``..`` is folded lexically here; symlinks are left to ``resolve_mount``.
+    ``unsafe`` (why this host cannot bind mounts race-free, or None) refuses
+    every path under an ``rw`` entry, whatever the mount's own mode.
     """
     path = os.path.normpath(host)
     if not path.startswith("/") or path.startswith("//"):
@@ -110,7 +120,17 @@ def check_mount(host: str, read_only: bool, allowlist: Sequence[AllowedMount]) -
     if not read_only and entry.mode != "rw":
         raise MountRefused(
             f"host path {path} is under allowlist entry {entry.path}, which is read-only (ro); "
-            "mount it without ':rw'"
+            "mount it read-only (without ':rw'; Docker's --mount form: add ',readonly')"
+        )
+    refuse_writable(path, entry, unsafe)
+
+
+def refuse_writable(path: str, entry: AllowedMount, unsafe: str | None) -> None:
+    """Raise ``MountRefused`` if ``unsafe`` and jobs can write under ``entry`` (``rw``)."""
+    if unsafe is not None and entry.mode == "rw":
+        raise MountRefused(
+            f"host path {path} is under allowlist entry {entry.path}, which jobs can write, "
+            f"and this server cannot bind such folders safely: {unsafe}"
         )
 
 
@@ -127,6 +147,7 @@ def resolve_mount(
     read_only: bool,
     allowlist: Sequence[AllowedMount],
     realpath: Realpath = strict_realpath,
+    unsafe: str | None = None,
 ) -> str:
     """The host path to bind for ``host``, resolved where the engine runs.
 
@@ -134,10 +155,12 @@ def resolve_mount(
     one, and ``..`` after them (as the kernel does), then requires the result
     to lie under an entry, itself resolved, whose mode allows ``read_only``.
     Raises ``MountRefused`` if the path is missing, loops, or leaves the
-    allowlist. Never creates anything.
+    allowlist, or (``unsafe``) lies under an ``rw`` entry. Never creates anything.
     """
-    check_mount(host, read_only, allowlist)
-    return resolve_within(host, read_only, allowlist, realpath)
+    check_mount(host, read_only, allowlist, unsafe)
+    resolved, entry = resolve_entry(host, read_only, allowlist, realpath)
+    refuse_writable(resolved, entry, unsafe)
+    return resolved
 
 
 def resolve_within(
@@ -150,6 +173,21 @@ def resolve_within(
 
     For a path gpudock resolved itself (a bound source, checked again before
     start), which may lie under an entry's target rather than the entry as written.
+    """
+    return resolve_entry(host, read_only, allowlist, realpath)[0]
+
+
+def resolve_entry(
+    host: str,
+    read_only: bool,
+    allowlist: Sequence[AllowedMount],
+    realpath: Realpath = strict_realpath,
+) -> tuple[str, AllowedMount]:
+    """``host`` resolved, and the entry (its path resolved too) that governs the result.
+
+    Raises ``MountRefused`` as ``resolve_within`` does. The resolved path lies
+    under the entry's path by whole components and holds no symlink, ``.`` or
+    ``..`` (at the moment of the call).
     """
     try:
         resolved = realpath(host)
@@ -170,7 +208,7 @@ def resolve_within(
             f"host path {host} resolves to {resolved}, under read-only allowlist entry "
             f"{entry.path}; it cannot be mounted ':rw'"
         )
-    return resolved
+    return resolved, entry
 
 
 def _entry_realpath(path: str, realpath: Realpath) -> str:
@@ -179,3 +217,20 @@ def _entry_realpath(path: str, realpath: Realpath) -> str:
         return realpath(path)
     except OSError:
         return path
+
+
+def staging_notice(unsafe: str | None, allowlist: Sequence[AllowedMount]) -> str | None:
+    """The one line a server logs at start when mounts cannot be staged; None if they can
+    (or none are allowed)."""
+    if unsafe is None or not allowlist:
+        return None
+    writable = [entry.path for entry in allowlist if entry.mode == "rw"]
+    if writable:
+        return (
+            f"bind mounts under {', '.join(writable)} (rw allowlist entries: folders jobs can "
+            f"write) are refused, because mounts cannot be staged here: {unsafe}"
+        )
+    return (
+        f"bind mounts are checked but not staged ({unsafe}); no allowlist entry is rw, "
+        "so no job can swap a path under them"
+    )

@@ -25,11 +25,11 @@ NAME_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.-]{{0,62}}{END}"
 """Job and queue names."""
 ENV_KEY_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]*{END}"
 ENV_KEY_ALLOWED_PATTERN = (
-    r"^(?!GPUDOCK_)(?!NVIDIA_VISIBLE_DEVICES$)(?!CUDA_VISIBLE_DEVICES$)"
+    r"^(?!GPUDOCK_)(?!NVIDIA_VISIBLE_DEVICES$)(?!CUDA_VISIBLE_DEVICES$)(?!CUDA_MPS_)"
     rf"(?!NVIDIA_(?!DRIVER_CAPABILITIES$|REQUIRE_CUDA$))[A-Za-z_][A-Za-z0-9_]*{END}"
 )
 """A variable name that neither gpudock (``GPUDOCK_*``, ``NVIDIA_VISIBLE_DEVICES``) nor the
-GPU env policy (other ``NVIDIA_*`` keys, ``CUDA_VISIBLE_DEVICES``) reserves."""
+GPU env policy (other ``NVIDIA_*`` keys, ``CUDA_VISIBLE_DEVICES``, ``CUDA_MPS_*``) reserves."""
 LABEL_KEY_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_./-]{{0,62}}{END}"
 LABEL_KEY_ALLOWED_PATTERN = rf"^(?!gpudock\.)[a-zA-Z0-9][a-zA-Z0-9_./-]{{0,62}}{END}"
 AFFINITY_KEY = r"[a-zA-Z0-9](?:[a-zA-Z0-9_./-]{0,61}[a-zA-Z0-9])?"
@@ -38,6 +38,13 @@ TOLERATION_PATTERN = rf"^\s*(?:\*|{AFFINITY_KEY}(?:={AFFINITY_VALUE})?)(?::NoSch
 """``key=value[:NoSchedule]``, ``key[:NoSchedule]`` or ``*`` (surrounding blanks ignored)."""
 USER_PATTERN = rf"^[a-zA-Z0-9][a-zA-Z0-9_.@-]{{0,63}}{END}"
 """User names given to ``POST /v1/tokens``."""
+TOKEN_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.@:+ -]{{0,63}}{END}"
+"""A token's label (``POST /v1/tokens`` ``name``)."""
+_AMOUNT = r"[0-9]+(?:\.[0-9]+)?"
+EXPIRES_PATTERN = rf"^(?=[^1-9]*[1-9])\s*(?:{_AMOUNT}|(?:{_AMOUNT}[smhdSMHD])+)\s*{END}"
+"""A token's lifetime as text: seconds, or amounts with units (``30d``, ``1h30m``), not zero."""
+TAINT_PATTERN = rf"^\s*{AFFINITY_KEY}(?:={AFFINITY_VALUE})?(?::NoSchedule)?\s*$"
+"""A node taint: ``key=value[:NoSchedule]`` or ``key[:NoSchedule]`` (blanks around ignored)."""
 
 Number = Annotated[float, Strict()]
 """A JSON number, as the schema says: an integer is a number, ``true`` and ``"2"`` are not."""

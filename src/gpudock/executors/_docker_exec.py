@@ -9,6 +9,7 @@ time); ``GET /exec/{id}/json`` gives the exit code once the stream ends.
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +49,13 @@ class DockerExecOutput(ExecOutput):
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.close()
+
+    def interrupt(self) -> None:
+        """Shut the socket down: the reading thread's ``recv`` returns (``close`` alone
+        does not wake it on Linux), and the iteration ends."""
+        raw = getattr(self._sock, "_sock", self._sock)
+        with contextlib.suppress(OSError):
+            raw.shutdown(socket.SHUT_RDWR)
 
 
 def start_exec(client: Any, name_or_id: str, command: list[str]) -> DockerExecOutput:

@@ -26,7 +26,14 @@ from gpudock.core.mounts import (
     resolve_within,
     strict_realpath,
 )
-from gpudock.executors.base import ContainerState, ContainerStatus, LaunchError, LaunchRequest
+from gpudock.executors.base import (
+    ContainerState,
+    ContainerStatus,
+    LaunchError,
+    LaunchRequest,
+    ListedContainer,
+)
+from gpudock.gpus.mps import mps_env
 
 LABEL_JOB = "gpudock.job"
 LABEL_ATTEMPT = "gpudock.attempt"
@@ -52,16 +59,21 @@ def build_create_spec(
     *,
     device_request: bool,
     realpath: Realpath = strict_realpath,
+    sources: Sequence[str] | None = None,
+    unsafe: str | None = None,
 ) -> CreateSpec:
     """Everything Docker needs to create ``request``'s container, hardened per ``config``.
 
     ``device_request`` chooses how GPUs are handed over: an NVIDIA device request
     (dockerd's nvidia driver and the toolkit's hook) or only the
     ``NVIDIA_VISIBLE_DEVICES`` env var (emulated GPUs on a daemon without the
-    driver). Mount sources are resolved with ``realpath`` (on the engine's
-    host) and bound resolved; raises ``LaunchError`` if one leaves
-    ``config.allowed_mounts``. Memory+swap equals the memory limit unless
-    ``config.allow_swap``; json-file logs rotate at ``config.log_max_size``.
+    driver). Mount ``i`` binds ``sources[i]`` (staged by the executor) when
+    given; otherwise each mount is resolved with ``realpath`` (on the engine's
+    host) and bound resolved (``docker_mounts``). Raises ``LaunchError`` if
+    one leaves ``config.allowed_mounts``. Memory+swap equals the memory limit
+    unless ``config.allow_swap``; json-file logs rotate at ``config.log_max_size``.
+    A shared job on an MPS node (``request.mps``) gets the MPS pipe and log
+    directories bound at their host paths and the host's IPC namespace.
     """
     labels = dict(request.labels)
     labels.update(
@@ -99,7 +111,8 @@ def build_create_spec(
         "memswap_limit": memory if memory is not None and not config.allow_swap else None,
         "nano_cpus": round(cpus * 1e9) if cpus is not None else None,
         "shm_size": request.shm_size,
-        "mounts": docker_mounts(request.mounts, config.allowed_mounts, realpath) or None,
+        "mounts": docker_mounts(request.mounts, config.allowed_mounts, realpath, sources, unsafe)
+        or None,
         "log_config": docker.types.LogConfig(
             type="json-file",
             config={"max-size": str(config.log_max_size), "max-file": str(config.log_max_files)},
@@ -109,6 +122,13 @@ def build_create_spec(
         host["device_requests"] = [
             docker.types.DeviceRequest(device_ids=list(request.gpu_uuids), capabilities=[["gpu"]])
         ]
+    if uses_mps(request):
+        assert request.mps is not None
+        host["mounts"] = (host["mounts"] or []) + [
+            docker.types.Mount(target=path, source=path, type="bind", read_only=False)
+            for path in (request.mps.pipe_dir, request.mps.log_dir)
+        ]
+        host["ipc_mode"] = "host"
     return CreateSpec(container=container, host={k: v for k, v in host.items() if v is not None})
 
 
@@ -125,7 +145,9 @@ def container_env(request: LaunchRequest, driver_capabilities: str) -> dict[str,
     here also overrides an image default such as ``all``. CPU-only jobs get
     ``NVIDIA_VISIBLE_DEVICES=void``, so an image that defaults to ``all`` on a
     host whose default runtime is NVIDIA's still sees no GPU.
-    ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share in MiB, for shared jobs only.
+    ``GPUDOCK_GPU_MEMORY_MB`` is the per-GPU share in MiB, for shared jobs only;
+    they also get the framework hints (``hint_env``) and, on an MPS node, the
+    MPS limits (``gpudock.gpus.mps.mps_env``), which no job env can set.
     """
     env = launch_env(request.env, driver_capabilities)
     env["GPUDOCK_JOB_ID"] = str(request.job_id)
@@ -133,6 +155,44 @@ def container_env(request: LaunchRequest, driver_capabilities: str) -> dict[str,
     env["NVIDIA_VISIBLE_DEVICES"] = ",".join(request.gpu_uuids) if request.gpu_uuids else "void"
     if request.gpu_memory is not None and request.gpu_uuids:
         env["GPUDOCK_GPU_MEMORY_MB"] = str(request.gpu_memory // (1024 * 1024))
+        for key, value in hint_env(request.gpu_memory, request.gpu_memory_total).items():
+            env.setdefault(key, value)  # a framework setting the job chose itself stays
+    if uses_mps(request):
+        assert request.mps is not None and request.gpu_memory is not None
+        limits = mps_env(
+            request.mps, len(request.gpu_uuids), request.gpu_memory, request.gpu_compute
+        )
+        env.update(limits)
+    return env
+
+
+def admin_sources(request: LaunchRequest) -> set[str]:
+    """Bind sources the admin's config put there (the MPS directories), not the job:
+    outside the job mounts' allowlist, so ``recheck_sources`` leaves them be."""
+    if not uses_mps(request):
+        return set()
+    assert request.mps is not None
+    return {request.mps.pipe_dir, request.mps.log_dir}
+
+
+def uses_mps(request: LaunchRequest) -> bool:
+    """A shared job on a node whose MPS daemon runs: its limits are the driver's."""
+    return request.mps is not None and request.gpu_memory is not None and bool(request.gpu_uuids)
+
+
+def hint_env(limit: int, gpu_total: int | None) -> dict[str, str]:
+    """Settings that make the common frameworks stay within a per-GPU ``limit`` of bytes.
+
+    ``GPUDOCK_GPU_MEMORY_LIMIT_BYTES`` (read by ``gpudock.hints.apply_torch_limit``);
+    JAX's ``XLA_PYTHON_CLIENT_MEM_FRACTION`` (the share of the GPU's memory, rounded
+    down to 3 decimals, when ``gpu_total`` is known); TensorFlow's
+    ``TF_FORCE_GPU_ALLOW_GROWTH`` (allocate as needed, not all at once). PyTorch's
+    allocator settings (``PYTORCH_CUDA_ALLOC_CONF``) are left to the job.
+    """
+    env = {"GPUDOCK_GPU_MEMORY_LIMIT_BYTES": str(limit), "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    if gpu_total:
+        fraction = math.floor(min(limit / gpu_total, 1.0) * 1000) / 1000
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
     return env
 
 
@@ -140,20 +200,27 @@ def docker_mounts(
     mounts: Sequence[Mount],
     allowed: Sequence[AllowedMount],
     realpath: Realpath = strict_realpath,
+    sources: Sequence[str] | None = None,
+    unsafe: str | None = None,
 ) -> list[docker.types.Mount]:
-    """Bind mounts for Docker, each bound at its *resolved* host path.
+    """Bind mounts for Docker: mount ``i`` at ``sources[i]``, or at its *resolved* host path.
 
-    ``realpath`` resolves a path on the engine's host (``resolve_mount``).
-    Raises ``LaunchError`` naming the mount if one is missing or resolves
-    outside the allowlist (a symlink planted after submit, say). Bind mounts
-    (unlike ``-v``) fail if the host path is missing instead of creating it.
+    Without ``sources``, ``realpath`` resolves each path on the engine's host
+    (``resolve_mount``; ``unsafe`` refuses folders jobs can write). Raises
+    ``LaunchError`` naming the mount if one is missing or resolves outside the
+    allowlist (a symlink planted after submit, say). Bind mounts (unlike
+    ``-v``) fail if the host path is missing instead of creating it.
     """
     result = []
-    for mount in mounts:
-        try:
-            source = resolve_mount(mount.host, mount.read_only, allowed, realpath)
-        except MountRefused as exc:
-            raise LaunchError(f"mount {mount.host}:{mount.container} refused: {exc}") from None
+    for index, mount in enumerate(mounts):
+        if sources is not None:
+            source = sources[index]
+        else:
+            try:
+                source = resolve_mount(mount.host, mount.read_only, allowed, realpath, unsafe)
+            except MountRefused as exc:
+                where = f"{mount.host}:{mount.container}"
+                raise LaunchError(f"mount {where} refused: {exc}") from None
         result.append(
             docker.types.Mount(
                 target=os.path.normpath(mount.container),
@@ -237,6 +304,18 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
         return int(labels[key])
     except (KeyError, ValueError):
         return None
+
+
+def listed_from_summary(summary: Mapping[str, Any]) -> ListedContainer:
+    """A ``ListedContainer`` from one entry of ``docker ps -a`` (``GET /containers/json``)."""
+    labels = summary.get("Labels") or {}
+    names = summary.get("Names") or []
+    return ListedContainer(
+        id=summary["Id"],
+        name=str(names[0]).lstrip("/") if names else summary["Id"],
+        job_id=_int_label(labels, LABEL_JOB),
+        attempt=_int_label(labels, LABEL_ATTEMPT),
+    )
 
 
 def status_from_attrs(attrs: Mapping[str, Any]) -> ContainerStatus:

@@ -3,10 +3,19 @@
 An executor decides nothing: the scheduler chose the GPUs, the controller
 chose when. Every method is safe to call again after a crash: ``launch`` of a
 name that already exists adopts that container instead of creating another.
+
+Every call has a deadline, here in the base class, so that every backend has
+the same: the public methods are the contract the runtime calls, and each
+runs the backend's own engine work (the ``_``-prefixed method a backend
+implements) through ``deadlines.EngineCalls`` with its ``Deadlines``. A call
+past its deadline raises ``EngineTimeout``, naming the container it was about;
+a listing never fails because the engine does not describe one container
+(that one is listed ``UNKNOWN``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -14,34 +23,12 @@ from enum import StrEnum
 
 from gpudock.core.job import Mount
 from gpudock.core.registries import RegistryLogin
-
-
-class ExecutorUnavailable(Exception):
-    """The container engine cannot be reached right now (transient)."""
-
-
-class EngineFault(ExecutorUnavailable):
-    """The engine answered, but failed a launch for its own reasons, not the job's.
-
-    Example: containerd still holds the task of a start that a crashed dockerd
-    never finished (``task …: already exists``). Retrying the same container
-    cannot help; a new attempt can. The half-made container has been removed
-    when the executor could (``removed`` says whether); the launcher requeues
-    the job without spending one of its retries. Classified by
-    ``gpudock.executors.errors.classify``.
-    """
-
-    def __init__(self, message: str, *, removed: bool = False) -> None:
-        super().__init__(message)
-        self.removed = removed
-
-
-class LaunchError(Exception):
-    """The container cannot be started for a reason retrying will not fix.
-
-    Examples: the image is absent and cannot be pulled; the GPU runtime refused
-    the device request; the spec asks for something the engine rejects.
-    """
+from gpudock.executors.deadlines import Deadlines, EngineCalls
+from gpudock.executors.faults import EngineFault as EngineFault
+from gpudock.executors.faults import EngineTimeout as EngineTimeout
+from gpudock.executors.faults import ExecutorUnavailable as ExecutorUnavailable
+from gpudock.executors.faults import LaunchError as LaunchError
+from gpudock.gpus.mps import MpsSetup
 
 
 class ContainerState(StrEnum):
@@ -52,6 +39,7 @@ class ContainerState(StrEnum):
     REMOVING = "removing"
     EXITED = "exited"
     DEAD = "dead"
+    UNKNOWN = "unknown"  # listed by the engine, but not described within its deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +54,9 @@ class LaunchRequest:
     env: dict[str, str]
     gpu_uuids: tuple[str, ...]
     gpu_memory: int | None = None  # per-GPU share in bytes, shared jobs only
+    gpu_memory_total: int | None = None  # the smallest allocated GPU's memory, bytes
+    gpu_compute: int | None = None  # percent of each GPU's compute (MPS), shared jobs only
+    mps: MpsSetup | None = None  # the node's MPS daemon, for a shared job on an MPS node
     gpus_emulated: bool = False
     cpus: float | None = None
     memory: int | None = None
@@ -74,6 +65,7 @@ class LaunchRequest:
     labels: dict[str, str] = field(default_factory=dict)
     pull_login: RegistryLogin | None = None  # the job owner's login for the image's registry
     always_pull: bool = False  # a private registry: pull (check access) even if cached
+    fresh: bool = False  # first use of ``name`` (just committed STARTING): nothing to adopt
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,50 +86,209 @@ class ContainerStatus:
         return self.state in (ContainerState.EXITED, ContainerState.DEAD)
 
 
-class Executor(ABC):
-    """Minimal backend contract; capability mixins extend it later."""
+@dataclass(frozen=True, slots=True)
+class ListedContainer:
+    """One container as the engine's listing names it, before it is described."""
 
-    @abstractmethod
+    id: str
+    name: str
+    job_id: int | None  # from the gpudock.job label; None if unparsable
+    attempt: int | None
+
+
+class Executor(ABC):
+    """The backend contract, with a deadline on every call (module docstring).
+
+    A backend implements the ``_``-prefixed methods and calls
+    ``super().__init__(deadlines)``. Each public method raises
+    ``EngineTimeout`` once its deadline passes; while a late call about one
+    container still runs, further calls about it raise at once
+    (``deadlines.EngineCalls``).
+    """
+
+    def __init__(self, deadlines: Deadlines | None = None) -> None:
+        self.deadlines = deadlines or Deadlines()
+        self._calls = EngineCalls()
+
     def ping(self) -> None:
         """Return if the engine answers; raise ``ExecutorUnavailable`` if not."""
+        self._calls.run("ping", "a ping", self.deadlines.describe, self._ping)
 
-    @abstractmethod
     def launch(self, request: LaunchRequest) -> ContainerStatus:
         """Create and start the container, idempotently.
 
         If a container named ``request.name`` exists it is adopted: started if
-        only created, returned as-is otherwise. Raises ``LaunchError`` for
-        permanent failures (the half-made container is removed) and
+        only created, returned as-is otherwise (``request.fresh``: the name was
+        never used, so the launch creates first and adopts only if the name
+        turns out taken). Raises ``LaunchError`` for
+        permanent failures (the half-made container is removed),
+        ``EngineTimeout`` past ``deadlines.launch``, and
         ``ExecutorUnavailable`` when the engine is unreachable.
         """
+        name = request.name
+        return self._calls.run(
+            name,
+            f"starting container {name}",
+            self.deadlines.launch,
+            lambda: self._launch(request),
+            target=name,
+        )
 
-    @abstractmethod
     def list_containers(self) -> list[ContainerStatus]:
-        """All containers that belong to this gpudock instance, in any state."""
+        """All containers that belong to this gpudock instance, in any state.
 
-    @abstractmethod
+        Each listed container is described (``inspect``) on its own deadline;
+        one the engine does not describe in time is returned ``UNKNOWN``, its
+        ``error`` saying why, and the others are described all the same. One
+        removed between the listing and its description is left out.
+        """
+        listed = self._calls.run("list", "the listing", self.deadlines.call, self._list)
+        out = []
+        for entry in listed:
+            try:
+                status = self.inspect(entry.name)
+            except EngineTimeout as exc:
+                status = ContainerStatus(
+                    id=entry.id,
+                    name=entry.name,
+                    job_id=entry.job_id,
+                    attempt=entry.attempt,
+                    state=ContainerState.UNKNOWN,
+                    error=str(exc),
+                )
+            if status is not None:
+                out.append(status)
+        return out
+
     def inspect(self, name_or_id: str) -> ContainerStatus | None:
         """The container's status, or None if it does not exist."""
+        return self._calls.run(
+            name_or_id,
+            f"describing container {name_or_id}",
+            self.deadlines.describe,
+            lambda: self._inspect(name_or_id),
+            target=name_or_id,
+        )
 
-    @abstractmethod
     def stop(self, name_or_id: str, grace_seconds: float) -> None:
         """SIGTERM, then SIGKILL after the grace period. No error if absent."""
+        self._calls.run(
+            name_or_id,
+            f"stopping container {name_or_id}",
+            grace_seconds + self.deadlines.call,
+            lambda: self._stop(name_or_id, grace_seconds),
+            target=name_or_id,
+        )
 
-    @abstractmethod
-    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
-        """Stdout and stderr, interleaved, as chunks; follows until exit if asked."""
-
-    @abstractmethod
     def remove(self, name_or_id: str) -> None:
         """Force-remove the container. No error if absent."""
+        self._calls.run(
+            name_or_id,
+            f"removing container {name_or_id}",
+            self.deadlines.call,
+            lambda: self._remove(name_or_id),
+            target=name_or_id,
+        )
+
+    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+        """Stdout and stderr, interleaved, as chunks; follows until exit if asked.
+
+        Without ``follow`` each chunk comes within ``deadlines.call`` or the
+        iteration raises ``EngineTimeout``. A followed log waits for the
+        container's output for as long as it takes; if the iterator has a
+        ``close`` method, it may be called from another thread to end it early
+        (a blocked read returns).
+        """
+        chunks = self._logs(name_or_id, follow)
+        return chunks if follow else self._bounded(chunks, name_or_id)
+
+    def _bounded(self, chunks: Iterator[bytes], name: str) -> Iterator[bytes]:
+        """``chunks``, each within ``deadlines.call``."""
+        late = False
+        try:
+            while True:
+                try:
+                    chunk = self._calls.run(
+                        f"logs {name}",
+                        f"reading the log of container {name}",
+                        self.deadlines.call,
+                        lambda: next(chunks, None),
+                        target=name,
+                    )
+                except EngineTimeout:
+                    late = True  # still running in its worker: not ours to close
+                    raise
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None and not late:
+                with contextlib.suppress(ValueError):  # a generator still running elsewhere
+                    close()
+
+    def mount_problem(self) -> str | None:
+        """Why this executor cannot bind mounts race-free (one line), or None when it can.
+
+        While it cannot, mounts under ``rw`` allowlist entries (folders jobs can
+        write) are refused at submit and at launch. An executor that does not
+        override this cannot.
+        """
+        return "this executor does not stage bind mounts"
+
+    def release_stale_mounts(self) -> int:
+        """Remove what launches of a crashed server left for binding; how many. Idempotent."""
+        return 0
+
+    def reap_leftovers(self) -> int:
+        """Remove what the engine itself left of this instance's containers after a crash
+        (e.g. Docker's forgotten containerd shims); how many. Idempotent."""
+        return 0
+
+    @abstractmethod
+    def _ping(self) -> None:
+        """``ping``'s engine work."""
+
+    @abstractmethod
+    def _launch(self, request: LaunchRequest) -> ContainerStatus:
+        """``launch``'s engine work."""
+
+    @abstractmethod
+    def _list(self) -> list[ListedContainer]:
+        """The containers of this gpudock instance, in any state, undescribed."""
+
+    @abstractmethod
+    def _inspect(self, name_or_id: str) -> ContainerStatus | None:
+        """``inspect``'s engine work."""
+
+    @abstractmethod
+    def _stop(self, name_or_id: str, grace_seconds: float) -> None:
+        """``stop``'s engine work."""
+
+    @abstractmethod
+    def _logs(self, name_or_id: str, follow: bool) -> Iterator[bytes]:
+        """``logs``' engine work: the chunks, however slow."""
+
+    @abstractmethod
+    def _remove(self, name_or_id: str) -> None:
+        """``remove``'s engine work."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerEvent:
+    """What happened to a container of this instance: its ``name``, and the
+    ``action`` (``start``, ``die``, ``oom`` or ``destroy``: it was removed)."""
+
+    name: str
+    action: str
 
 
 class EventStream(ABC):
     """A blocking stream of container events; ``close`` ends it from another thread."""
 
     @abstractmethod
-    def __iter__(self) -> Iterator[str]:
-        """Yields the name of each container that started, died, was OOM-killed or removed."""
+    def __iter__(self) -> Iterator[ContainerEvent]:
+        """Yields each container that started, died, was OOM-killed or removed."""
 
     @abstractmethod
     def close(self) -> None:
@@ -147,13 +298,19 @@ class EventStream(ABC):
 class ExecutorWithEvents(Executor):
     """Capability: push notifications of container changes (faster than polling)."""
 
-    @abstractmethod
     def events(self) -> EventStream:
         """Open a stream of this instance's container events.
 
-        Raises ``ExecutorUnavailable`` when the engine is unreachable; the
+        Raises ``ExecutorUnavailable`` when the engine is unreachable
+        (``EngineTimeout`` when the opening takes past ``deadlines.call``); the
         stream itself ends (without raising) when the connection drops.
         """
+        return self._calls.run("events", "opening the event stream", self.deadlines.call,
+                               self._events)  # fmt: skip
+
+    @abstractmethod
+    def _events(self) -> EventStream:
+        """``events``' engine work."""
 
 
 class ExecOutput(ABC):
@@ -174,6 +331,12 @@ class ExecOutput(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def interrupt(self) -> None:
+        """End the iteration from another thread: a blocked read returns, the command
+        itself is not killed. The default closes; an output read over a socket shuts it
+        down instead (safe while another thread reads it)."""
+        self.close()
 
 
 class ExecSession(ABC):
@@ -213,22 +376,44 @@ class ExecSession(ABC):
 class ExecutorWithExec(Executor):
     """Capability: run a command inside a running container (``gpudock exec``)."""
 
-    @abstractmethod
     def exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
         """Start ``command`` in the container on a new TTY of ``rows`` x ``cols``, stdin open.
 
         Raises as ``exec`` does; the caller owns the session (``close``, and
         ``hangup`` if it leaves before the command ends).
         """
+        return self._calls.run(
+            f"exec {name_or_id}",
+            f"starting a command in container {name_or_id}",
+            self.deadlines.call,
+            lambda: self._exec_tty(name_or_id, command, rows, cols),
+            target=name_or_id,
+        )
 
-    @abstractmethod
     def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """Start ``command`` in the container (not in a shell, no TTY, no stdin).
 
         Raises ``LaunchError`` when the container is absent or not running, or
         the engine refuses the command (e.g. no such executable), and
-        ``ExecutorUnavailable`` when the engine is unreachable.
+        ``ExecutorUnavailable`` when the engine is unreachable (``EngineTimeout``
+        when the start takes past ``deadlines.call``; the output that follows
+        comes as slowly as the command prints it).
         """
+        return self._calls.run(
+            f"exec {name_or_id}",
+            f"starting a command in container {name_or_id}",
+            self.deadlines.call,
+            lambda: self._exec(name_or_id, command),
+            target=name_or_id,
+        )
+
+    @abstractmethod
+    def _exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
+        """``exec_tty``'s engine work."""
+
+    @abstractmethod
+    def _exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
+        """``exec``'s engine work."""
 
 
 Notify = Callable[[str], None]

@@ -6,10 +6,11 @@
       │ container named request.name exists? ──yes──► adopt (ours? start if created)
       no
       ▼
-    resolve mount sources on this host ──missing, or a symlink leaves the
-      │                                  allowlist──► LaunchError, nothing created
+    stage mount sources on this host ──missing, a symlink leaves the allowlist,
+      │  (``_docker_mounts``)               or the path changes meanwhile──►
+      │                                     LaunchError, nothing created
       ▼
-    create, binding the resolved paths
+    create, binding the staged paths (unstaged once started or failed)
       │ 404 no such image ──► pull (bounded by pull_timeout) ──► create again
       │ 409 name taken (a racing launch) ──► wait briefly, adopt
       ▼
@@ -30,38 +31,47 @@ socket) is shared. Plain calls from a few threads are fine; each
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import docker
 import docker.errors
+import requests.exceptions
 
 from gpudock.config import ExecutorConfig
+from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.mounts import Realpath
+from gpudock.executors._docker_images import ImageRequirementCache
+from gpudock.executors._docker_mounts import Binding, BindSources, staging_root
 from gpudock.executors._docker_pull import explanation as _explanation
 from gpudock.executors._docker_pull import pull_image
+from gpudock.executors._docker_shims import ShimReaper
 from gpudock.executors._docker_spec import (
     LABEL_ATTEMPT,
     LABEL_INSTANCE,
     LABEL_JOB,
     NO_GPU_DRIVER_TEXT,
+    admin_sources,
     build_create_spec,
     engine_realpath,
+    listed_from_summary,
     recheck_sources,
     short_engine_error,
     status_from_attrs,
     stop_timeout,
 )
+from gpudock.executors._docker_streams import DockerEvents, EngineStream
 from gpudock.executors.base import (
     ContainerState,
     ContainerStatus,
     EngineFault,
+    EngineTimeout,
     EventStream,
     ExecOutput,
     ExecSession,
@@ -70,38 +80,54 @@ from gpudock.executors.base import (
     ExecutorWithExec,
     LaunchError,
     LaunchRequest,
+    ListedContainer,
 )
+from gpudock.executors.deadlines import Deadlines
 from gpudock.executors.errors import Fault, classify
+from gpudock.executors.mount_staging import MountStager
 
 log = logging.getLogger("gpudock.executors.docker")
 
-CLIENT_TIMEOUT_SECONDS = 30
 CLIENT_POOL_SIZE = 16
+CLIENT_TIMEOUT_MARGIN = 5.0
+"""The client's socket timeout is the longest plain call's deadline plus this: the
+deadline answers the caller first, and the socket timeout then frees the thread."""
 # A racing create holds the name (409) before its container can be inspected.
 _RACE_SETTLE_SECONDS = 10.0
+SHIM_SCAN_SECONDS = 10.0  # between two looks for shims the engine forgot
 
 ClientFactory = Callable[[], Any]  # returns a docker.DockerClient
 GpuMode = Literal["device-request", "env"]
 
 
+def deadlines_of(config: ExecutorConfig) -> Deadlines:
+    """The engine calls' deadlines that ``config`` sets (``executor.call_timeout`` and
+    ``inspect_timeout``; a launch may also pull, for up to ``pull_timeout``)."""
+    call = config.call_timeout
+    return Deadlines(
+        describe=config.inspect_timeout, call=call, launch=config.pull_timeout + 3 * call
+    )
+
+
 def default_client_factory(config: ExecutorConfig) -> ClientFactory:
     """A factory for a client of ``config.docker_url`` (or DOCKER_HOST / the local socket)."""
+    timeout = max(config.call_timeout, config.inspect_timeout) + CLIENT_TIMEOUT_MARGIN
 
     def make() -> Any:
         if config.docker_url:
             return docker.DockerClient(
-                base_url=config.docker_url,
-                timeout=CLIENT_TIMEOUT_SECONDS,
-                max_pool_size=CLIENT_POOL_SIZE,
+                base_url=config.docker_url, timeout=timeout, max_pool_size=CLIENT_POOL_SIZE
             )
-        return docker.from_env(timeout=CLIENT_TIMEOUT_SECONDS, max_pool_size=CLIENT_POOL_SIZE)
+        return docker.from_env(timeout=timeout, max_pool_size=CLIENT_POOL_SIZE)
 
     return make
 
 
 @contextmanager
-def _engine_call(what: str) -> Iterator[None]:
-    """Turn 'cannot reach the engine' errors into ``ExecutorUnavailable``.
+def _engine_call(what: str, target: str | None = None) -> Iterator[None]:
+    """Turn 'cannot reach the engine' errors into ``ExecutorUnavailable``, and a
+    call the engine took but did not answer in time into ``EngineTimeout`` about
+    ``target``.
 
     ``APIError`` (the engine answered with an error) passes through for the
     caller to judge; so do ``LaunchError`` and ``ExecutorUnavailable``.
@@ -110,26 +136,12 @@ def _engine_call(what: str) -> Iterator[None]:
         yield
     except docker.errors.APIError:
         raise
+    except requests.exceptions.ReadTimeout as exc:
+        raise EngineTimeout(
+            f"the engine did not answer while {what}: {exc}", target=target
+        ) from exc
     except (docker.errors.DockerException, OSError) as exc:  # requests errors are OSErrors
         raise ExecutorUnavailable(f"Docker engine unreachable while {what}: {exc}") from exc
-
-
-class _DockerEvents(EventStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[str]:
-        try:
-            for event in self._stream:
-                name = (event.get("Actor") or {}).get("Attributes", {}).get("name")
-                if name:
-                    yield str(name)
-        except (docker.errors.DockerException, OSError, ValueError, AttributeError):
-            return  # connection dropped or closed
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._stream.close()
 
 
 class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
@@ -139,7 +151,9 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     ``gpudock.attempt``, ``gpudock.instance`` (this executor's
     ``instance_id``) and ``gpudock.gpus``; ``list_containers`` sees only
     containers with this instance's label. The client is created on first use,
-    so constructing an executor never touches the engine.
+    so constructing an executor never touches the engine (nor the host's mounts).
+    Mount sources are staged under ``staging_root(config, home)`` (``stager``
+    overrides it, for tests).
     """
 
     def __init__(
@@ -147,15 +161,22 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         config: ExecutorConfig,
         instance_id: str,
         client_factory: ClientFactory | None = None,
+        home: Path | None = None,
+        stager: MountStager | None = None,
     ) -> None:
         if not instance_id:
             raise ValueError("instance_id must not be empty")
+        super().__init__(deadlines_of(config))
         self.config = config
         self.instance_id = instance_id
         self._client_factory = client_factory or default_client_factory(config)
         self._client: Any = None
         self._lock = threading.Lock()
         self._mode: GpuMode = "env" if config.gpu_mode == "env" else "device-request"
+        self._images = ImageRequirementCache()
+        self._binds = BindSources(config, stager or MountStager(staging_root(config, home)))
+        self._reaper = ShimReaper(instance_id)
+        self._next_shim_scan = 0.0  # monotonic; 0: at the next chance (start, engine back)
 
     @property
     def gpu_mode(self) -> GpuMode:
@@ -181,94 +202,130 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
 
     # ----------------------------------------------------------------- queries
 
-    def ping(self) -> None:
+    def _ping(self) -> None:
         """Return if the engine answers ``/_ping``; raise ``ExecutorUnavailable`` if not."""
         client = self._docker()
         try:
             with _engine_call("pinging"):
                 client.ping()
         except docker.errors.APIError as exc:
+            self._next_shim_scan = 0.0  # the engine may restart: look for its leftovers then
             raise ExecutorUnavailable(f"Docker engine unhealthy: {_explanation(exc)}") from exc
+        except ExecutorUnavailable:
+            self._next_shim_scan = 0.0
+            raise
 
-    def events(self) -> EventStream:
+    def _events(self) -> EventStream:
         """Start/die/oom/destroy events of this instance's containers (see base class)."""
         client = self._docker()
         label = f"{LABEL_INSTANCE}={self.instance_id}"
         filters = {"type": "container", "label": label, "event": ["start", "die", "oom", "destroy"]}
         with self._api_errors_unavailable("subscribing to events"):
-            return _DockerEvents(client.api.events(decode=True, filters=filters))
+            return DockerEvents(client.api.events(decode=True, filters=filters))
 
-    def inspect(self, name_or_id: str) -> ContainerStatus | None:
+    def _inspect(self, name_or_id: str) -> ContainerStatus | None:
         """The container's status, or None if it does not exist. Never raises ``LaunchError``."""
         attrs = self._inspect_attrs(self._docker(), name_or_id)
         return None if attrs is None else status_from_attrs(attrs)
 
-    def list_containers(self) -> list[ContainerStatus]:
-        """All containers labelled with this instance id, in any state (one inspect each)."""
+    def image_requirements(self, image: str) -> tuple[bool, ImageRequirements | None]:
+        """Whether the engine has ``image``, and its ``NVIDIA_REQUIRE_*`` (None: none),
+        parsed once per image id (``_docker_images.py``), within ``deadlines.describe``.
+        ``ValueError`` for one that does not parse; ``ExecutorUnavailable`` when the
+        engine does not answer; ``EngineTimeout`` when it answers too late."""
+        return self._calls.run(
+            f"image:{image}",
+            f"inspecting image {image}",
+            self.deadlines.describe,
+            lambda: self._image_requirements(image),
+        )
+
+    def _image_requirements(self, image: str) -> tuple[bool, ImageRequirements | None]:
+        client = self._docker()
+        with self._api_errors_unavailable("inspecting an image"):
+            return self._images.lookup(client.api, image)
+
+    def _list(self) -> list[ListedContainer]:
+        """All containers labelled with this instance id, in any state (``docker ps -a``)."""
         client = self._docker()
         label = f"{LABEL_INSTANCE}={self.instance_id}"
         with self._api_errors_unavailable("listing containers"):
             summaries = client.api.containers(all=True, filters={"label": label})
-        result = []
-        for summary in summaries:
-            attrs = self._inspect_attrs(client, summary["Id"])
-            if attrs is not None:  # removed between list and inspect
-                result.append(status_from_attrs(attrs))
-        return result
+        return [listed_from_summary(summary) for summary in summaries]
 
-    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+    def _logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
         """Stdout and stderr chunks, interleaved, without timestamps.
 
         Yields nothing if the container does not exist. With ``follow`` it
-        blocks until the container exits; close the iterator to stop early.
+        blocks until the container exits; ``close()`` on the result, from any
+        thread, ends it early (a blocked read returns).
         """
         client = self._docker()
-        with self._api_errors_unavailable("reading logs"):
+        with self._api_errors_unavailable("reading logs", name_or_id):
             try:
                 stream = client.api.logs(
                     name_or_id, stdout=True, stderr=True, stream=True, follow=follow
                 )
             except docker.errors.NotFound:
-                return
-            try:
-                yield from stream
-            finally:
-                stream.close()
+                return EngineStream(None)
+        return EngineStream(stream)
 
-    def exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
+    def _exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """Run ``command`` in the running container (``_docker_exec.py``)."""
         from gpudock.executors._docker_exec import start_exec
 
         client = self._docker()
-        with self._api_errors_unavailable("starting a command in a container"):
+        with self._api_errors_unavailable("starting a command in a container", name_or_id):
             return start_exec(client, name_or_id, command)
 
-    def exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
+    def _exec_tty(self, name_or_id: str, command: list[str], rows: int, cols: int) -> ExecSession:
         """Run ``command`` on a TTY, stdin open (``_docker_tty.py``)."""
         from gpudock.executors._docker_tty import start_exec_tty
 
         client = self._docker()
-        with self._api_errors_unavailable("starting a command in a container"):
+        with self._api_errors_unavailable("starting a command in a container", name_or_id):
             return start_exec_tty(client, name_or_id, command, rows, cols)
+
+    def mount_problem(self) -> str | None:
+        """Why mounts are not staged on this host, or None (``_docker_mounts``)."""
+        return self._binds.problem()
+
+    def release_stale_mounts(self) -> int:
+        """Unmount and remove staging a crashed server left (``MountStager.sweep``)."""
+        return self._binds.sweep()
+
+    def reap_leftovers(self) -> int:
+        """Kill the containerd shims Docker forgot that are this instance's and run nothing
+        (``_docker_shims.py``); how many. A local engine only; a scan at most every
+        ``SHIM_SCAN_SECONDS``, and at the first call after the engine stopped answering."""
+        now = time.monotonic()
+        if self._binds.socket_path() is None or now < self._next_shim_scan:
+            return 0
+        self._next_shim_scan = now + SHIM_SCAN_SECONDS
+        try:
+            return self._reaper.reap(lambda container: self.inspect(container) is not None)
+        except ExecutorUnavailable:
+            self._next_shim_scan = 0.0
+            return 0
 
     # ---------------------------------------------------------------- commands
 
-    def stop(self, name_or_id: str, grace_seconds: float) -> None:
+    def _stop(self, name_or_id: str, grace_seconds: float) -> None:
         """SIGTERM, then SIGKILL after ``grace_seconds`` (rounded up to whole seconds).
 
         Returns once the container has stopped. No error if it is absent or not running.
         """
         client = self._docker()
-        with self._api_errors_unavailable("stopping a container"):
+        with self._api_errors_unavailable("stopping a container", name_or_id):
             try:
                 client.api.stop(name_or_id, timeout=stop_timeout(grace_seconds))
             except docker.errors.NotFound:
                 return
 
-    def remove(self, name_or_id: str) -> None:
+    def _remove(self, name_or_id: str) -> None:
         """Force-remove the container and its anonymous volumes. No error if absent."""
         client = self._docker()
-        with self._api_errors_unavailable("removing a container"):
+        with self._api_errors_unavailable("removing a container", name_or_id):
             try:
                 client.api.remove_container(name_or_id, v=True, force=True)
             except docker.errors.NotFound:
@@ -278,7 +335,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
                     return
                 raise
 
-    def launch(self, request: LaunchRequest) -> ContainerStatus:
+    def _launch(self, request: LaunchRequest) -> ContainerStatus:
         """Create and start ``request.name``, idempotently (see ``Executor.launch``).
 
         An existing container of that name is adopted only if its labels say it
@@ -287,11 +344,12 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         """
         client = self._docker()
         try:
-            with _engine_call(f"launching {request.name}"):
+            with _engine_call(f"launching {request.name}", request.name):
                 deadline = time.monotonic() + _RACE_SETTLE_SECONDS
-                pause = 0.02
-                while True:
-                    attrs = self._inspect_attrs(client, request.name)
+                pause, fresh = 0.02, request.fresh
+                while True:  # a fresh name has no container to look for: create at once
+                    attrs = None if fresh else self._inspect_attrs(client, request.name)
+                    fresh = False  # taken meanwhile (409): looked at next time round
                     if attrs is not None:
                         status = self._adopt(client, attrs, request)
                     else:
@@ -311,18 +369,19 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             raise LaunchError(
                 f"Docker refused container {request.name}: {short_engine_error(reason)}"
             ) from exc
-        raise ExecutorUnavailable(
+        raise EngineTimeout(
             f"container {request.name}: its name stayed taken by a container that could not "
-            f"be inspected for {_RACE_SETTLE_SECONDS:g}s (a racing launch?); try again"
+            f"be inspected for {_RACE_SETTLE_SECONDS:g}s (a racing launch?); try again",
+            target=request.name,
         )
 
     # ---------------------------------------------------------------- internals
 
     @contextmanager
-    def _api_errors_unavailable(self, what: str) -> Iterator[None]:
+    def _api_errors_unavailable(self, what: str, target: str | None = None) -> Iterator[None]:
         """Like ``_engine_call``, but an unexpected engine error is also 'unavailable'."""
         try:
-            with _engine_call(what):
+            with _engine_call(what, target):
                 yield
         except docker.errors.APIError as exc:
             raise ExecutorUnavailable(
@@ -330,7 +389,7 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             ) from exc
 
     def _inspect_attrs(self, client: Any, name_or_id: str) -> dict[str, Any] | None:
-        with self._api_errors_unavailable("inspecting a container"):
+        with self._api_errors_unavailable("inspecting a container", name_or_id):
             try:
                 attrs: dict[str, Any] = client.api.inspect_container(name_or_id)
             except docker.errors.NotFound:
@@ -360,16 +419,30 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         if status.state is not ContainerState.CREATED:
             return status
         mounts = (attrs.get("HostConfig") or {}).get("Mounts") or []
+        if any(self._binds.is_staged(str(m.get("Source", ""))) for m in mounts):
+            self._discard(client, status.id)  # its staging died with the launch: make anew
+            return None
         return self._start(client, status.id, request, mounts)
 
     def _create_and_start(self, client: Any, request: LaunchRequest) -> ContainerStatus | None:
-        """Create and start a new container; None if the name was taken meanwhile."""
+        """Create and start a new container; None if the name was taken meanwhile.
+
+        Its mounts stay staged from before the create until the start returned.
+        """
+        with self._binds.bind(request) as binding:
+            return self._create_and_start_bound(client, request, binding)
+
+    def _create_and_start_bound(
+        self, client: Any, request: LaunchRequest, binding: Binding
+    ) -> ContainerStatus | None:
         spec = build_create_spec(
             request,
             self.config,
             self.instance_id,
             device_request=self._device_request(request),
             realpath=self._realpath(),
+            sources=binding.sources,
+            unsafe=binding.unsafe,
         )
         host_config = client.api.create_host_config(**spec.host)
         pull_timeout, login = self.config.pull_timeout, request.pull_login
@@ -385,7 +458,8 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
             if exc.status_code == 409:
                 return None
             raise
-        return self._start(client, created["Id"], request, spec.host.get("mounts") or [])
+        recheck = (spec.host.get("mounts") or []) if binding.sources is None else []
+        return self._start(client, created["Id"], request, recheck)
 
     def _realpath(self) -> Realpath:
         return engine_realpath(self.config.docker_url, os.environ.get("DOCKER_HOST"))
@@ -395,12 +469,15 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
     ) -> ContainerStatus | None:
         """Start a created container; on failure remove it and explain or fall back.
 
-        Just before the start, each bind source (``mounts``, Docker's
-        ``{Source, ReadOnly}``) must still resolve to itself inside the
-        allowlist: a pull or a crash may lie between create and start.
+        Just before the start, each bind source in ``mounts`` (Docker's
+        ``{Source, ReadOnly}``; resolved, not staged, sources only) must still
+        resolve to itself inside the allowlist: a pull or a crash may lie
+        between create and start.
         """
+        admins = admin_sources(request)
+        jobs = [m for m in mounts if str(m.get("Source", "")) not in admins]
         try:
-            recheck_sources(mounts, self.config.allowed_mounts, self._realpath())
+            recheck_sources(jobs, self.config.allowed_mounts, self._realpath())
         except LaunchError:
             self._discard(client, container_id)
             raise

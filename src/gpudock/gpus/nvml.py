@@ -10,9 +10,10 @@ nvmlInitWithFlags, nvmlShutdown, nvmlErrorString, nvmlSystemGetDriverVersion,
 nvmlSystemGetCudaDriverVersion, nvmlDeviceGetCount_v2,
 nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID,
 nvmlDeviceGetName, nvmlDeviceGetMemoryInfo, nvmlDeviceGetMigMode and
-nvmlDeviceGetComputeRunningProcesses_v3, plus the topology calls listed in
-``gpudock.gpus.nvml_topology``. Adding a call here means adding the symbol
-there.
+nvmlDeviceGetComputeRunningProcesses_v3, plus the calls listed in
+``gpudock.gpus.nvml_topology`` (topology) and ``gpudock.gpus.nvml_mig`` (MIG
+devices, brand, compute capability). Adding a call here means adding the
+symbol there.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from typing import Any, NamedTuple
 import pynvml
 
 from gpudock.core.errors import GpudockError
-from gpudock.core.inventory import GpuHealth, GpuInfo, NodeInventory
+from gpudock.core.inventory import GpuHealth, GpuInfo, MigDeviceInfo, NodeInventory
+from gpudock.gpus.nvml_mig import read_arch, read_brand, read_mig_devices
 from gpudock.gpus.nvml_topology import read_topology
 
 log = logging.getLogger("gpudock.gpus")
 
 # Why nvmlInit can fail, as one human hint per NVML return code.
-_INIT_HINTS: dict[int, str] = {
+INIT_HINTS: dict[int, str] = {
     pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "no NVIDIA driver on this host",
     pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded",
     pynvml.NVML_ERROR_NO_PERMISSION: "no permission to open the NVIDIA device files",
@@ -79,7 +81,7 @@ def nvml_session() -> Iterator[None]:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as err:
-        hint = _INIT_HINTS.get(err.value, f"nvmlInit returned error code {err.value}")
+        hint = INIT_HINTS.get(err.value, f"nvmlInit returned error code {err.value}")
         raise NvmlUnavailable(f"NVML not available ({err}): {hint}") from err
     try:
         yield
@@ -98,7 +100,8 @@ def discover_nvml(node_name: str) -> NodeInventory:
     cannot even be identified by UUID is left out. Either case is named in the
     inventory's ``note`` and logged at WARNING. Each GPU's NUMA node and NVLink
     domain come from ``nvml_topology.read_topology`` (None when unknown; a
-    failing topology query is never a problem). Raises ``NvmlUnavailable`` when
+    failing topology query is never a problem). The MIG devices of each GPU in
+    MIG mode are listed in ``mig_devices`` (``nvml_mig``). Raises ``NvmlUnavailable`` when
     NVML cannot be initialised or cannot count the GPUs. Never changes GPU state.
     """
     problems: list[str] = []
@@ -111,6 +114,10 @@ def discover_nvml(node_name: str) -> NodeInventory:
             raise NvmlUnavailable(f"NVML cannot count the GPUs ({err})") from err
         found = [read for index in range(count) if (read := _read_gpu(index, problems))]
         topology = read_topology({gpu.index: handle for gpu, handle in found})
+        migs: list[MigDeviceInfo] = []
+        for gpu, handle in found:
+            if gpu.mig_mode:
+                migs += read_mig_devices(gpu.uuid, handle, problems)
     gpus = [
         replace(gpu, numa=topology[gpu.index].numa, nvlink=topology[gpu.index].nvlink)
         for gpu, _ in found
@@ -124,6 +131,7 @@ def discover_nvml(node_name: str) -> NodeInventory:
         cuda_version=format_cuda_version(cuda) if cuda else None,
         source="nvml",
         note="; ".join(problems) or None,
+        mig_devices=tuple(migs),
     )
 
 
@@ -170,6 +178,8 @@ def _read_gpu(index: int, problems: list[str]) -> tuple[GpuInfo, Any] | None:
         memory_total=int(memory.total) if memory is not None else 0,
         mig_mode=mig_mode,
         health=GpuHealth.UNHEALTHY if failed else GpuHealth.OK,
+        brand=read_brand(handle),
+        arch=read_arch(handle),
     )
     return info, handle
 

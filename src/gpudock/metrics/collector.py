@@ -156,7 +156,7 @@ def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Ite
     families = {
         name: Gauge(f"gpudock_gpu_{name}", text, GPU_LABELS)
         for name, text in (
-            ("healthy", "1 when the GPU is healthy, 0 when unhealthy or missing."),
+            ("healthy", "1 when the GPU takes jobs; 0 unhealthy, missing, quarantined, cordoned."),
             ("allocated_ratio", "Fraction of the GPU held by jobs (exclusive: 1)."),
             ("utilization_ratio", "GPU utilisation 0..1 (emulated: the allocated fraction)."),
             ("memory_used_bytes", "GPU memory in use (emulated: reserved by jobs)."),

@@ -87,6 +87,19 @@ class RuntimeMetrics:
             "Placements the applier rejected because the store changed since the snapshot.",
             registry=reg,
         )
+        self.strays = Counter(
+            "gpudock_gpu_stray_processes",
+            "Processes of no gpudock job found on a GPU a job holds (killed=true|false).",
+            ["node", "killed"],
+            registry=reg,
+        )
+        self.faults = Counter(
+            "gpudock_gpu_faults",
+            "GPU health events: kind=xid|ecc_uncorrected|ecc_corrected|lost, "
+            "class=application|gpu_reset|node|info.",
+            ["node", "kind", "class"],
+            registry=reg,
+        )
 
     def job_started(self, queue: str, submitted_at: float, started_at: float) -> None:
         """An attempt reached RUNNING."""
@@ -109,6 +122,14 @@ class RuntimeMetrics:
             self.watchdog.labels(queue, stop_requested).inc()
         if retried:
             self.retries.labels(queue).inc()
+
+    def gpu_stray(self, node: str, killed: bool) -> None:
+        """The GPU watchdog found a process of no job on a job's GPU."""
+        self.strays.labels(node, str(killed).lower()).inc()
+
+    def gpu_fault(self, node: str, kind: str, fault_class: str) -> None:
+        """A GPU health event (``gpus/xid.py``)."""
+        self.faults.labels(node, kind, fault_class).inc()
 
     def cycle_done(self, seconds: float, plan: Plan, result: ApplyResult) -> None:
         """One scheduling cycle: its plan and what the applier made of it."""

@@ -23,6 +23,7 @@ from gpudock.queue.fairshare import (
 )
 from gpudock.queue.history import UsageHistory, decay_factor
 from gpudock.queue.model import Queue, QueueSet, capacity_warnings
+from gpudock.queue.never import NeverAdmitted, never_admitted
 from gpudock.queue.quota import Admission, LendingBalance, QuotaLedger, check_admission
 from gpudock.queue.report import QueueLoad, QueueReport, QueuesReport, build_report
 from gpudock.queue.resources import (
@@ -34,6 +35,7 @@ from gpudock.queue.resources import (
     capacity_of,
     job_usage,
     pending_usage,
+    request_usage,
 )
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "FairShareOrder",
     "LendingBalance",
     "Limits",
+    "NeverAdmitted",
     "Quantity",
     "Queue",
     "QueueConfig",
@@ -68,6 +71,8 @@ __all__ = [
     "dominant_share",
     "entitlements",
     "job_usage",
+    "never_admitted",
     "pending_usage",
+    "request_usage",
     "water_fill",
 ]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from gpudock.core.job import PendingReason
 from gpudock.queue.model import Queue, QueueSet
@@ -46,6 +47,11 @@ from gpudock.queue.resources import (
 
 LAYER = "quota"
 
+Refusal = Literal["undeclared", "guarantee", "limit", "lending"]
+"""Which rule refused a job: its queue is not declared; it would pass the guarantee of a
+queue that may not borrow; it would pass the queue's limit; or its lending group cannot
+lend what it would borrow."""
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -53,12 +59,15 @@ class Admission:
 
     ``borrows``: the job takes borrowed capacity (in some governed resource
     it requests, its queue ends above its guarantee), so it may be reclaimed
-    later. ``reason`` is set exactly when not ``admitted``.
+    later. ``reason`` is set exactly when not ``admitted``, and so are
+    ``refusal`` (the rule) and ``resource`` (None for an undeclared queue).
     """
 
     admitted: bool
     borrows: bool = False
     reason: PendingReason | None = None
+    refusal: Refusal | None = None
+    resource: Resource | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +97,15 @@ def check_admission(
     order and the first refusal is the reason (layer ``quota``).
     """
     if not queue.declared:
-        return Admission(False, reason=_undeclared(queue))
+        return Admission(False, reason=_undeclared(queue), refusal="undeclared")
     borrows = False
     for resource in RESOURCES:
         if resource not in tracked:
             continue
-        reason = _refusal(queue, resource, used, request, balance)
-        if reason is not None:
-            return Admission(False, reason=reason)
+        refused = _refusal(queue, resource, used, request, balance)
+        if refused is not None:
+            rule, reason = refused
+            return Admission(False, reason=reason, refusal=rule, resource=resource)
         wanted = request.get(resource)
         borrows = borrows or (
             wanted > 0 and used.get(resource) + wanted > queue.guarantee.get(resource)
@@ -105,8 +115,8 @@ def check_admission(
 
 def _refusal(
     queue: Queue, resource: Resource, used: Resources, request: Resources, balance: LendingBalance
-) -> PendingReason | None:
-    """Why ``request`` does not fit ``queue`` in ``resource``; None when it fits.
+) -> tuple[Refusal, PendingReason] | None:
+    """Which rule refuses ``request`` in ``queue`` for ``resource``, and why; None when it fits.
 
     A job is never refused on a resource it does not ask for, even when its
     queue is over quota there (after a config change or a reclaim).
@@ -116,15 +126,24 @@ def _refusal(
     u, x = used.get(resource), request.get(resource)
     g, limit = queue.guarantee.get(resource), queue.limit.get(resource)
     if not queue.borrow:
-        return _borrowing_disabled(queue, resource, u, x)
+        return "guarantee", _borrowing_disabled(queue, resource, u, x)
     if limit is not None and u + x > limit:
-        return _over_limit(queue, resource, u, x, limit)
+        return "limit", _over_limit(queue, resource, u, x, limit)
     wants = u + x - max(u, g)
-    own_unused = max(ZERO, g - u) if queue.lend else ZERO
-    others = _lendable_to(balance, resource, own_unused)
+    others = lendable_to(queue, resource, used, balance)
     if wants > others:
-        return _nothing_to_lend(queue, resource, wants, others, balance)
+        return "lending", _nothing_to_lend(queue, resource, wants, others, balance)
     return None
+
+
+def lendable_to(
+    queue: Queue, resource: Resource, used: Resources, balance: LendingBalance
+) -> Quantity:
+    """What ``queue``'s lending group (and the cluster's unguaranteed pool) can lend it
+    beyond its own guarantee in ``resource``, its usage being ``used``."""
+    u, g = used.get(resource), queue.guarantee.get(resource)
+    own_unused = max(ZERO, g - u) if queue.lend else ZERO
+    return _lendable_to(balance, resource, own_unused)
 
 
 def _lendable_to(balance: LendingBalance, resource: Resource, own_unused: Quantity) -> Quantity:

@@ -162,6 +162,20 @@ def pending_usage(
     return job_usage(share, [reference] * gpus, cpus)
 
 
+def request_usage(
+    gpus: int,
+    nodes: int,
+    share: int | None,
+    eligible_totals: Iterable[int],
+    cpus: Number | None = None,
+) -> Resources:
+    """``pending_usage`` of a job of ``nodes`` parts, each ``gpus`` GPUs and ``cpus`` cores
+    (a gang counts every part; ``nodes`` is 1 for any other job)."""
+    return pending_usage(
+        gpus * nodes, share, eligible_totals, None if cpus is None else cpus * nodes
+    )
+
+
 def capacity_of(gpu_totals: Iterable[int], cpus: Number = 0) -> Resources:
     """Cluster capacity: one GPU-equivalent and its memory per GPU, plus ``cpus`` cores.
 

@@ -45,6 +45,10 @@ class UserLimits:
         }
         return cls(limits, held()) if limits else None
 
+    def limit(self, queue: str) -> Quantity | None:
+        """``queue``'s ``max_running_gpus_per_user``; None when it sets none."""
+        return self._limits.get(queue)
+
     def refuse(self, queue: str, user: str, gpus: Quantity) -> PendingReason | None:
         """None when ``user`` may hold ``gpus`` more in ``queue``; else the reason."""
         limit = self._limits.get(queue)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
+from gpudock.gpus.mps import MpsSetup
 from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
 from gpudock.queue import UsageHistory
+from gpudock.runtime.lanes import Lane
 from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
-from gpudock.store.db import Database
+from gpudock.store.db import Database, database_unavailable
 from gpudock.vault import Vault
 
 log = logging.getLogger("gpudock.runtime")
@@ -25,6 +27,8 @@ log = logging.getLogger("gpudock.runtime")
 
 LANE_WORKERS = {"launch": 8, "control": 4, "archive": 2}
 """Worker threads per lane: the runtime's side effects never wait behind another lane's."""
+LANE_SPARE = {"launch": 4, "control": 2}
+"""More threads per lane that only work for jobs holding GPUs take (``lanes.Lane``)."""
 
 LANE_OF = {
     "launch": "launch",
@@ -36,11 +40,44 @@ LANE_OF = {
 """The lane of each kind of work (``run_once``). Freeing GPUs (finish, stop) has its own."""
 
 
-def _lanes() -> dict[str, ThreadPoolExecutor]:
-    return {
-        lane: ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"gpudock-{lane}")
-        for lane, n in LANE_WORKERS.items()
-    }
+def _lanes() -> dict[str, Lane]:
+    return {lane: Lane(lane, n, LANE_SPARE.get(lane, 0)) for lane, n in LANE_WORKERS.items()}
+
+
+class Undescribed:
+    """The jobs held because the engine does not describe their container
+    (``runtime/undescribed.py``): since when, by the runtime's clock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: dict[int, tuple[str, float]] = {}
+
+    def note(self, job_id: int, name: str, since: float) -> tuple[float, bool]:
+        """Record ``name`` undescribed from ``since`` unless it already is; return
+        since when it is, and whether this is the first note."""
+        with self._lock:
+            held = self._since.get(job_id)
+            if held is not None and held[0] == name:
+                return held[1], False
+            self._since[job_id] = (name, since)
+            return since, True
+
+    def clear(self, job_id: int) -> tuple[str, float] | None:
+        """Forget ``job_id``; return its container and since when, if it was held."""
+        with self._lock:
+            return self._since.pop(job_id, None)
+
+    def held(self) -> set[int]:
+        """The ids of the jobs held now."""
+        with self._lock:
+            return set(self._since)
+
+    def keep_only(self, job_ids: Iterable[int]) -> None:
+        """Forget the jobs not in ``job_ids`` (they ended or moved on)."""
+        keep = set(job_ids)
+        with self._lock:
+            for job_id in [j for j in self._since if j not in keep]:
+                del self._since[job_id]
 
 
 class Clock(Protocol):
@@ -62,11 +99,16 @@ class RuntimeContext:
     snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
     reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
     vault: Vault | None = None  # encrypts users' registry logins; None: none can be stored
+    mps: MpsSetup | None = None  # the node's MPS daemon while it shares GPUs by MPS
+    gpu_watchdog: bool = False  # the node's GPU-memory watchdog runs (NVML is there)
+    # an application fault on one of these GPUs since then, for a failure reason (gpu_guard)
+    fault_note: Callable[[Sequence[str], float | None], str | None] | None = None
     clock: Clock = field(default=time.time)
     metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
     wake_scheduler: threading.Event = field(default_factory=threading.Event)
     wake_reconciler: threading.Event = field(default_factory=threading.Event)
-    _pools: dict[str, ThreadPoolExecutor] = field(default_factory=_lanes)
+    undescribed: Undescribed = field(default_factory=Undescribed)  # jobs held for the engine
+    _pools: dict[str, Lane] = field(default_factory=_lanes)
     _inflight: set[tuple[str, int]] = field(default_factory=set)
     _after: dict[int, dict[str, Callable[[], None]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -85,13 +127,19 @@ class RuntimeContext:
             return None
         return snapshot
 
-    def run_once(self, kind: str, job_id: int, fn: Callable[[], None]) -> Future[None] | None:
+    def run_once(
+        self, kind: str, job_id: int, fn: Callable[[], None], *, gpus: bool = False
+    ) -> Future[None] | None:
         """Run ``fn`` in its lane unless work of ``kind`` for ``job_id`` is in flight.
 
         The lane is ``LANE_OF[kind]`` (``launch`` for unknown kinds): finishes
         and stops never queue behind launches, and log archiving never holds
-        either. Returns the future, or None when skipped. Exceptions are
-        logged, never raised.
+        either. ``gpus``: the job holds GPUs, so ``fn`` goes ahead of the
+        lane's queued work for jobs that hold none, and may use the lane's
+        ``LANE_SPARE`` threads (``lanes.Lane``): a GPU job's launch never waits
+        behind a backlog of CPU-only launches.
+        Returns the future, or None when skipped. Exceptions are logged,
+        never raised.
         """
         key = (kind, job_id)
         with self._lock:
@@ -109,7 +157,7 @@ class RuntimeContext:
                 for step in follow.values():
                     self._run_logged("follow-up", job_id, step)
 
-        return self._pools[LANE_OF.get(kind, "launch")].submit(wrapper)
+        return self._pools[LANE_OF.get(kind, "launch")].submit(wrapper, first=gpus)
 
     def after_work(self, job_id: int, key: str, fn: Callable[[], None]) -> bool:
         """Run ``fn`` once the work in flight for ``job_id`` ends; False if none is in flight.
@@ -126,12 +174,19 @@ class RuntimeContext:
             self._after.setdefault(job_id, {}).setdefault(key, fn)
             return True
 
-    @staticmethod
-    def _run_logged(kind: str, job_id: int, fn: Callable[[], None]) -> None:
+    def _run_logged(self, kind: str, job_id: int, fn: Callable[[], None]) -> None:
+        """Run ``fn``; an error is logged with its trace, except a database outage:
+        that is logged once for the whole server (``Database.availability``), and the
+        reconciler resumes the work when the database answers."""
         try:
             with bind_job(job_id):  # its log records carry the job
                 fn()
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc):
+                self.db.availability.failed(exc)
+                log.debug("%s of job %s deferred: the database is down", kind, job_id,
+                          extra={"job": job_id})  # fmt: skip
+                return
             log.exception("%s of job %s failed unexpectedly", kind, job_id, extra={"job": job_id})
 
     def busy(self, job_id: int) -> bool:
@@ -148,5 +203,6 @@ class RuntimeContext:
             return (kind, job_id) in self._inflight
 
     def shutdown(self) -> None:
+        """Cancel the lanes' queued work and wait for the running work to end."""
         for pool in self._pools.values():
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()

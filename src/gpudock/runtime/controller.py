@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpudock.core.job import PendingReason
+from gpudock.core.mounts import staging_notice
 from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWithEvents
+from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
@@ -47,22 +49,31 @@ from gpudock.store.snapshot import SnapshotCache
 log = logging.getLogger("gpudock.controller")
 
 MAX_PENDING_PER_CYCLE = 5000
+GPU_PENDING_PER_CYCLE = 1000
+"""Pending jobs asking for GPUs that a cycle also considers beyond its first
+``MAX_PENDING_PER_CYCLE`` (``store.snapshot.load_snapshot``'s ``gpu_share``)."""
 HISTORY_KEY = "fair_share_history"
 
 
-def backlog_reason(window: int) -> PendingReason:
-    """Why a job beyond a cycle's window of ``window`` pending jobs waits."""
+def backlog_reason(window: int, gpu_share: int) -> PendingReason:
+    """Why a job beyond a cycle's window of ``window`` pending jobs (and its
+    ``gpu_share`` GPU jobs further back) waits."""
     return PendingReason(
         "backlog",
         f"not considered yet: the scheduler looks at the first {window} pending jobs "
-        "(by priority, then submit time) each cycle, and this one is further back",
+        f"(by priority, then submit time) each cycle, and at the first {gpu_share} "
+        "further back that ask for GPUs; this one is further back",
         f"it is considered once fewer than {window} pending jobs are ahead of it",
     )
 
 
 class Controller:
-    def __init__(self, ctx: RuntimeContext) -> None:
+    """The server's background loops, and the node's GPU monitor (``monitor``:
+    started after the first reconcile, stopped first)."""
+
+    def __init__(self, ctx: RuntimeContext, monitor: NodeGpuMonitor | None = None) -> None:
         self.ctx = ctx
+        self.monitor = monitor
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._events: EventStream | None = None
@@ -77,7 +88,18 @@ class Controller:
         self._session = SchedulerSession(learn=True)
 
     def start(self) -> None:
-        """Reconcile once (adopt what survived a restart), then start both loops."""
+        """Start the GPU monitor (the node's sharing mode is known and its event
+        registration done when it returns, before any launch), say whether mounts can
+        be staged, reconcile once (adopt what survived a restart), then start the loops."""
+        if self.monitor is not None:
+            self.monitor.start()
+            self.ctx.gpu_watchdog = self.monitor.watching
+        notice = staging_notice(
+            self.ctx.executor.mount_problem(), self.ctx.config.executor.allowed_mounts
+        )
+        if notice is not None:
+            writable = any(e.mode == "rw" for e in self.ctx.config.executor.allowed_mounts)
+            log.log(logging.WARNING if writable else logging.INFO, "%s", notice)
         self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
@@ -90,6 +112,8 @@ class Controller:
         self.ctx.wake_scheduler.set()
 
     def stop(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
         self._stop.set()
         self.ctx.wake_scheduler.set()
         self.ctx.wake_reconciler.set()
@@ -102,9 +126,10 @@ class Controller:
     def schedule_once(self) -> ApplyResult:
         """One cycle: snapshot → schedule → apply → launch what was allocated."""
         ctx, started = self.ctx, time.perf_counter()
+        limit, gpu_share = MAX_PENDING_PER_CYCLE, GPU_PENDING_PER_CYCLE
         with ctx.db.read() as session:
-            snapshot = self._snapshots.load(session, ctx.clock(), MAX_PENDING_PER_CYCLE)
-        window = snapshot.pending  # the first MAX_PENDING_PER_CYCLE, in the scheduler's order
+            snapshot = self._snapshots.load(session, ctx.clock(), limit, gpu_share)
+        window = snapshot.pending  # the first `limit` in the scheduler's order, then GPU jobs
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):
@@ -113,13 +138,15 @@ class Controller:
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
         ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
         result = apply_plan(ctx.db, plan, ctx.clock())
-        if len(window) >= MAX_PENDING_PER_CYCLE:  # there may be more: they say why they wait
+        if len(window) >= limit:  # there may be more: they say why they wait
             with ctx.db.write() as session:
-                job_store.set_backlog_reason(session, window[-1], backlog_reason(len(window)))
+                reason = backlog_reason(limit, gpu_share)
+                job_store.set_backlog_reason(session, window[limit - 1], reason)
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
-        for placement in result.committed:
-            job_id = placement.job_id
-            ctx.run_once("launch", job_id, functools.partial(launcher.launch, ctx, job_id))
+        for placement in result.committed:  # GPU jobs' launches go first in the lane
+            job_id, gpus = placement.job_id, bool(placement.gpu_uuids)
+            launch = functools.partial(launcher.launch, ctx, job_id)
+            ctx.run_once("launch", job_id, launch, gpus=gpus)
         if result.rejected:
             ctx.wake_scheduler.set()  # retry on fresh state
         if result.preempted or result.resized:
@@ -193,8 +220,10 @@ class Controller:
                 self._stop.wait(timeout=1.0)
                 continue
             self.ctx.wake_reconciler.set()  # catch up on what happened while disconnected
-            for name in self._events:
-                if not self._safe(functools.partial(reconcile_container, name=name), self.ctx):
+            for event in self._events:
+                name, action = event.name, event.action
+                settle = functools.partial(reconcile_container, name=name, action=action)
+                if not self._safe(settle, self.ctx):
                     self.ctx.wake_reconciler.set()  # not settled here: a full pass
             self._events = None
             self._stop.wait(timeout=0.5)
@@ -203,9 +232,10 @@ class Controller:
         """Run one step of a loop and return what it returned (None when it failed);
         a failure is logged and the loop goes on.
 
-        While the database is down each failing step logs one line (no trace)
-        and waits a growing pause (1 s doubling to 30 s) before the loop tries
-        again; the first step that succeeds logs the recovery.
+        While the database is down a failing step waits a growing pause (1 s
+        doubling to 30 s) before the loop tries again. The outage itself is
+        logged once when it starts and once when the database answers again
+        (``Database.availability``), never per step and never with a trace.
         """
         try:
             result = fn(ctx)
@@ -213,18 +243,13 @@ class Controller:
             if not database_unavailable(exc):
                 log.exception("background step failed; retrying next cycle")
                 return None
+            ctx.db.availability.failed(exc)
             with self._outage_lock:
                 self._db_failures += 1
                 pause = min(30.0, 2.0 ** (self._db_failures - 1))
-            log.warning(
-                "database unavailable (%s); retrying in %.0f s",
-                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                pause,
-            )
+            log.debug("background step deferred (the database is down); next try in %.0f s", pause)
             self._stop.wait(timeout=pause)
             return None
         with self._outage_lock:
-            if self._db_failures:
-                log.warning("database reachable again; background loops resumed")
             self._db_failures = 0
         return result

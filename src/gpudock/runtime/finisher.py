@@ -17,7 +17,8 @@ from pathlib import Path
 
 from gpudock.core.job import Job, JobState
 from gpudock.core.units import format_duration, format_size
-from gpudock.executors.base import ContainerStatus, ExecutorUnavailable
+from gpudock.executors.base import ContainerStatus, EngineTimeout, ExecutorUnavailable
+from gpudock.runtime import undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import jobs as job_store
 
@@ -99,8 +100,14 @@ class Outcome:
     failed_attempt: bool = False
 
 
-def outcome(job: Job, status: ContainerStatus | None) -> Outcome:
-    """How the job's current attempt ended, given its container (None if vanished)."""
+def outcome(job: Job, status: ContainerStatus | None, on_fault: str = "requeue") -> Outcome:
+    """How the job's current attempt ended, given its container (None if vanished).
+
+    A job the GPU watchdog stopped (``gpu_memory``) failed by its own doing:
+    FAILED, or requeued while retries last. One stopped because its GPU was
+    quarantined (``gpu_fault``) is requeued without spending a retry, unless
+    ``on_fault`` (``gpus.health.on_fault``) is ``fail``.
+    """
     spec = job.spec
     if job.stop_requested == "cancel":
         return Outcome(JobState.CANCELLED, f"cancelled by {job.stop_requested_by or 'a user'}")
@@ -113,6 +120,15 @@ def outcome(job: Job, status: ContainerStatus | None) -> Outcome:
         return Outcome(JobState.PENDING, f"restarted by {job.stop_requested_by}; no retry used")
     if job.stop_requested == "requeue":
         return Outcome(JobState.PENDING, f"requeued by {job.stop_requested_by}; no retry used")
+    if job.stop_requested == "gpu_memory":
+        return _maybe_retry(
+            job, JobState.FAILED, job.stop_requested_by or "GPU memory limit exceeded"
+        )
+    if job.stop_requested == "gpu_fault":
+        why = f"its GPU was quarantined: {job.stop_requested_by}"
+        if on_fault == "fail":
+            return _maybe_retry(job, JobState.FAILED, why)
+        return Outcome(JobState.PENDING, f"{why}; requeued, no retry used")
     if status is None:
         why = f"container {job.container_name} disappeared while the job was running"
         return _maybe_retry(job, JobState.LOST, why)
@@ -151,8 +167,12 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if fresh.state is not JobState.RUNNING and status is None:
         return  # not started yet: the launcher, not a loss
     job = fresh
-    result = outcome(job, status)
+    result = outcome(job, status, ctx.config.gpus.health.on_fault)
     target, reason = result.state, result.reason
+    failed = status is not None and status.exit_code not in (0, None) and not job.stop_requested
+    if ctx.fault_note is not None and failed:
+        note = ctx.fault_note(job.gpu_uuids, job.started_at) if job.gpu_uuids else None
+        reason = f"{reason}; {note} during the run" if note else reason
     fields: dict[str, object] = {}
     if result.failed_attempt:
         fields["failures"] = job.failures + 1
@@ -194,14 +214,22 @@ def archive_and_remove(ctx: RuntimeContext, job_id: int, attempt: int, container
         log.info("job %s: engine unreachable; its container is left to the orphan pass", job_id)
 
 
-def stop(ctx: RuntimeContext, job: Job) -> None:
-    """Stop the job's container (SIGTERM, then SIGKILL after the grace) and finish it."""
-    grace = ctx.config.executor.stop_grace
+def stop(ctx: RuntimeContext, job: Job, grace: float | None = None) -> None:
+    """Stop the job's container (SIGTERM, then SIGKILL after ``grace``, by default
+    ``executor.stop_grace``) and finish it.
+
+    A stop or description the engine does not answer in time holds the job
+    (``undescribed.engine_late``); the next pass tries again.
+    """
+    grace = ctx.config.executor.stop_grace if grace is None else grace
     if job.container_name is None:
         return  # not started: the reconciler ends it without a container
     try:
         ctx.executor.stop(job.container_name, grace)
         status = ctx.executor.inspect(job.container_name)
+    except EngineTimeout as exc:
+        undescribed.engine_late(ctx, job, exc)
+        return
     except ExecutorUnavailable:
         return  # retried by the next reconcile
     if status is None or status.finished:

@@ -16,21 +16,37 @@ Whose fault a failed launch is decides what happens (``executors.errors``):
   broken engine cannot requeue a job forever;
 - the engine unreachable (``ExecutorUnavailable``): nothing changes; the job
   stays STARTING and the reconciler resumes the launch when the engine
-  answers (adopting the container if it runs, requeueing as above if not).
+  answers (adopting the container if it runs, requeueing as above if not);
+- the engine answering, but not about this container in time
+  (``EngineTimeout`` while a ping still answers): the job stays STARTING,
+  held with a reason (``undescribed.py``), and is never started a second
+  time meanwhile: the container's name is fixed per attempt, and a further
+  call about it fails at once while the late one runs
+  (``executors/deadlines.py``).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+
+from sqlalchemy import select
 
 from gpudock.core.arrays import array_env
 from gpudock.core.elastic import size_env
 from gpudock.core.job import Job, JobState, container_name, parse_mount
-from gpudock.executors.base import EngineFault, ExecutorUnavailable, LaunchError, LaunchRequest
-from gpudock.runtime import node_health
+from gpudock.executors.base import (
+    EngineFault,
+    EngineTimeout,
+    ExecutorUnavailable,
+    LaunchError,
+    LaunchRequest,
+)
+from gpudock.runtime import node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.registries import PullPlan, pull_login
 from gpudock.store import jobs as job_store
+from gpudock.store.models import GpuRow
 
 log = logging.getLogger("gpudock.launcher")
 
@@ -48,7 +64,8 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             return
         if job.stop_requested:
             return  # the reconciler cancels it without starting anything
-        if job.state is JobState.ALLOCATED:
+        fresh = job.state is JobState.ALLOCATED  # this attempt's name is used first here
+        if fresh:
             name = container_name(ctx.instance_id, job.id, job.attempt)
             if not job_store.transition(
                 session,
@@ -62,10 +79,18 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             job.state, job.container_name = JobState.STARTING, name
     with ctx.db.read() as session:  # decrypting a login is no work for a write lock
         pull = pull_login(ctx, session, job.user, job.spec.image)
+        totals = session.scalars(
+            select(GpuRow.memory_total).where(GpuRow.uuid.in_(job.gpu_uuids))
+        ).all()
+    request = build_request(ctx, job, pull, min(totals) if totals else None)
     try:
-        status = ctx.executor.launch(build_request(ctx, job, pull))
+        status = ctx.executor.launch(replace(request, fresh=fresh))
     except EngineFault as exc:
         requeue_after_engine_fault(ctx, job, exc)
+        return
+    except EngineTimeout as exc:
+        undescribed.engine_late(ctx, job, exc)
+        log.warning("job %s: no answer about its container yet; held, not started again", job_id)
         return
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
@@ -94,6 +119,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
             ctx.clock(),
             container_id=status.id,
             started_at=started_at,
+            gpu_layers=gpu_layers(job, request.mps is not None, ctx.gpu_watchdog) or None,
         )
     if running:
         ctx.metrics.job_started(job.spec.queue, job.submitted_at, started_at)
@@ -111,6 +137,9 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
     if not exc.removed and job.container_name is not None:
         try:
             ctx.executor.remove(job.container_name)
+        except EngineTimeout as late:
+            undescribed.engine_late(ctx, job, late)
+            return
         except ExecutorUnavailable as again:
             node_health.mark_engine_down(ctx, again)
             log.warning("job %s: %s; container not removed yet, retried later", job.id, exc)
@@ -135,9 +164,25 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
         log.warning("job %s: %s", job.id, reason)
 
 
-def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -> LaunchRequest:
+def gpu_layers(job: Job, mps: bool, watchdog: bool) -> list[str]:
+    """The layers that hold a shared job to its GPU memory share, strongest first:
+    ``mps`` (the driver's limit), ``watchdog`` (the node stops it past its share),
+    ``hints`` (its frameworks told the limit). A job with whole GPUs has none."""
+    if job.gpu_memory_per_gpu is None or not job.gpu_uuids:
+        return []
+    return [*(["mps"] if mps else []), *(["watchdog"] if watchdog else []), "hints"]
+
+
+def build_request(
+    ctx: RuntimeContext,
+    job: Job,
+    pull: PullPlan | None = None,
+    gpu_memory_total: int | None = None,
+) -> LaunchRequest:
     """The executor request for the job's current attempt and allocation; ``pull``
-    is the job owner's login for the image's registry (``services/registries.py``)."""
+    is the job owner's login for the image's registry (``services/registries.py``);
+    ``gpu_memory_total`` the memory of its smallest GPU (for the framework hints).
+    A shared job on a node that shares GPUs by MPS gets the node's MPS setup."""
     spec = job.spec
     labels = dict(spec.labels)
     labels.update({"gpudock.user": job.user, "gpudock.queue": spec.queue})
@@ -150,6 +195,9 @@ def build_request(ctx: RuntimeContext, job: Job, pull: PullPlan | None = None) -
         env={**spec.env, **array_env(job.array_id, job.array_index), **size_env(spec, job)},
         gpu_uuids=job.gpu_uuids,
         gpu_memory=job.gpu_memory_per_gpu,
+        gpu_memory_total=gpu_memory_total,
+        gpu_compute=spec.gpu_compute,
+        mps=ctx.mps if job.gpu_memory_per_gpu is not None and job.gpu_uuids else None,
         gpus_emulated=ctx.gpus_emulated,
         cpus=spec.cpus,
         memory=spec.memory,

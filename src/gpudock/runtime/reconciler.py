@@ -7,9 +7,13 @@ Run at start-up and periodically. One pass:
 3. for each such job: launch it (ALLOCATED, or STARTING without a container),
    adopt a running container, finish an exited one, stop one asked to stop
    or over its ``max_runtime``, and mark one whose container vanished LOST
-   (or requeue it when retries remain);
+   (or requeue it when retries remain); a job whose container the engine
+   lists but does not describe in time (``UNKNOWN``) is held as it is, with
+   a reason, and the pass goes on with the others (``undescribed.py``);
 4. stop and remove containers that belong to no active job (orphans),
-   archiving their logs first.
+   archiving their logs first;
+5. unmount what launches of a crashed server left staged (``release_stale_mounts``),
+   and reap what a crashed engine left of this instance's containers (``reap_leftovers``).
 
 ``reconcile_container`` does step 3 for the one job an engine event names,
 as soon as the event arrives (or, when the job's launch or finish is under
@@ -24,8 +28,13 @@ from concurrent.futures import Future
 
 from gpudock.core.inventory import NodeStatus
 from gpudock.core.job import Job, JobState, job_of_container
-from gpudock.executors.base import ContainerState, ContainerStatus, ExecutorUnavailable
-from gpudock.runtime import finisher, launcher, node_health
+from gpudock.executors.base import (
+    ContainerState,
+    ContainerStatus,
+    EngineTimeout,
+    ExecutorUnavailable,
+)
+from gpudock.runtime import finisher, launcher, node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
@@ -44,6 +53,7 @@ def reconcile(ctx: RuntimeContext) -> None:
     with ctx.db.read() as session:
         active = job_store.list_jobs(session, states=job_store.ACTIVE_STATES, newest_first=False)
     active = [j for j in active if j.node in (None, ctx.node_name)]  # this host's jobs only
+    ctx.undescribed.keep_only(j.id for j in active)
     containers = _engine_containers(ctx)
     if containers is None:
         return
@@ -56,9 +66,11 @@ def reconcile(ctx: RuntimeContext) -> None:
     if strays:
         for container in _orphans(ctx, strays):
             _handle_orphan(ctx, container)
+    ctx.executor.release_stale_mounts()
+    ctx.executor.reap_leftovers()
 
 
-def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
+def reconcile_container(ctx: RuntimeContext, name: str, action: str | None = None) -> bool:
     """Step 3 for the one job whose container an engine event just named.
 
     The full pass's decision for that job (``_reconcile_job``), taken when the
@@ -67,37 +79,45 @@ def reconcile_container(ctx: RuntimeContext, name: str) -> bool:
     As in the full pass, the job is read before its container is inspected.
     For a job whose launch or finish is under way, the decision waits until
     that work ends (``RuntimeContext.after_work``) and is taken then, or
-    handed to a full pass if it cannot be. Returns False, leaving it to a full
-    pass, for a name that is not the current container of an active job on
-    this node, or when the engine does not answer.
+    handed to a full pass if it cannot be. A container of an attempt that
+    already ended (the job finished, or was requeued as a new attempt) needs
+    nothing: its finisher archives and removes it, and a real orphan is found
+    by the next periodic pass; so does the ``start`` (``action``) of a job
+    already RUNNING: its launch saw the start. Returns False, leaving it to a
+    full pass, for a name that is no attempt of a job on this node, or when
+    the engine cannot be reached. A container the engine does not describe in
+    time holds its job (``undescribed.hold``).
     """
     job_id = job_of_container(ctx.instance_id, name)
     if job_id is None:
         return False  # not ours: left to the full passes
-    if ctx.after_work(job_id, name, functools.partial(_settle_later, ctx, name)):
+    later = functools.partial(_settle_later, ctx, name, action)
+    if ctx.after_work(job_id, f"{name} {action}", later):
         return True  # the job's launch or finish ends first
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
-    if (
-        job is None
-        or job.state not in job_store.ACTIVE_STATES
-        or job.container_name != name
-        or job.node not in (None, ctx.node_name)
-    ):
+    if job is None or job.node not in (None, ctx.node_name):
         return False
+    if job.state not in job_store.ACTIVE_STATES or job.container_name != name:
+        return True  # an ended attempt's container (its finisher removes it, or removed it)
+    if action == "start" and job.state is JobState.RUNNING:
+        return True  # no news: its launch recorded the start
     try:
         container = ctx.executor.inspect(name)
+    except EngineTimeout as exc:
+        undescribed.hold(ctx, job, name, str(exc))
+        return True
     except ExecutorUnavailable:
         return False
     _reconcile_job(ctx, job, container)
     return True
 
 
-def _settle_later(ctx: RuntimeContext, name: str) -> None:
+def _settle_later(ctx: RuntimeContext, name: str, action: str | None) -> None:
     """An event deferred behind its job's work: decided now, else by a full pass."""
     settled = False
     try:
-        settled = reconcile_container(ctx, name)
+        settled = reconcile_container(ctx, name, action)
     finally:  # an error is logged by the lane; the full pass retries
         if not settled:
             ctx.wake_reconciler.set()
@@ -142,23 +162,29 @@ def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
 
 
 def _reconcile_job(ctx: RuntimeContext, job: Job, container: ContainerStatus | None) -> None:
-    """Step 3 for one job."""
+    """Step 3 for one job: nothing while work for it is in flight; held while the
+    engine does not describe its container; else settled by what the container shows."""
     if ctx.busy(job.id):
         return
+    if container is not None and container.state is ContainerState.UNKNOWN:
+        undescribed.hold(ctx, job, container.name, container.error or "no answer")
+        return
+    undescribed.settle(ctx, job)  # described (or seen absent): no longer held, if it was
+    gpus = bool(job.gpu_uuids)  # its work goes first in its lane
     if job.state is JobState.ALLOCATED or (job.state is JobState.STARTING and container is None):
         if job.stop_requested:
-            ctx.run_once("finish", job.id, lambda: _stop_unstarted(ctx, job))
+            ctx.run_once("finish", job.id, lambda: _stop_unstarted(ctx, job), gpus=gpus)
         else:
-            ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id))
+            ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id), gpus=gpus)
         return
     if container is None:  # RUNNING, container gone
-        ctx.run_once("finish", job.id, lambda: finisher.finish(ctx, job, None))
+        ctx.run_once("finish", job.id, lambda: finisher.finish(ctx, job, None), gpus=gpus)
         return
     if container.finished:
-        ctx.run_once("finish", job.id, lambda: finisher.finish(ctx, job, container))
+        ctx.run_once("finish", job.id, lambda: finisher.finish(ctx, job, container), gpus=gpus)
         return
     if container.state is ContainerState.CREATED:
-        ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id))
+        ctx.run_once("launch", job.id, lambda: launcher.launch(ctx, job.id), gpus=gpus)
         return
     if job.state is JobState.STARTING:
         _adopt(ctx, job, container)
@@ -167,7 +193,7 @@ def _reconcile_job(ctx: RuntimeContext, job: Job, container: ContainerStatus | N
             with ctx.db.write() as session:
                 job_store.request_stop(session, job.id, "max_runtime", "gpudock", ctx.clock())
             job.stop_requested = "max_runtime"
-        ctx.run_once("stop", job.id, lambda: finisher.stop(ctx, job))
+        ctx.run_once("stop", job.id, lambda: finisher.stop(ctx, job), gpus=gpus)
 
 
 def _adopt(ctx: RuntimeContext, job: Job, container: ContainerStatus) -> None:
@@ -180,6 +206,7 @@ def _adopt(ctx: RuntimeContext, job: Job, container: ContainerStatus) -> None:
             ctx.clock(),
             container_id=container.id,
             started_at=container.started_at or ctx.clock(),
+            gpu_layers=launcher.gpu_layers(job, ctx.mps is not None, ctx.gpu_watchdog) or None,
         )
     if moved:
         job.state = JobState.RUNNING
@@ -196,7 +223,7 @@ def _over_runtime(ctx: RuntimeContext, job: Job) -> bool:
 
 def _stop_unstarted(ctx: RuntimeContext, job: Job) -> None:
     """A stop requested before any container existed: cancel, or requeue a preemption."""
-    result = finisher.outcome(job, None)
+    result = finisher.outcome(job, None, ctx.config.gpus.health.on_fault)
     with ctx.db.write() as session:
         job_store.transition(session, job.id, job.state, result.state, ctx.clock(), result.reason)
     ctx.wake_scheduler.set()
@@ -210,9 +237,13 @@ def _handle_orphan(ctx: RuntimeContext, container: ContainerStatus) -> Future[No
     looks like a running orphan there. So a container listed as running is
     inspected again, and only one still running is reported and stopped; one
     gone meanwhile, or being removed (Docker's ``removing`` state, while the
-    finisher's removal runs), is left alone. Returns the clean-up's future (None
-    when one for this job is already in flight).
+    finisher's removal runs), is left alone; so is one the engine does not
+    describe (``UNKNOWN``: its removal would hang as well), until a later pass.
+    Returns the clean-up's future (None when one for this job is already in
+    flight, or none is started).
     """
+    if container.state is ContainerState.UNKNOWN:
+        return None
     key = container.job_id if container.job_id is not None else -1
     if any(ctx.in_flight(kind, key) for kind in ("finish", "stop", "archive")):
         return None  # its finisher is at work: it archives the logs and removes it

@@ -32,6 +32,7 @@ from gpudock.core.job import PendingReason
 from gpudock.queue import (
     FairShare,
     FairShareOrder,
+    NeverAdmitted,
     Quantity,
     QueuesConfig,
     QueueSet,
@@ -41,10 +42,11 @@ from gpudock.queue import (
     capacity_of,
     entitlements,
     job_usage,
-    pending_usage,
+    never_admitted,
+    request_usage,
 )
 from gpudock.queue.user_limits import UserLimits
-from gpudock.scheduler.snapshot import JobRequest, Placement, RunningJob, Snapshot
+from gpudock.scheduler.snapshot import JobRequest, NodeView, Placement, RunningJob, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +97,49 @@ def user_usage(snapshot: Snapshot) -> dict[tuple[str, str], Quantity]:
     return held
 
 
+def never_admitted_on(
+    config: QueuesConfig, job: JobRequest, nodes: Sequence[NodeView]
+) -> NeverAdmitted | None:
+    """Why ``job`` could never be admitted into its queue on ``nodes``, or None.
+
+    ``queue.never_admitted`` with ``job`` priced as ``Admission.estimate``
+    prices it, over every GPU of ``nodes`` (availability and health ignored:
+    what a node that is down may bring back counts), as the submit check and
+    the simulator's skip ask it. None without declared queues.
+    """
+    if not config.queues:
+        return None
+    gpus = [g for n in nodes for g in n.gpus]
+    model = job.gpu_model
+    eligible = [g.memory_total for g in gpus if model is None or gpu_model_matches(model, g.name)]
+    share = job.gpu_memory if job.shared else None
+    request = request_usage(job.gpus, job.nodes, share, eligible, job.cpus)
+    capacity = capacity_of((g.memory_total for g in gpus), _cpus(nodes))
+    return never_admitted(config, job.queue, job.user, request, capacity)
+
+
 def usable_capacity(snapshot: Snapshot) -> Resources:
-    """Healthy GPUs on available nodes, as ``gpudock.queue`` counts capacity."""
+    """Healthy GPUs on available nodes, as ``gpudock.queue`` counts capacity (CPUs as
+    0: fair share weighs GPUs and GPU memory)."""
     return capacity_of(
         g.memory_total for n in snapshot.nodes if n.available for g in n.gpus if g.healthy
     )
+
+
+def quota_capacity(snapshot: Snapshot) -> Resources:
+    """``usable_capacity`` and the CPU cores available nodes offer: what quotas lend
+    from. A queue with a CPU limit but no CPU guarantee borrows its CPUs from the
+    cluster's unguaranteed cores, so they must be counted (only when some queue
+    puts a quota on CPUs does admission look at them)."""
+    available = [n for n in snapshot.nodes if n.available]
+    return capacity_of(
+        (g.memory_total for n in available for g in n.gpus if g.healthy), _cpus(available)
+    )
+
+
+def _cpus(nodes: Iterable[NodeView]) -> float:
+    """The CPU cores ``nodes`` offer jobs (a node that does not count CPUs adds none)."""
+    return sum((n.cpus for n in nodes if n.cpus is not None), 0.0)
 
 
 class Admission:
@@ -122,7 +162,9 @@ class Admission:
         ]
         capacity = usable_capacity(snapshot)
         self.ledger = QuotaLedger(
-            policy.queues, capacity, queue_usage(snapshot) if usage is None else usage
+            policy.queues,
+            quota_capacity(snapshot),
+            queue_usage(snapshot) if usage is None else usage,
         )
         self.fair = FairShare.build(
             policy.queues, policy.config.fair_share, capacity, policy.history
@@ -133,7 +175,7 @@ class Admission:
         self._rules: dict[tuple[str, Resources], Callable[[RunningJob], bool] | None] = {}
         self._borrowers: frozenset[str] | None = None  # ``_borrowing``
         self._rules_at = (-1, -1)
-        self._estimates: dict[tuple[int, int | None, str | None, float | None], Resources] = {}
+        self._estimates: dict[tuple[int, int, int | None, str | None, float | None], Resources] = {}
         self._entitled: dict[str, Resources] | None = None
         self._pending = snapshot.pending
         self._promised: dict[str, Resources] = {}  # reclaims under way, per queue
@@ -157,12 +199,11 @@ class Admission:
         cycle (the eligible GPUs stand still within it).
         """
         share = job.gpu_memory if job.shared else None
-        cpus = None if job.cpus is None else job.cpus * job.nodes
-        key = (job.gpus * job.nodes, share, job.gpu_model, cpus)
+        key = (job.gpus, job.nodes, share, job.gpu_model, job.cpus)
         found = self._estimates.get(key)
         if found is None:
-            found = self._estimates[key] = pending_usage(
-                key[0], share, self._eligible(job.gpu_model), cpus
+            found = self._estimates[key] = request_usage(
+                job.gpus, job.nodes, share, self._eligible(job.gpu_model), job.cpus
             )
         return found
 

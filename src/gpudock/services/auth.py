@@ -13,7 +13,11 @@ Rules:
   token is ``NotFound`` to a user, as jobs are. Revoking a revoked token is
   ``Conflict`` (409), and so is revoking the last active admin token;
 * ``expires`` is a positive duration (``30d``) up to ``MAX_EXPIRES``;
-  without it a token never expires.
+  without it a token never expires;
+* what a token opened ends with it: every long-lived request (exec, exec -it,
+  logs --follow, the dashboard's session) asks ``token_ended`` again, through
+  one ``TokenWatch`` per server process (``services/token_watch.py``), and
+  ends with the reason (``token revoked``, ``token expired``).
 
 The time is ``ctx.clock()``, so tests move it instead of waiting.
 """
@@ -25,7 +29,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+from sqlalchemy.orm import Session
+
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
+from gpudock.core.spec_schema import EXPIRES_PATTERN, TOKEN_NAME_PATTERN
 from gpudock.core.units import parse_duration
 from gpudock.core.users import USER_HELP, USER_PATTERN
 from gpudock.runtime.context import RuntimeContext
@@ -38,7 +45,8 @@ UI_COOKIE = "gpudock_token"
 UI_HEADER = "X-Gpudock-UI"
 """Header the UI's scripts send with every state-changing request (CSRF guard)."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+ -]{0,63}$")
+_NAME_RE = re.compile(TOKEN_NAME_PATTERN)
+_EXPIRES_RE = re.compile(EXPIRES_PATTERN)
 
 
 def iso(at: float) -> str:
@@ -60,11 +68,33 @@ def parse_expires(value: str | float | None) -> float | None:
             "leave it out for a token that never expires",
             field="expires",
         )
+    if isinstance(value, str) and not _EXPIRES_RE.fullmatch(value):  # e.g. "1e3", "+5"
+        raise InvalidInput(
+            f"expires: write the lifetime as amounts with s, m, h or d (30d, 1h30m) or as "
+            f"plain seconds, got {value!r}",
+            field="expires",
+        )
     if seconds > MAX_EXPIRES:
         raise InvalidInput(
             f"expires must be at most 3650d (ten years), got {value!r}", field="expires"
         )
     return seconds
+
+
+def end_reason(revoked_at: float | None, expires_at: float | None, now: float) -> str | None:
+    """``token revoked`` or ``token expired`` (revoked wins), or None while it is active."""
+    if revoked_at is not None:
+        return "token revoked"
+    if expires_at is not None and now >= expires_at:
+        return "token expired"
+    return None
+
+
+def token_ended(session: Session, token_id: int, now: float) -> str | None:
+    """Whether token ``token_id`` still holds at ``now``: None, or why not (``end_reason``;
+    a token with no row is ``token revoked``). One read by primary key, nothing written."""
+    found = token_store.lifetimes(session, [token_id]).get(token_id)
+    return "token revoked" if found is None else end_reason(*found, now)
 
 
 class AuthService:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudock.core.inventory import Gpu, Node
+from gpudock.core.inventory import Gpu, MigDevice, Node
+from gpudock.core.job_defaults import cpu_shortfall
 from gpudock.runtime.context import RuntimeContext
 from gpudock.store import inventory as inv_store
 from gpudock.store.tokens import Principal
@@ -33,9 +34,19 @@ class InventoryService:
         with self.ctx.db.read() as session:
             return inv_store.list_nodes(session)
 
+    def warnings(self, node: Node) -> list[str]:
+        """What is wrong with ``node``'s configuration: a CPU count that lets fewer jobs
+        run at once than it has GPUs, under the server's ``job_defaults``."""
+        short = cpu_shortfall(len(node.gpus), node.cpus, self.ctx.config.job_defaults)
+        return [] if short is None else [short]
+
     def gpus(self) -> list[Gpu]:
         with self.ctx.db.read() as session:
             return inv_store.list_gpus(session)
+
+    def mig_devices(self) -> list[MigDevice]:
+        with self.ctx.db.read() as session:
+            return inv_store.list_mig_devices(session)
 
     def reservations(self, principal: Principal) -> dict[tuple[str, int], ReservedFor]:
         """``(node, GPU index) -> ReservedFor`` from the latest scheduling cycle's Plan.

@@ -15,7 +15,8 @@ short transaction; the scheduler and reconciler are woken after it commits.
   job goes back to PENDING without spending a retry.
 * **update** a PENDING job's ``priority_class``, ``max_runtime`` or
   ``gpus``: the new spec is validated exactly as a submit would be (spec
-  rules, queue membership, priority rights, never-fits). An active job may
+  rules, queue membership, priority rights, never-fits on the nodes and in
+  the queue). An active job may
   only have its ``max_runtime`` lowered, by its owner.
 """
 
@@ -31,6 +32,7 @@ from gpudock.core.errors import Conflict, Forbidden, InvalidInput
 from gpudock.core.job import Job, JobSpec, JobState
 from gpudock.core.units import format_duration
 from gpudock.scheduler.hold import held_reason
+from gpudock.services.admissible import check_admissible
 from gpudock.services.config_guard import write_checked
 from gpudock.services.jobs import JobService
 from gpudock.services.priority import resolve_priority
@@ -104,8 +106,9 @@ class JobControls(JobService):
         Raises ``InvalidInput`` (422) for an empty or invalid change,
         ``Forbidden`` (403) for rights a submit would lack or an active job's
         limit changed by someone other than its owner, ``Infeasible`` (422)
-        for a shape no node could hold, and ``Conflict`` (409) for a finished
-        job or a change an active job does not allow.
+        for a shape no node could hold or its queue could never admit, and
+        ``Conflict`` (409) for a finished job or a change an active job does
+        not allow.
         """
         job = self.get(job_id, principal)
         if not changes:
@@ -125,6 +128,7 @@ class JobControls(JobService):
             self._check_shares(spec)
             final, can_preempt = resolve_priority(spec, principal, self.ctx.config.scheduler)
             self._check_feasible(final)
+            check_admissible(self.ctx, final, job.user)  # the queue's half
             return final, can_preempt
 
         def write(session: Session, checked: tuple[JobSpec, bool]) -> bool:

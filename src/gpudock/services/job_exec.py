@@ -14,7 +14,7 @@ import base64
 import contextlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from gpudock.core.job import JobState
@@ -78,15 +78,26 @@ def _refusals(job_id: int, command: list[str]) -> Iterator[None]:
         raise Unavailable(f"Docker engine unreachable: {exc}") from None
 
 
-def ndjson(output: ExecOutput) -> Iterator[bytes]:
+def ndjson(output: ExecOutput, ended: Callable[[], str | None] = lambda: None) -> Iterator[bytes]:
     """The output as NDJSON lines: ``{"stream": "stdout"|"stderr", "data": BASE64}``
-    per chunk, then ``{"exit_code": N}`` (null when the engine could not say)."""
+    per chunk, then ``{"exit_code": N}`` (null when the engine could not say).
+
+    ``ended`` says why the server cut the stream (``output.interrupt``), e.g.
+    ``token revoked``: then ``{"error": "session ended: <why>"}`` comes before an
+    ``exit_code`` of null (the command runs on).
+    """
     try:
         for stream, data in output:
             line = {"stream": stream, "data": base64.b64encode(data).decode()}
             yield json.dumps(line).encode() + b"\n"
     except ExecutorUnavailable as exc:
-        yield json.dumps({"error": str(exc)}).encode() + b"\n"
+        if ended() is None:
+            yield json.dumps({"error": str(exc)}).encode() + b"\n"
     finally:
         output.close()
+    why = ended()
+    if why is not None:
+        yield json.dumps({"error": f"session ended: {why}"}).encode() + b"\n"
+        yield json.dumps({"exit_code": None}).encode() + b"\n"
+        return
     yield json.dumps({"exit_code": output.exit_code}).encode() + b"\n"

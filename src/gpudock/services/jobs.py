@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 from sqlalchemy.orm import Session
 
@@ -16,14 +14,15 @@ from gpudock.core.gpu_env import EnvRefused, check_job_env
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
 from gpudock.core.job_defaults import with_defaults
 from gpudock.core.mounts import MountRefused, check_mount
-from gpudock.executors.base import ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
 from gpudock.scheduler.registry import preemption_rules
 from gpudock.scheduler.snapshot import JobRequest, NodeView
+from gpudock.services.admissible import check_admissible
 from gpudock.services.arrays import insert_tasks, plan_array
 from gpudock.services.config_guard import write_checked
 from gpudock.services.dependencies import check_dependencies
+from gpudock.services.job_logs import LogReader, open_logs
 from gpudock.services.preemption import Protection, protection_of
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
@@ -44,7 +43,9 @@ class JobService:
         Raises ``InvalidInput`` for a mount outside the admin allowlist (or
         ``:rw`` under a read-only entry) and for env keys the GPU policy refuses,
         ``Infeasible`` for a job no node could ever hold (GPUs, CPUs or memory;
-        after ``job_defaults`` filled in its unset ``cpus`` and ``memory``), and ``Forbidden`` for
+        after ``job_defaults`` filled in its unset ``cpus`` and ``memory``) or its
+        queue could never admit (an unknown queue when queues are declared, a
+        limit or per-user cap it exceeds: ``admissible.py``), and ``Forbidden`` for
         a priority or priority class the caller may not use (``priority.py``) or
         a queue the caller is not a member of, and ``TooManyRequests`` over
         the queue's ``max_pending_per_user`` (``queue_access.py``). ``NotFound``
@@ -62,6 +63,7 @@ class JobService:
             final, can_preempt = resolve_priority(spec, principal, config.scheduler)
             final = with_defaults(final, config.job_defaults)  # stored: counted and limits
             self._check_feasible(final)
+            check_admissible(self.ctx, final, principal.user)  # the queue's half
             return final, can_preempt, plan_array(final, config.api.max_array_size)
 
         def write(session: Session, checked: tuple[JobSpec, bool, ArrayRange | None]) -> Job:
@@ -146,60 +148,25 @@ class JobService:
         self.ctx.wake_reconciler.set()  # stops a running container now, not next period
         return self.get(job_id, principal)
 
-    def logs(self, job_id: int, principal: Principal, follow: bool = False) -> Iterator[bytes]:
-        """Archived logs of earlier attempts, then the live container's (following it if asked)."""
-        job = self.get(job_id, principal)
-        archived = sorted(self._log_files(job.id), key=_attempt_of)
-        live = job.state in (JobState.STARTING, JobState.RUNNING)
-        current = self.ctx.log_dir / f"job-{job.id}" / f"attempt-{job.attempt}.log"
-        for path in archived:
-            if live and path == current:
-                continue
-            if len(archived) > 1 or (live and archived):
-                yield f"--- attempt {_attempt_of(path)} ---\n".encode()
-            yield from _read_file(path)
-        if not live:
-            if job.state.terminal and job.container_name and not current.exists():
-                yield from self._unarchived(job, current)
-            return
-        if archived:
-            yield f"--- attempt {job.attempt} ---\n".encode()
-        try:
-            if job.container_name:
-                yield from self.ctx.executor.logs(job.container_name, follow=follow)
-        except ExecutorUnavailable as exc:
-            yield f"[gpudock] cannot read live logs: Docker unreachable: {exc}\n".encode()
-
-    def _unarchived(self, job: Job, archive: Path) -> Iterator[bytes]:
-        """An ended attempt whose archive is still being written (the finisher
-        frees GPUs first, then archives): read its container, which is removed
-        only after the archive is complete; if it is gone already, the archive."""
-        assert job.container_name is not None
-        seen = False
-        try:
-            for chunk in self.ctx.executor.logs(job.container_name, follow=False):
-                seen = True
-                yield chunk
-        except ExecutorUnavailable as exc:
-            yield f"[gpudock] cannot read logs: Docker unreachable: {exc}\n".encode()
-            return
-        if not seen and archive.exists():
-            yield from _read_file(archive)
-
-    def _log_files(self, job_id: int) -> list[Path]:
-        folder = self.ctx.log_dir / f"job-{job_id}"
-        return list(folder.glob("attempt-*.log")) if folder.is_dir() else []
+    def logs(self, job_id: int, principal: Principal, follow: bool = False) -> LogReader:
+        """Archived logs of earlier attempts, then the live container's (following it if
+        asked); ``NotFound`` at once for a job the caller cannot see (``job_logs.py``)."""
+        return open_logs(self, job_id, principal, follow)
 
     def _check_mounts(self, spec: JobSpec) -> None:
-        """Each mount's path string under an allowlist entry that allows its mode.
+        """Each mount's path string under an allowlist entry that allows its mode; none
+        under an ``rw`` entry while the executor cannot stage mounts (``mount_problem``).
 
         Symlinks are resolved at launch, by the executor (``gpudock.core.mounts``).
         """
+        if not spec.mounts:
+            return
         allowed = self.ctx.config.executor.allowed_mounts
+        unsafe = self.ctx.executor.mount_problem()
         for text in spec.mounts:
             mount = parse_mount(text)
             try:
-                check_mount(mount.host, mount.read_only, allowed)
+                check_mount(mount.host, mount.read_only, allowed, unsafe)
             except MountRefused as exc:
                 raise InvalidInput(f"mount {text!r}: {exc}", field="mounts") from None
 
@@ -264,16 +231,3 @@ class JobService:
             return why, "cpus"
         why = never_fits_memory(request, nodes)
         return None if why is None else (why, "memory")
-
-
-def _attempt_of(path: Path) -> int:
-    try:
-        return int(path.stem.removeprefix("attempt-"))
-    except ValueError:
-        return -1
-
-
-def _read_file(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        while chunk := handle.read(65536):
-            yield chunk

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from mypy_extensions import mypyc_attr
 
-from gpudock.scheduler.admission import queue_usage
+from gpudock.scheduler.admission import never_admitted_on, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.snapshot import (
@@ -126,13 +126,17 @@ class Simulator(JobTransitions):
     def _run(self) -> RunRecord:
         started = time.perf_counter()
         nodes = tuple(self._nodes.values())
-        refused: dict[tuple[object, ...], bool] = {}  # by what ``never_fits`` reads of a job
+        queues = self._queues.config if self._queues is not None else None
+        refused: dict[tuple[object, ...], bool] = {}  # by what the two checks read of a job
         for number, job in enumerate(self._jobs, start=1):
             r = job.request
-            key = (r.nodes, r.gpus, r.gpu_model, r.gpu_memory if r.shared else None)
+            share = r.gpu_memory if r.shared else None
+            key = (r.nodes, r.gpus, r.gpu_model, share, r.queue, r.user, r.cpus)
             never = refused.get(key)
-            if never is None:
-                never = refused[key] = never_fits(r, nodes) is not None
+            if never is None:  # what the server refuses at submit: no node, or never admitted
+                never = refused[key] = never_fits(r, nodes) is not None or (
+                    queues is not None and never_admitted_on(queues, r, nodes) is not None
+                )
             if never:
                 job.state = "skipped"
                 self.record.skipped_jobs += 1

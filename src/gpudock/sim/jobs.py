@@ -58,7 +58,7 @@ class Progress:
 
     sim_time: float  # the virtual clock, seconds from the trace's first submission
     finished: int  # jobs finished so far
-    total: int  # jobs in the replay (those that can never fit are skipped, not counted)
+    total: int  # jobs in the replay (those that can never run are skipped, not counted)
     wall: float  # seconds of real time since the replay started
     done: bool = False  # the last call, once the replay has ended
 

@@ -232,7 +232,7 @@ _FIGURE_LABELS = {
     "oracle": "Oracle (reads true durations)",
     "jobs": "Finished jobs",
     "unfinished": "Unfinished jobs",
-    "skipped_jobs": "Skipped jobs (never fit)",
+    "skipped_jobs": "Skipped jobs (could never run)",
     "avg_jct_s": "Average JCT (s)",
     "p50_jct_s": "p50 JCT (s)",
     "p99_jct_s": "p99 JCT (s)",

@@ -70,7 +70,7 @@ class RunRecord:
     horizon: float = 0.0  # virtual time when the run ended
     cycles: int = 0  # scheduling cycles run
     sim_seconds: float = 0.0  # wall-clock seconds the run took
-    skipped_jobs: int = 0  # trace jobs that could never fit this cluster (not replayed)
+    skipped_jobs: int = 0  # trace jobs that could never run (never fit, or never admitted)
     restart_overhead: float = 0.0  # seconds of work each restart redoes
     checkpoint_interval: float | None = None  # None: a stop loses no work beyond that
     preempt_grace: float = 10.0  # seconds a stopped job holds its GPUs

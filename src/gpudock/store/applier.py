@@ -4,8 +4,11 @@ The scheduler decided on a snapshot that may already be stale. For each
 placement the applier re-checks the *current* rows inside one transaction:
 
 * every GPU update carries the capacity invariant in its WHERE clause
-  (exclusive: the GPU is idle and healthy; shared: not exclusive, healthy,
-  and enough free memory), so the database itself refuses a double booking;
+  (exclusive: the GPU is idle, healthy and not in MIG mode; shared: not
+  exclusive, healthy, not in MIG mode,
+  and enough free memory outside the GPU's ``memory_reserved``), so the
+  database itself refuses a double booking, and the shares on a GPU never
+  add up to more than its memory less the reserve;
 * the job moves PENDING → ALLOCATED only if it is still PENDING.
 
 If any of those conditional updates touches no row the whole placement is
@@ -106,6 +109,7 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
 
 def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
     healthy = GpuRow.health == GpuHealth.OK.value
+    whole = GpuRow.mig_mode.is_not(True)  # a MIG GPU's units are its MIG devices
     on_node = GpuRow.node == placement.node
     if placement.memory_per_gpu is None:
         stmt = (
@@ -114,6 +118,7 @@ def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
                 GpuRow.uuid == uuid,
                 on_node,
                 healthy,
+                whole,
                 GpuRow.exclusive_job.is_(None),
                 GpuRow.shared_jobs == 0,
                 GpuRow.used_memory == 0,
@@ -132,8 +137,9 @@ def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:
                 GpuRow.uuid == uuid,
                 on_node,
                 healthy,
+                whole,
                 GpuRow.exclusive_job.is_(None),
-                GpuRow.memory_total - GpuRow.used_memory >= share,
+                GpuRow.memory_total - GpuRow.memory_reserved - GpuRow.used_memory >= share,
             )
             .values(
                 used_memory=GpuRow.used_memory + share,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -38,11 +39,59 @@ _MIGRATIONS = Path(__file__).parent / "migrations"
 _WRITE_LOCK = 0x6770_7564_6F63  # PostgreSQL advisory lock key held by every write transaction
 
 
+class Availability:
+    """Whether the database answers, as last seen; one log line per change, never a trace.
+
+    ``failed`` (an outage error, from anyone who met one) logs ``database
+    unavailable (...)`` when it was up; ``answered(started)`` (a statement
+    that just ran, from the engine itself) logs ``database reachable again
+    after N s`` when it was down and the statement *began* after the outage
+    was noticed: one that was already under way when the database went away
+    proves nothing. So a step that did not touch the database never says it
+    is back, and a thousand failing requests say it is down once.
+    """
+
+    def __init__(self) -> None:
+        self._down_since: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self._down_since is not None
+
+    def failed(self, error: BaseException) -> None:
+        with self._lock:
+            if self._down_since is not None:
+                return
+            self._down_since = time.monotonic()
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        log.warning(
+            "database unavailable (%s); requests answer 503 and background work waits "
+            "until it answers",
+            first,
+        )
+
+    def answered(self, started: float) -> None:
+        """A statement that began at ``started`` (``time.monotonic()``) succeeded."""
+        if self._down_since is None:  # the common case: no lock
+            return
+        with self._lock:
+            since = self._down_since
+            if since is None or started <= since:
+                return
+            self._down_since = None
+        log.warning("database reachable again after %.0f s", time.monotonic() - since)
+
+
 class Database:
-    """A migrated database and the sessions onto it."""
+    """A migrated database and the sessions onto it; ``availability`` tracks outages."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.availability = Availability()
+        event.listen(engine, "before_cursor_execute", self._started)
+        event.listen(engine, "after_cursor_execute", self._answered)
+        event.listen(engine, "handle_error", self._failed)
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
         self.is_sqlite = engine.dialect.name == "sqlite"
         # SQLite: this process's writers take turns here (see ``write``)
@@ -113,6 +162,27 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    @staticmethod
+    def _started(
+        conn: Any, cursor: Any, statement: Any, params: Any, context: Any, *_: Any
+    ) -> None:
+        if context is not None:
+            context.gpudock_started = time.monotonic()
+
+    def _answered(
+        self, conn: Any, cursor: Any, statement: Any, params: Any, context: Any, *_: Any
+    ) -> None:
+        started = getattr(context, "gpudock_started", None)
+        if started is not None:
+            self.availability.answered(started)
+
+    def _failed(self, context: Any) -> None:
+        if getattr(context, "is_pre_ping", False):
+            return  # a pooled connection found dead at checkout: the pool reconnects
+        error = context.sqlalchemy_exception or context.original_exception
+        if error is not None and (database_unavailable(error) or context.is_disconnect):
+            self.availability.failed(error)
 
 
 def database_unavailable(error: BaseException) -> bool:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Text, and_, bindparam, cast, func, or_, select, update
+from sqlalchemy import ColumnElement, Text, and_, bindparam, cast, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from gpudock.core.arrays import ArrayTask
@@ -214,6 +214,7 @@ def transition(
             stop_requested=None,
             stop_requested_by=None,
             preempted_for=None,
+            gpu_layers=None,
         )
     guard = [JobRow.id == job_id, JobRow.state == expected.value]
     if target is JobState.ALLOCATED:
@@ -304,15 +305,10 @@ def _reasons_text(reasons: tuple[PendingReason, ...]) -> str:
     return json.dumps([r.to_dict() for r in reasons])
 
 
-def set_backlog_reason(session: Session, last: JobRequest, reason: PendingReason) -> int:
-    """Give ``reason`` to the PENDING jobs after ``last`` in the scheduler's order
-    (priority, then submit time, then id) that have no reason yet; return how many.
-
-    For the jobs beyond a cycle's window: a job that was never considered
-    says why, and one that was keeps its last, more specific reason. Held
-    jobs are left alone (``gpudock hold`` says why they wait).
-    """
-    after = or_(
+def after_in_order(last: JobRequest) -> ColumnElement[bool]:
+    """The condition "after ``last`` in the scheduler's order" (priority, higher
+    first; then submit time; then id) on ``jobs``."""
+    return or_(
         JobRow.priority < last.priority,
         and_(
             JobRow.priority == last.priority,
@@ -322,18 +318,50 @@ def set_backlog_reason(session: Session, last: JobRequest, reason: PendingReason
             ),
         ),
     )
+
+
+def set_backlog_reason(session: Session, last: JobRequest, reason: PendingReason) -> int:
+    """Give ``reason`` to the PENDING jobs after ``last`` in the scheduler's order
+    (priority, then submit time, then id) that have no reason yet; return how many.
+
+    For the jobs beyond a cycle's window: a job that was never considered
+    says why, and one that was keeps its last, more specific reason. Held
+    jobs are left alone (``gpudock hold`` says why they wait).
+    """
     result = session.execute(
         update(JobRow)
         .where(
             JobRow.state == JobState.PENDING.value,
             or_(JobRow.pending_reasons.is_(None), cast(JobRow.pending_reasons, Text) == "[]"),
             JobRow.held_by.is_(None),
-            after,
+            after_in_order(last),
         )
         .values(pending_reasons=[reason.to_dict()])
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def set_active_reason(
+    session: Session, job_id: int, attempt: int, reason: PendingReason | None
+) -> bool:
+    """Give an active job (ALLOCATED, STARTING or RUNNING, still on ``attempt``) the one
+    reason it does not progress (None clears it); False when it is no longer such.
+
+    Only the runtime's engine holds use it (``runtime/undescribed.py``): the job
+    keeps its state and GPUs; any state change clears the reason (``transition``).
+    """
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.id == job_id,
+            JobRow.attempt == attempt,
+            JobRow.state.in_([s.value for s in ACTIVE_STATES]),
+        )
+        .values(pending_reasons=[] if reason is None else [reason.to_dict()])
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 _ID_CHUNK = 1000  # ids per IN (...) list, far below every backend's bound-parameter limit
@@ -487,6 +515,7 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         array_index=row.array_index,
         held_by=row.held_by,
         held_at=row.held_at,
+        gpu_layers=tuple(row.gpu_layers or ()),
     )
 
 

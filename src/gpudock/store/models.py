@@ -94,6 +94,8 @@ class JobRow(Base):
     array_id: Mapped[int | None] = mapped_column(Integer, index=True)
     array_index: Mapped[int | None] = mapped_column(Integer)
     array_limit: Mapped[int | None] = mapped_column(Integer)
+    # the memory-isolation layers its current attempt started with ("mps", "watchdog", "hints")
+    gpu_layers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class JobEventRow(Base):
@@ -147,6 +149,7 @@ class NodeRow(Base):
     )
     cpus: Mapped[float | None] = mapped_column(Float)  # cores offered to jobs; None: not counted
     memory: Mapped[int | None] = mapped_column(BigInteger)  # bytes offered; None: not counted
+    gpu_sharing: Mapped[str | None] = mapped_column(String(16))  # GpuSharing; None: unknown
 
 
 class GpuRow(Base):
@@ -175,6 +178,33 @@ class GpuRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     numa: Mapped[int | None] = mapped_column(Integer)  # host NUMA node
     nvlink: Mapped[int | None] = mapped_column(Integer)  # NVLink domain on its node
+    # bytes shares never take (node.gpu_memory_reserve); the applier's WHERE keeps them free
+    memory_reserved: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    health_reason: Mapped[str | None] = mapped_column(Text)  # why health is not "ok"
+    brand: Mapped[str | None] = mapped_column(String(32))  # container toolkit brand name
+    arch: Mapped[str | None] = mapped_column(String(16))  # CUDA compute capability
+
+
+class MigDeviceRow(Base):
+    """A MIG device discovery found: a slice of GPU ``parent_uuid``.
+
+    ``job_id`` is the job holding it (placing MIG jobs is the scheduler's
+    next step; until then always NULL).
+    """
+
+    __tablename__ = "mig_devices"
+
+    uuid: Mapped[str] = mapped_column(String(96), primary_key=True)
+    node: Mapped[str] = mapped_column(ForeignKey("nodes.name"), index=True)
+    parent_uuid: Mapped[str] = mapped_column(ForeignKey("gpus.uuid"), index=True)
+    slot: Mapped[int] = mapped_column(Integer)
+    profile: Mapped[str] = mapped_column(String(32))
+    memory_total: Mapped[int] = mapped_column(BigInteger)
+    gpu_instance: Mapped[int | None] = mapped_column(Integer)
+    compute_instance: Mapped[int | None] = mapped_column(Integer)
+    health: Mapped[str] = mapped_column(String(16), default="ok", server_default="ok")
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class AllocationRow(Base):

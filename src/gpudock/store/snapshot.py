@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from operator import is_
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
@@ -29,7 +30,7 @@ from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
 from gpudock.store.inventory import used_cpus_by_node, used_memory_by_node
-from gpudock.store.jobs import ACTIVE_STATES
+from gpudock.store.jobs import ACTIVE_STATES, after_in_order
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 
 T = TypeVar("T", NodeView, RunningJob)
@@ -38,12 +39,20 @@ _taint = lru_cache(maxsize=4096)(parse_taint)
 _toleration = lru_cache(maxsize=4096)(parse_toleration)
 
 
-def load_snapshot(session: Session, now: float, limit: int | None = None) -> Snapshot:
-    """Nodes with their GPUs' allocation state, up to ``limit`` pending jobs, running jobs."""
+def load_snapshot(
+    session: Session, now: float, limit: int | None = None, gpu_share: int = 0
+) -> Snapshot:
+    """Nodes with their GPUs' allocation state, pending jobs, running jobs.
+
+    The pending jobs are the first ``limit`` (all when None) in the
+    scheduler's order and, when more wait, the first ``gpu_share`` of those
+    further back that ask for GPUs and are not held (``_pending``): a backlog
+    of CPU-only jobs never hides a GPU job from a cycle while GPUs are idle.
+    """
     return Snapshot(
         now=now,
         nodes=load_nodes(session),
-        pending=_pending(session, limit),
+        pending=_pending(session, limit, gpu_share),
         running=_running(session),
     )
 
@@ -53,20 +62,25 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
 
     ``used_cpus`` sums the ``cpus`` of the jobs holding resources on the node,
     ``used_host_memory`` their ``memory``; ``cpus`` and ``host_memory`` are the
-    node's stored capacity (None: not counted).
+    node's stored capacity (None: not counted). A GPU's ``memory_total`` here
+    is what shares may take: its memory less its ``memory_reserved`` (an
+    exclusive job uses all of that), as the applier's WHERE clause counts it.
+    A GPU in MIG mode is not ``healthy`` here: its MIG devices are the units
+    jobs get, never the GPU whole or a share of it (the applier agrees).
     """
     gpus: dict[str, list[GpuView]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
+        capacity = g.memory_total - (g.memory_reserved or 0)
         gpus.setdefault(g.node, []).append(
             GpuView(
                 uuid=g.uuid,
                 index=g.index,
                 name=g.name,
-                memory_total=g.memory_total,
-                used_memory=g.used_memory,
+                memory_total=capacity,
+                used_memory=min(g.used_memory, capacity),
                 exclusive=g.exclusive_job is not None,
                 shared_jobs=g.shared_jobs,
-                healthy=g.health == GpuHealth.OK.value,
+                healthy=g.health == GpuHealth.OK.value and not g.mig_mode,
                 numa=g.numa,
                 nvlink=g.nvlink,
             )
@@ -98,39 +112,57 @@ def _tolerations(stored: list[str] | None) -> tuple[Toleration, ...]:
     return tuple(_toleration(text) for text in stored or ())
 
 
-def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
-    """The PENDING jobs in the scheduler's order (priority, submit time, id).
+_PENDING_COLUMNS = (
+    JobRow.id,
+    JobRow.gpus,
+    JobRow.submitted_at,
+    JobRow.gpu_memory,
+    JobRow.gpu_model,
+    JobRow.priority,
+    JobRow.queue,
+    JobRow.user,
+    JobRow.nodes,
+    JobRow.cpus,
+    JobRow.max_runtime,
+    JobRow.can_preempt,
+    cast(JobRow.node_selector, Text),
+    cast(JobRow.tolerations, Text),
+    JobRow.topology,
+    JobRow.spec["memory"].as_float(),
+    JobRow.held_by,
+    JobRow.spec["max_gpus"].as_float(),
+)
+_IN_ORDER = (JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
+
+
+def _pending(session: Session, limit: int | None, gpu_share: int = 0) -> tuple[JobRequest, ...]:
+    """The PENDING jobs in the scheduler's order (priority, submit time, id): the
+    first ``limit`` and, when that many were found, up to ``gpu_share`` more from
+    further back that ask for GPUs and are not held, in the same order (so the
+    whole tuple stays in that order, and its first ``limit`` are the prefix).
 
     Runs every cycle over the whole backlog, so each row is unpacked by
     position, and the selector and tolerations arrive as their stored JSON
     text, decoded once per distinct text (almost every job has ``{}`` and ``[]``).
     """
-    stmt = (
-        select(
-            JobRow.id,
-            JobRow.gpus,
-            JobRow.submitted_at,
-            JobRow.gpu_memory,
-            JobRow.gpu_model,
-            JobRow.priority,
-            JobRow.queue,
-            JobRow.user,
-            JobRow.nodes,
-            JobRow.cpus,
-            JobRow.max_runtime,
-            JobRow.can_preempt,
-            cast(JobRow.node_selector, Text),
-            cast(JobRow.tolerations, Text),
-            JobRow.topology,
-            JobRow.spec["memory"].as_float(),
-            JobRow.held_by,
-            JobRow.spec["max_gpus"].as_float(),
-        )
-        .where(JobRow.state == JobState.PENDING.value)
-        .order_by(JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
-    )
+    pending = JobRow.state == JobState.PENDING.value
+    stmt = select(*_PENDING_COLUMNS).where(pending).order_by(*_IN_ORDER)
     if limit is not None:
         stmt = stmt.limit(limit)
+    jobs = _requests(session.execute(stmt))
+    if limit is None or len(jobs) < limit or gpu_share <= 0 or not jobs:
+        return jobs
+    beyond = (
+        select(*_PENDING_COLUMNS)
+        .where(pending, JobRow.gpus > 0, JobRow.held_by.is_(None), after_in_order(jobs[-1]))
+        .order_by(*_IN_ORDER)
+        .limit(gpu_share)
+    )
+    return jobs + _requests(session.execute(beyond))
+
+
+def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
+    """``JobRequest``s from rows of ``_PENDING_COLUMNS``."""
     return tuple(
         JobRequest(
             id=job_id,
@@ -171,7 +203,7 @@ def _pending(session: Session, limit: int | None) -> tuple[JobRequest, ...]:
             memory,
             held_by,
             max_gpus,
-        ) in session.execute(stmt)
+        ) in rows
     )
 
 
@@ -278,9 +310,11 @@ class SnapshotCache:
         self._jobs: dict[int, RunningJob] = {}
         self._running: tuple[RunningJob, ...] = ()
 
-    def load(self, session: Session, now: float, limit: int | None = None) -> Snapshot:
+    def load(
+        self, session: Session, now: float, limit: int | None = None, gpu_share: int = 0
+    ) -> Snapshot:
         """``load_snapshot``, interned."""
-        return self.intern(load_snapshot(session, now, limit))
+        return self.intern(load_snapshot(session, now, limit, gpu_share))
 
     def intern(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the previous snapshot's objects wherever they are equal."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Literal
 
 from sqlalchemy import or_, select, update
@@ -28,8 +29,13 @@ TokenState = Literal["active", "expired", "revoked"]
 
 @dataclass(frozen=True, slots=True)
 class Principal:
+    """Who a request acts as. ``token_id`` and ``expires_at`` name the token it came with
+    (None for principals made in code); they never take part in equality."""
+
     user: str
     is_admin: bool
+    token_id: int | None = field(default=None, compare=False)
+    expires_at: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,7 @@ class TokenInfo:
 
     @property
     def principal(self) -> Principal:
-        return Principal(user=self.user, is_admin=self.is_admin)
+        return Principal(self.user, self.is_admin, token_id=self.id, expires_at=self.expires_at)
 
     @classmethod
     def of(cls, row: TokenRow) -> TokenInfo:
@@ -126,6 +132,19 @@ def get_token(session: Session, token_id: int) -> TokenInfo | None:
         return None
     row = session.get(TokenRow, token_id)
     return None if row is None else TokenInfo.of(row)
+
+
+def lifetimes(
+    session: Session, token_ids: Collection[int]
+) -> dict[int, tuple[float | None, float | None]]:
+    """``{id: (revoked_at, expires_at)}`` of these tokens, in one read by primary key;
+    an id with no row is left out."""
+    if not token_ids:
+        return {}
+    query = select(TokenRow.id, TokenRow.revoked_at, TokenRow.expires_at).where(
+        TokenRow.id.in_(sorted(token_ids))
+    )
+    return {row.id: (row.revoked_at, row.expires_at) for row in session.execute(query)}
 
 
 def list_tokens(session: Session, user: str | None = None) -> list[TokenInfo]:

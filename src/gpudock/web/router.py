@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+from collections.abc import AsyncIterator
 from html import escape
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request, Response
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpudock.api.deps import Auth, Ctx, CurrentUser
+from gpudock.api.deps import Auth, Ctx, CurrentUser, TokenWatches
 from gpudock.core.errors import NotFound, Unauthorized
 from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin
 from gpudock.services.dashboard import DashboardService
@@ -20,6 +22,7 @@ from gpudock.services.dashboard import DashboardService
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css", "favicon.svg": "image/svg+xml"}
 router = APIRouter(prefix="/ui", include_in_schema=False)
+KEEPALIVE = 15.0  # seconds between two comments on an idle session stream (proxies)
 
 
 class LoginIn(BaseModel):
@@ -101,6 +104,30 @@ def logout() -> Response:
 @router.get("/api/me", response_model=WhoAmI)
 def me(user: CurrentUser) -> WhoAmI:
     return WhoAmI(user=user.user, admin=user.is_admin)
+
+
+@router.get("/api/session")
+async def session(user: CurrentUser, watches: TokenWatches) -> StreamingResponse:
+    """The page's session as server-sent events: a comment every ``KEEPALIVE`` seconds,
+    and, when the token is revoked or expires, one ``ended`` event
+    (``{"reason": "token revoked"}``) within a second, then the end of the stream."""
+    watch, ended = watches.watch_async(user)
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield "retry: 2000\n\n"
+            while True:
+                try:
+                    await asyncio.wait_for(ended.wait(), timeout=KEEPALIVE)
+                except TimeoutError:
+                    yield ": alive\n\n"
+                    continue
+                yield f"event: ended\ndata: {json.dumps({'reason': watch.reason})}\n\n"
+                return
+        finally:
+            watch.cancel()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=_NO_STORE)
 
 
 @router.get("/api/cluster")

@@ -42,7 +42,8 @@ def test_apply_and_diff_while_jobs_run(
     running = [submit(api, **sleeper("vision")) for _ in range(2)]
     for job_id in running:
         wait_state(api, job_id, {"RUNNING"})
-    picky = submit(api, **sleeper("nlp", node_selector={"zone": "a"}))  # no node has the label
+    picky = submit(api, **sleeper("default", node_selector={"zone": "a"}))  # no node has it
+    assert api.post("/v1/jobs", json=sleeper("nlp")).status_code == 422  # not declared yet
 
     lower = tmp_path / "cluster.yaml"
     lower.write_text(
@@ -67,6 +68,7 @@ def test_apply_and_diff_while_jobs_run(
     applied = server.cli("admin", "apply", "-f", str(lower)).stdout
     assert "applied config version 1" in applied
     wait_state(api, picky, {"RUNNING"})  # the node's new label counts on the next cycle
+    submit(api, **sleeper("nlp"))  # the submit check reads the config in force
     late = submit(api, **sleeper("vision"))
     waiting = wait_for(
         lambda: (j := api.get(f"/v1/jobs/{late}").json())["pending_reasons"] and j,

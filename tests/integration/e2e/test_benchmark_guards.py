@@ -1,11 +1,12 @@
 """Regression guards: the HTTP benchmarks, small, against the real components.
 
-``benchmarks/submit_storm.py``, ``benchmarks/dispatch.py`` and
-``benchmarks/api_floor.py`` run as users run them (subprocess, ``--json``) on
-the real dockerd with emulated GPUs, SQLite and PostgreSQL. The assertions
-are on the audit, never on time: every submit acknowledged and stored once,
-no GPU held by two jobs at once, no pending job without a reason, every
-dispatched job SUCCEEDED, every floor request answered and its CPU read.
+``benchmarks/submit_storm.py``, ``benchmarks/dispatch.py``,
+``benchmarks/api_floor.py`` and ``benchmarks/gpu_first.py`` run as users run
+them (subprocess, ``--json``) on the real dockerd with emulated GPUs, SQLite
+and PostgreSQL. The assertions are on the audit, never on time: every submit
+acknowledged and stored once, no GPU held by two jobs at once, no pending job
+without a reason, every dispatched job SUCCEEDED (a GPU job behind a CPU-only
+backlog too), every floor request answered and its CPU read.
 """
 
 from __future__ import annotations
@@ -79,3 +80,14 @@ def test_the_api_floor_answers_every_request_and_measures_the_server(docker: Any
     assert data["requests"] == 200 and data["per_s"] > 0
     assert data["server_cpu_ms_per_request"] > 0  # the server's CPU was read, not assumed
     assert 0 < data["server_cores"] <= data["machine_busy_cores"] + 0.1  # a part of it
+
+
+def test_gpu_jobs_behind_a_cpu_only_backlog_all_run_once(docker: Any) -> None:
+    data = run_benchmark(
+        "gpu_first.py", "--cpu-jobs", "24", "--gpu-jobs", "4", "--gpus", "2",
+        "--variants", "cpus_not_counted", "--timeout", "300",
+    )  # fmt: skip
+    run = data["cpus_not_counted"]
+    assert run["states"] == {"SUCCEEDED": 28}
+    assert run["double_booked"] == 0
+    assert run["gpu"]["to_running_median_s"] is not None  # every GPU job's start was read

@@ -68,7 +68,7 @@ def test_submit_from_yaml_and_its_errors(sqlite_server: ServerProcess, tmp_path:
     bad = server.cli("submit", "--gpu-memory", "20XB", TEST_IMAGE, check=False)
     assert bad.returncode == 2 and "unknown size unit 'XB'" in bad.stderr
     bad = server.cli("submit", "--gpus", "64", TEST_IMAGE, check=False)
-    assert bad.returncode == 2
+    assert bad.returncode == 1  # a valid spec that can never run
     assert "needs 64 GPUs but the largest node has 4" in bad.stderr
     assert "Traceback" not in bad.stderr
 
@@ -104,7 +104,7 @@ def test_cli_explains_an_unreachable_server(sqlite_server: ServerProcess) -> Non
         (["--db", "postgresql+psycopg://nobody@127.0.0.1:1/x"], "cannot open the database"),
         (["--emulate-gpus", "4xH100"], "4xH100"),
         (["--log-level", "loud"], "--log-level must be one of"),
-        (["--port", "99999"], "Invalid value for '--port'"),
+        (["--port", "99999"], "invalid value for '--port'"),
     ],
 )
 def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -117,7 +117,11 @@ def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], messa
         timeout=60,
     )
     assert result.returncode == 2, result.stderr
-    assert message in result.stderr and "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    if args[0] != "--db":  # refused before the database is opened (or created)
+        assert not (tmp_path / "gpudock.db").exists()
 
 
 def test_placement_flags_and_inventory_columns(make_server: Any) -> None:
@@ -179,3 +183,4 @@ def test_a_bad_config_stops_the_server_with_one_line(
     assert result.returncode == 2, result.stderr
     assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+    assert not (tmp_path / "gpudock.db").exists()  # checked before the database is touched

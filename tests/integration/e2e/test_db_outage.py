@@ -130,10 +130,12 @@ def test_a_database_outage_gives_503s_not_500s_and_loses_nothing(
         client.start()
     try:
         time.sleep(2)
+        before_outage = len(server.log_all())
         own_postgres.stop()
         time.sleep(1)
         health = httpx.get(server.url + "/healthz", timeout=10)
         time.sleep(OUTAGE_SECONDS - 1)
+        still_down = len(server.log_all())
         own_postgres.start()
         time.sleep(3)
     finally:
@@ -151,6 +153,7 @@ def test_a_database_outage_gives_503s_not_500s_and_loses_nothing(
     assert 503 in codes, "the outage was never seen: the test proved nothing"
     assert load.acknowledged, "no submit succeeded at all"
     assert "unhandled error" not in server.log(), "an outage error reached the 500 handler"
+    assert_one_line_per_change(server.log_all(), before_outage, still_down)
 
     # Back to normal without a restart: every acknowledged job exists and runs.
     wait_for(lambda: httpx.get(server.url + "/healthz").status_code == 200, 30, "recovery")
@@ -160,3 +163,13 @@ def test_a_database_outage_gives_503s_not_500s_and_loses_nothing(
         after = api.post("/v1/jobs", json={"image": TEST_IMAGE, "command": ["true"]})
         assert after.status_code == 201
         wait_state(api, int(after.json()["id"]), {"SUCCEEDED"}, timeout=60)
+
+
+def assert_one_line_per_change(log: str, before_outage: int, still_down: int) -> None:
+    """The outage is logged once when it starts and once when the database answers
+    again (after it really was back), with no trace and no per-job failure."""
+    during = log[before_outage:]
+    assert during.count("database unavailable (") == 1, during[-3000:]
+    assert during.count("database reachable again") == 1, during[-3000:]
+    assert log.index("database reachable again", before_outage) > still_down  # not early
+    assert "Traceback" not in during and "failed unexpectedly" not in during

@@ -109,7 +109,7 @@ def test_update_changes_a_pending_job_and_only_lowers_a_running_ones_limit(
         3600,
     )
     assert "needs 64 GPUs but the largest node has 4" in refused(
-        server, "update", str(job), "--gpus", "64", code=2
+        server, "update", str(job), "--gpus", "64", code=1
     )
     assert refused(server, "update", str(blocker), "--gpus", "1") == (
         f"job {blocker} is RUNNING: only its max_runtime may be lowered "

@@ -53,7 +53,7 @@ def stack(docker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         first = submit(api, **sleep, gpus=1, queue="vision")
         second = submit(api, **sleep, gpus=1, gpu_memory="10GiB", queue="nlp")
         exclusive, shared = (wait_state(api, j, {"RUNNING"}) for j in (first, second))
-        third = submit(api, **sleep, gpus=4, queue="vision")
+        third = submit(api, **sleep, gpus=3, queue="vision")  # 4 could never be admitted
         wait_for(lambda: job_state(api, third)["pending_reasons"], 30, "a pending reason")
         rules = (ALERTS_DIR / "alerts.yml",)
         prometheus = PrometheusProcess(home / "prometheus", [f"127.0.0.1:{server.port}"], rules)

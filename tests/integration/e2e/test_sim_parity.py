@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import job_state, submit, wait_for
+from tests.kit.server import FAST_CONFIG, job_state, submit, wait_for
 
 from gpudock.sim.cluster import parse_cluster
 from gpudock.sim.engine import Simulator
@@ -34,7 +34,9 @@ STREAM: list[tuple[int, int | None]] = [
 
 
 def test_the_simulator_places_a_job_stream_like_the_live_server(make_server: Any) -> None:
-    server = make_server(emulate="4xH100-80GB").start()
+    # The simulator's GPUs hold no memory reserve: the server's is set to none to match.
+    config = {**FAST_CONFIG, "node": {**FAST_CONFIG["node"], "gpu_memory_reserve": 0}}
+    server = make_server(emulate="4xH100-80GB", config=config).start()
     api = server.api()
     index = {g["uuid"]: g["index"] for g in api.get("/v1/gpus").json()}
     live: list[tuple[int, ...] | None] = []

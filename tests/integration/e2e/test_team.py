@@ -23,13 +23,7 @@ pytestmark = pytest.mark.docker
 QUEUES = {
     "groups": {"vision": ["alice", "bob"]},
     "queues": [
-        # a GPU limit of 0 keeps its jobs PENDING, so they count against the pending limit
-        {
-            "name": "vision",
-            "members": ["group:vision", "dave"],
-            "max_pending_per_user": 2,
-            "limit": {"gpus": 0},
-        },
+        {"name": "vision", "members": ["group:vision", "dave"], "max_pending_per_user": 2},
         {"name": "open"},
     ],
 }
@@ -58,8 +52,16 @@ def error(response: httpx.Response, status: int) -> dict[str, Any]:
     return body
 
 
-def job(queue: str) -> dict[str, Any]:
-    return {"image": TEST_IMAGE, "command": ["true"], "gpus": 1, "queue": queue}
+def job(queue: str, after_ok: int | None = None) -> dict[str, Any]:
+    """A one-GPU job; with ``after_ok`` it stays PENDING while that job runs, and so
+    counts against the pending limit."""
+    spec = {"image": TEST_IMAGE, "command": ["true"], "gpus": 1, "queue": queue}
+    return spec if after_ok is None else {**spec, "after_ok": [after_ok]}
+
+
+def sleeper(api: httpx.Client) -> int:
+    """A job of the caller's that runs until the test ends (in the open queue)."""
+    return submit(api, image=TEST_IMAGE, command=["sleep", "300"], cpus=0.1, queue="open")
 
 
 def test_members_submit_others_get_403_and_the_pending_limit_429(
@@ -80,9 +82,10 @@ def test_members_submit_others_get_403_and_the_pending_limit_429(
     submit(carol, **job("open"))  # a queue without members is open to all
     submit(server.api(), **job("vision"))  # admins submit anywhere
 
-    submit(alice, **job("vision"))
-    submit(alice, **job("vision"))
-    limited = error(alice.post("/v1/jobs", json=job("vision")), 429)
+    running = sleeper(alice)
+    submit(alice, **job("vision", after_ok=running))
+    submit(alice, **job("vision", after_ok=running))
+    limited = error(alice.post("/v1/jobs", json=job("vision", after_ok=running)), 429)
     assert limited["code"] == "TooManyRequests"
     assert limited["message"] == (
         "queue 'vision' allows 2 pending jobs per user (max_pending_per_user) and user "
@@ -94,7 +97,8 @@ def test_members_submit_others_get_403_and_the_pending_limit_429(
 def test_queues_shows_members_to_admins_and_standing_to_users(make_server: Any) -> None:
     server = make_server(config=CONFIG).start()
     alice_token = token_for(server, "alice")
-    submit(server.api(alice_token), **job("vision"))
+    alice = server.api(alice_token)
+    submit(alice, **job("vision", after_ok=sleeper(alice)))
 
     admin_view = server.api().get("/v1/queues").json()
     vision = next(q for q in admin_view["queues"] if q["name"] == "vision")

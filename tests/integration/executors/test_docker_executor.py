@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -308,8 +309,9 @@ def test_launch_twice_gives_one_container(executor: DockerExecutor) -> None:
     assert [c.id for c in executor.list_containers()] == [first.id]
 
 
-def test_concurrent_launches_race_to_one_container(executor: DockerExecutor) -> None:
-    request = make_request()
+@pytest.mark.parametrize("fresh", [False, True], ids=["look-first", "create-first"])
+def test_concurrent_launches_race_to_one_container(executor: DockerExecutor, fresh: bool) -> None:
+    request = replace(make_request(), fresh=fresh)
     results: list[ContainerStatus | BaseException] = []
 
     def launch() -> None:
@@ -328,11 +330,13 @@ def test_concurrent_launches_race_to_one_container(executor: DockerExecutor) -> 
     assert len(executor.list_containers()) == 1
 
 
+@pytest.mark.parametrize("fresh", [False, True], ids=["look-first", "create-first"])
 def test_created_container_is_adopted_and_started(
-    executor: DockerExecutor, docker_api: Any, instance_id: str
+    executor: DockerExecutor, docker_api: Any, instance_id: str, fresh: bool
 ) -> None:
-    """A crash between create and start leaves a created container; launch starts it."""
-    request = make_request()
+    """A crash between create and start leaves a created container; launch starts it (even
+    a launch told the name is fresh: its create finds the name taken and adopts)."""
+    request = replace(make_request(), fresh=fresh)
     spec = build_create_spec(request, executor.config, instance_id, device_request=False)
     host_config = docker_api.api.create_host_config(**spec.host)
     created = docker_api.api.create_container(host_config=host_config, **spec.container)

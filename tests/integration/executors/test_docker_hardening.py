@@ -27,6 +27,7 @@ from gpudock.core.job import Mount
 from gpudock.executors._docker_spec import build_create_spec
 from gpudock.executors.base import LaunchError
 from gpudock.executors.docker import DockerExecutor
+from gpudock.executors.mount_staging import MountStager
 
 pytestmark = pytest.mark.docker
 
@@ -87,9 +88,35 @@ def test_a_created_container_whose_source_became_a_symlink_is_not_started(
     assert sorted(os.listdir(host / "outside")) == ["secret"]
 
 
+def test_a_container_created_on_staging_of_a_crashed_launch_is_made_anew(
+    docker_api: Any, instance_id: str, host: Path
+) -> None:
+    """A crash between create and start: that staging is gone, so the container is
+    discarded and created again on fresh staging, never started on an empty folder."""
+    executor = executor_with(instance_id, allowed_mounts=[f"{host}/scratch:rw"])
+    (host / "scratch" / "work" / "f").write_text("real\n")
+    request = make_request(
+        ["cat", "/in/f"],
+        mounts=(Mount(host=f"{host}/scratch/work", container="/in", read_only=True),),
+    )
+    stale = host / "staging" / "1.1.1.crashed" / "0"  # empty: its mount is gone
+    stale.mkdir(parents=True)
+    executor = DockerExecutor(executor.config, instance_id, stager=MountStager(host / "staging"))
+    spec = build_create_spec(
+        request, executor.config, instance_id, device_request=False, sources=[str(stale)]
+    )
+    host_config = docker_api.api.create_host_config(**spec.host)
+    first = docker_api.api.create_container(host_config=host_config, **spec.container)["Id"]
+    status = executor.launch(request)
+    assert status.id != first
+    wait_exit(docker_api, status.id)
+    assert b"".join(executor.logs(status.id)) == b"real\n"
+
+
 def test_a_symlink_inside_the_allowlist_is_bound_at_its_target(
     docker_api: Any, instance_id: str, host: Path
 ) -> None:
+    """Bound as staged (opened, never by name) and unstaged once the container started."""
     executor = executor_with(instance_id, allowed_mounts=[f"{host}/scratch:rw"])
     (host / "scratch" / "alias").symlink_to(host / "scratch" / "work")
     status = executor.launch(
@@ -100,8 +127,56 @@ def test_a_symlink_inside_the_allowlist_is_bound_at_its_target(
     )
     wait_exit(docker_api, status.id)
     (mount,) = docker_api.api.inspect_container(status.id)["Mounts"]
-    assert (mount["Source"], mount["RW"]) == (f"{host}/scratch/work", True)
+    assert mount["RW"] is True
+    assert executor._binds.is_staged(mount["Source"])
+    assert not os.path.exists(mount["Source"])  # released after the start
     assert (host / "scratch" / "work" / "f").read_text() == "hi\n"
+
+
+def test_a_symlink_inside_the_mounted_folder_that_points_within_it_works(
+    docker_api: Any, instance_id: str, host: Path
+) -> None:
+    data = host / "scratch" / "work"
+    (data / "real").mkdir()
+    (data / "real" / "f").write_text("through the link\n")
+    (data / "link").symlink_to("real")
+    executor = executor_with(instance_id, allowed_mounts=[f"{host}/scratch:rw"])
+    status = executor.launch(
+        make_request(
+            ["cat", "/in/link/f"],
+            mounts=(Mount(host=str(data), container="/in", read_only=True),),
+        )
+    )
+    wait_exit(docker_api, status.id)
+    assert b"".join(executor.logs(status.id)) == b"through the link\n"
+
+
+def test_without_staging_folders_jobs_can_write_are_refused_and_ro_entries_still_work(
+    docker_api: Any, instance_id: str, host: Path, tmp_path: Path
+) -> None:
+    """A host where mounts cannot be staged (here: a staging folder gpudock does not own)."""
+    (tmp_path / "staging").mkdir()
+    os.chown(tmp_path / "staging", 65534, 65534)
+    (host / "data").mkdir()
+    (host / "data" / "f").write_text("read-only data\n")
+    config = ExecutorConfig.model_validate(
+        {"allowed_mounts": [f"{host}/scratch:rw", f"{host}/data"]}
+    )
+    executor = DockerExecutor(config, instance_id, stager=MountStager(tmp_path / "staging"))
+    problem = executor.mount_problem()
+    assert problem is not None and "owned by uid 65534" in problem
+
+    writable = make_request(
+        ["true"], mounts=(Mount(host=f"{host}/scratch/work", container="/w", read_only=True),)
+    )
+    with pytest.raises(LaunchError, match="which jobs can write, and this server cannot bind"):
+        executor.launch(writable)
+    assert executor.inspect(writable.name) is None
+    status = executor.launch(
+        make_request(["cat", "/d/f"], mounts=(Mount(f"{host}/data", "/d", True),))
+    )
+    wait_exit(docker_api, status.id)
+    assert b"".join(executor.logs(status.id)) == b"read-only data\n"
 
 
 def test_mounts_are_read_only_unless_rw(docker_api: Any, instance_id: str, host: Path) -> None:

@@ -13,7 +13,15 @@ import subprocess
 import sys
 from typing import Any
 
-from tests.kit.fake_nvml import STATE_ENV, FakeNvml, fake_gpu, render_state
+from tests.kit.fake_nvml import (
+    GIB,
+    STATE_ENV,
+    FakeNvml,
+    add_event,
+    fake_gpu,
+    fake_mig,
+    render_state,
+)
 
 _PROBE = r"""
 import ctypes, json, sys
@@ -153,4 +161,80 @@ def test_topology_entry_points_follow_nvml(fake_nvml: FakeNvml) -> None:
         "affinity_too_small": 7,  # node 64 needs a second 64-bit word
         "affinity_unknown": 2,  # no output buffer
         "exports_numa_node_id": False,  # gpudock does not call it (see nvml_topology)
+    }
+
+
+_MIG_EVENT_PROBE = r"""
+import ctypes, json, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+lib.nvmlInitWithFlags(0)
+mig_gpu, plain, mig, parent = (ctypes.c_void_p() for _ in range(4))
+lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(mig_gpu))
+lib.nvmlDeviceGetHandleByIndex_v2(1, ctypes.byref(plain))
+count, flag, value = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+out = {
+    "max_migs": [lib.nvmlDeviceGetMaxMigDeviceCount(mig_gpu, ctypes.byref(count)), count.value],
+    "slot0": lib.nvmlDeviceGetMigDeviceHandleByIndex(mig_gpu, 0, ctypes.byref(mig)),
+    "slot1_empty": lib.nvmlDeviceGetMigDeviceHandleByIndex(mig_gpu, 1, ctypes.byref(parent)),
+    "slot7": lib.nvmlDeviceGetMigDeviceHandleByIndex(mig_gpu, 7, ctypes.byref(parent)),
+    "mig_off": lib.nvmlDeviceGetMigDeviceHandleByIndex(plain, 0, ctypes.byref(parent)),
+    "parent": lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, ctypes.byref(parent)),
+    "parent_is_gpu": parent.value == mig_gpu.value,
+    "is_mig": [lib.nvmlDeviceIsMigDeviceHandle(mig, ctypes.byref(flag)), flag.value],
+    "pci_of_mig": lib.nvmlDeviceGetPciInfo_v3(mig, ctypes.create_string_buffer(128)),
+    "ecc_unsupported": lib.nvmlDeviceGetTotalEccErrors(plain, 1, 0, ctypes.byref(value)),
+}
+events = ctypes.c_void_p()
+lib.nvmlEventSetCreate(ctypes.byref(events))
+out["register_events_off"] = lib.nvmlDeviceRegisterEvents(plain, 8, events)
+out["register"] = lib.nvmlDeviceRegisterEvents(mig_gpu, 8, events)
+data = (ctypes.c_ubyte * 64)()
+started = time.monotonic()
+out["wait_nothing"] = lib.nvmlEventSetWait_v2(events, data, 50)
+out["waited_ms_at_least_50"] = (time.monotonic() - started) * 1000 >= 50
+open(sys.argv[2] + ".new", "w").write(sys.argv[3])
+import os; os.replace(sys.argv[2] + ".new", sys.argv[2])
+out["wait_event"] = lib.nvmlEventSetWait_v2(events, data, 1000)
+out["event_data"] = int.from_bytes(bytes(data[16:24]), "little")
+out["free"] = lib.nvmlEventSetFree(events)
+print(json.dumps(out))
+"""
+
+
+def test_mig_ecc_and_event_entry_points_follow_nvml(fake_nvml: FakeNvml) -> None:
+    fake_nvml.state["gpus"] = [
+        fake_gpu(
+            0, mig={"current": 1, "pending": 1}, mig_devices=[fake_mig(0, 0, "7g.80gb", 80 * GIB)]
+        ),
+        fake_gpu(1, events=False),
+    ]
+    fake_nvml.write()
+    later = {**fake_nvml.state}
+    add_event(later, 0, "xid", 79)
+
+    done = subprocess.run(
+        [sys.executable, "-c", _MIG_EVENT_PROBE, str(fake_nvml.lib_dir / "libnvidia-ml.so.1"),
+         str(fake_nvml.state_path), render_state(later)],
+        env={STATE_ENV: str(fake_nvml.state_path)},
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+
+    assert json.loads(done.stdout) == {
+        "max_migs": [0, 7],
+        "slot0": 0,
+        "slot1_empty": 6,  # NVML_ERROR_NOT_FOUND
+        "slot7": 2,  # past the GPU's MIG slots
+        "mig_off": 6,
+        "parent": 0,
+        "parent_is_gpu": True,
+        "is_mig": [0, 1],
+        "pci_of_mig": 3,  # a GPU-wide query: NOT_SUPPORTED on a MIG device
+        "ecc_unsupported": 3,
+        "register_events_off": 3,
+        "register": 0,
+        "wait_nothing": 10,  # NVML_ERROR_TIMEOUT
+        "waited_ms_at_least_50": True,
+        "wait_event": 0,  # the replaced state file is read while waiting
+        "event_data": 79,
+        "free": 0,
     }

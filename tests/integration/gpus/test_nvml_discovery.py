@@ -10,7 +10,7 @@ import ctypes.util
 from typing import Any
 
 import pytest
-from tests.kit.fake_nvml import GIB, FakeNvml, fake_gpu, run_discovery_subprocess
+from tests.kit.fake_nvml import GIB, FakeNvml, fake_gpu, fake_mig, run_discovery_subprocess
 
 NVSWITCH = "00000000:C1:00.0"
 
@@ -65,6 +65,7 @@ def test_init_failure_gives_zero_gpus_and_one_warning(fake_nvml: FakeNvml) -> No
         "cuda_version": None,
         "source": "none",
         "note": reason,
+        "mig_devices": [],
     }
     assert [(r["logger"], r["level"]) for r in report["logs"]] == [("gpudock.gpus", "WARNING")]
     assert _warnings(report) == [f"no GPUs discovered on node-a: {reason}"]
@@ -101,6 +102,8 @@ def test_a_lost_gpu_is_reported_unhealthy(fake_nvml: FakeNvml) -> None:
         "health": "unhealthy",
         "numa": None,  # topology queries fail on a lost GPU too: unknown, not a problem
         "nvlink": None,
+        "brand": None,
+        "arch": None,
     }
     problem = (
         f"GPU 1 ({lost_uuid}) unhealthy: "
@@ -213,3 +216,41 @@ def test_topology_of_a_lost_gpu_is_unknown_and_its_peers_keep_theirs(fake_nvml: 
     # unknown, so it cannot be matched: only 0 and 1 form a domain.
     assert _topology(report) == [(0, 0), (0, 0), (None, None)]
     assert [g["health"] for g in report["inventory"]["gpus"]] == ["ok", "ok", "unhealthy"]
+
+
+def test_mig_devices_of_gpus_in_mig_mode_are_discovered(fake_nvml: FakeNvml) -> None:
+    big, small = fake_mig(0, 0, "3g.40gb", 40 * GIB), fake_mig(0, 2, "1g.10gb", 10 * GIB)
+    pending_only = fake_mig(1, 0, "7g.80gb", 80 * GIB)  # MIG turns on after a reset only
+    fake_nvml.state["gpus"] = [
+        fake_gpu(0, mig={"current": 1, "pending": 1}, mig_devices=[big, small]),
+        fake_gpu(1, mig={"current": 0, "pending": 1}, mig_devices=[pending_only]),
+        fake_gpu(2, name="NVIDIA A100-SXM4-40GB", brand=2, arch=[8, 0]),
+    ]
+
+    report = fake_nvml.discover()
+
+    parent = fake_nvml.state["gpus"][0]["uuid"]
+    assert report["inventory"]["mig_devices"] == [
+        {"uuid": big["uuid"], "parent_uuid": parent, "slot": 0, "profile": "3g.40gb",
+         "memory_total": 40 * GIB, "gpu_instance": 0, "compute_instance": 0},
+        {"uuid": small["uuid"], "parent_uuid": parent, "slot": 1, "profile": "1g.10gb",
+         "memory_total": 10 * GIB, "gpu_instance": 2, "compute_instance": 0},
+    ]  # fmt: skip
+    gpus = report["inventory"]["gpus"]
+    assert [(g["brand"], g["arch"]) for g in gpus] == [
+        ("nvidia", "9.0"),
+        ("nvidia", "9.0"),
+        ("tesla", "8.0"),
+    ]
+    assert _warnings(report) == []
+
+
+def test_a_mig_device_processes_and_memory_answer_by_its_uuid(fake_nvml: FakeNvml) -> None:
+    mig = fake_mig(0, 0, "1g.10gb", 10 * GIB, processes=[{"pid": 77, "usedGpuMemory": GIB}])
+    fake_nvml.state["gpus"][0].update(mig={"current": 1, "pending": 1}, mig_devices=[mig])
+    parent = fake_nvml.state["gpus"][0]["uuid"]
+
+    report = fake_nvml.discover(process_uuids=(mig["uuid"], parent))
+
+    assert report["processes"][mig["uuid"]] == [[77, GIB]]
+    assert report["processes"][parent] == [[77, GIB]]  # the parent lists its MIG processes

@@ -124,6 +124,8 @@ def test_an_engine_event_finishes_its_job_without_a_full_pass(
     assert reconcile_container(server.ctx, name)
 
     wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")
+    wait_for(lambda: not server.ctx.busy(job_id), 60, "its logs archived and container removed")
+    assert reconcile_container(server.ctx, name), "its removal's event needs no full pass"
 
 
 def test_an_event_during_its_jobs_launch_is_settled_when_the_launch_ends(
@@ -133,9 +135,23 @@ def test_an_event_during_its_jobs_launch_is_settled_when_the_launch_ends(
     launching = threading.Event()
     server.ctx.run_once("launch", job_id, lambda: launching.wait(60))  # a launch under way
     server.ctx.wake_reconciler.clear()
-    assert reconcile_container(server.ctx, name), "kept until the launch ends"
+    assert reconcile_container(server.ctx, name, "start"), "kept until the launch ends"
+    assert reconcile_container(server.ctx, name, "die"), "kept too, beside the start"
     assert state(server, job_id) is JobState.RUNNING, "nothing decided during the launch"
 
     launching.set()
     wait_for(lambda: state(server, job_id) is JobState.SUCCEEDED, 60, "the job to finish")
     assert not server.ctx.wake_reconciler.is_set(), "no full pass was asked for"
+
+
+def test_the_start_of_a_job_already_running_asks_the_engine_nothing(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id, name = exited_without_full_passes(server, monkeypatch)  # RUNNING in the store
+
+    def no_inspect(_name: str) -> None:
+        raise AssertionError("the engine was asked about a start its launch saw")
+
+    monkeypatch.setattr(server.ctx.executor, "inspect", no_inspect)
+    assert reconcile_container(server.ctx, name, "start")
+    assert state(server, job_id) is JobState.RUNNING

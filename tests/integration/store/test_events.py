@@ -198,7 +198,13 @@ def test_node_and_gpu_health_changes_are_recorded_once(db: Database) -> None:
         ("gpu.health", "n0", "unhealthy"),
     ]
     assert health[0].payload["reason"] == "Docker down"
-    assert health[2].payload == {"uuid": "GPU-n0-1", "index": 1, "from": "ok", "to": "unhealthy"}
+    assert health[2].payload == {
+        "uuid": "GPU-n0-1",
+        "index": 1,
+        "from": "ok",
+        "to": "unhealthy",
+        "reason": "NVML queries of it failed at discovery",
+    }
 
 
 def test_a_watchdog_stop_is_recorded_with_its_limit(db: Database) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from tests.kit.browser import OfflinePage
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import ServerProcess, job_state, submit, wait_state
+from tests.kit.server import ServerProcess, job_state, submit, wait_for, wait_state
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -135,7 +135,10 @@ def test_the_detail_page_follows_logs_and_shows_why_another_job_waits(
             api, image=TEST_IMAGE, name="follow-me", gpus=1, queue="nlp", command=TICKER
         )
         wait_state(api, running, {"RUNNING"})
-        blocked = submit(api, image=TEST_IMAGE, name="needs-four", gpus=4, command=["true"])
+        # nlp may borrow only the 2 unguaranteed GPUs and holds 1: this one waits on quota
+        blocked = submit(
+            api, image=TEST_IMAGE, name="needs-two", gpus=2, queue="nlp", command=["true"]
+        )
 
     page.goto(server.url + f"/ui/#/job/{running}")
     page.wait_for_selector("#logs:has-text('tick 1')")
@@ -189,7 +192,7 @@ def test_cookie_changes_need_the_ui_header_and_logout_forgets_the_cookie(
     page = OfflinePage(browser, server.url, viewport=DESKTOP)
     log_in(page, server.url, alice)
     with server.api(alice) as api:
-        job = submit(api, image=TEST_IMAGE, gpus=4, command=["sleep", "60"])
+        job = submit(api, image=TEST_IMAGE, gpus=1, command=["sleep", "60"])
     request = page.context.request
     refused = request.post(f"{server.url}/v1/jobs/{job}/cancel")
     assert refused.status == 403 and "cross-site" in refused.json()["error"]["message"]
@@ -210,3 +213,21 @@ def test_cookie_changes_need_the_ui_header_and_logout_forgets_the_cookie(
 
 def page_cookies(page: OfflinePage) -> dict[str, str]:
     return {c["name"]: c["value"] for c in page.context.cookies()}
+
+
+def test_revoking_the_token_ends_the_dashboard_session_within_a_second_saying_why(
+    browser: Browser, server: ServerProcess
+) -> None:
+    with server.api() as admin:
+        created = admin.post("/v1/tokens", json={"user": "carol"}).json()
+    page = OfflinePage(browser, server.url, viewport=DESKTOP)
+    log_in(page, server.url, created["token"])
+    page.page.wait_for_timeout(300)  # the session stream is open
+    with server.api() as admin:
+        admin.delete(f"/v1/tokens/{created['id']}").raise_for_status()
+    page.page.wait_for_selector(
+        "#login-error:has-text('Your session ended: token revoked.')", timeout=1000
+    )
+    assert page.page.is_visible("#login") and not page.page.is_visible("nav")
+    wait_for(lambda: "gpudock_token" not in page_cookies(page), 5, "the dead cookie dropped")
+    page.close()

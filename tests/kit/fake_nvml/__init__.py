@@ -9,14 +9,17 @@ the exact loading path of production (no patching of pynvml's private
 globals), keeps tests independent of each other, and lets one test run with
 no library at all.
 
-The library re-reads its state on every ``nvmlInit``, so a test may rewrite
-the state between calls. The Python-facing state is a JSON-able dict::
+The library re-reads its state on every ``nvmlInit`` and whenever a call
+finds the file replaced, so a test may rewrite the state between calls, and
+a long-lived NVML session (the watchdog's) sees the change at its next
+query. The Python-facing state is a JSON-able dict::
 
     {
       "init_error": 0,               # NVML return code for nvmlInit; 9 = driver not loaded
       "driver_version": "550.54.15",
       "cuda_version": 12040,         # CUDA 12.4
       "gpus": [fake_gpu(0), ...],    # see fake_gpu()
+      "events": [{"seq": 1, "gpu": 0, "type": "xid", "data": 79}, ...],  # see add_event()
     }
 
 which ``FakeNvml.write`` validates and writes in the line format the C side
@@ -25,6 +28,7 @@ reads (see the header of ``fake_nvml.c``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -45,7 +49,7 @@ LIBRARY_NAME = "libnvidia-ml.so.1"
 STATE_ENV = "GPUDOCK_FAKE_NVML_STATE"
 REPO_SRC = Path(__file__).resolve().parents[3] / "src"
 GIB = 1024**3
-GCC_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+GCC_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread"]
 
 _GPU_KEYS = {
     "uuid",
@@ -59,8 +63,16 @@ _GPU_KEYS = {
     "numa_node",
     "nvlink_peers",
     "telemetry",
+    "brand",
+    "arch",
+    "ecc",
+    "events",
+    "mig_devices",
 }
-_STATE_KEYS = {"init_error", "driver_version", "cuda_version", "gpus"}
+_MIG_KEYS = {"uuid", "profile", "memory_total", "memory_used", "gi", "ci", "processes"}
+_STATE_KEYS = {"init_error", "driver_version", "cuda_version", "gpus", "events"}
+EVENT_TYPES = {"sbe": 0x1, "dbe": 0x2, "xid": 0x8}
+"""NVML event type bits by name (``nvmlEventTypeSingleBitEccError`` ...)."""
 _FAIL_CODES = {False: 0, True: 1, "handle": 2}
 
 
@@ -116,6 +128,12 @@ def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
     no NVLink and every link query is NOT_SUPPORTED. ``telemetry``: None (the
     default: utilisation, temperature and power are NOT_SUPPORTED) or
     ``{"utilization": percent, "temperature": celsius, "power_mw": milliwatts}``.
+    Health and identity: ``brand`` (NVML's ``nvmlBrandType_t``, default 14 =
+    NVIDIA), ``arch`` (compute capability ``[major, minor]``, default ``[9, 0]``),
+    ``ecc`` (None: ECC queries NOT_SUPPORTED, the default; else ``{"corrected":
+    n, "uncorrected": n}``), ``events`` (True: the GPU takes event
+    registrations; False: NOT_SUPPORTED, so gpudock falls back to polling).
+    ``mig_devices``: the MIG devices of a GPU in MIG mode (``fake_mig()``).
     """
     gpu: dict[str, Any] = {
         "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'fake-nvml/{index}')}",
@@ -128,9 +146,42 @@ def fake_gpu(index: int, **overrides: Any) -> dict[str, Any]:
         "pci_bus_id": fake_bus_id(index),
         "numa_node": 0,
         "nvlink_peers": [],
+        "events": True,
+        "mig_devices": [],
     }
     gpu.update(overrides)
     return gpu
+
+
+def fake_mig(
+    gpu: int, slot: int, profile: str, memory_total: int, **overrides: Any
+) -> dict[str, Any]:
+    """A MIG device of fake GPU ``gpu``: ``profile`` (e.g. ``1g.10gb``) with
+    ``memory_total`` bytes, in GPU instance ``slot`` (compute instance 0), with a
+    stable ``MIG-`` UUID. Keys: ``uuid``, ``profile``, ``memory_total``,
+    ``memory_used``, ``gi``, ``ci`` and ``processes`` (as a GPU's)."""
+    mig: dict[str, Any] = {
+        "uuid": f"MIG-{uuid.uuid5(uuid.NAMESPACE_OID, f'fake-nvml/{gpu}/mig/{slot}')}",
+        "profile": profile,
+        "memory_total": memory_total,
+        "memory_used": 0,
+        "gi": slot,
+        "ci": 0,
+        "processes": [],
+    }
+    mig.update(overrides)
+    return mig
+
+
+def add_event(state: dict[str, Any], gpu: int, kind: str, data: int = 0) -> int:
+    """Append an NVML event (``kind``: ``xid``, ``sbe`` or ``dbe``; ``data``: the XID)
+    for GPU index ``gpu`` to ``state`` and return its sequence number. Written
+    with the state, it is delivered once to every event set that registered the
+    GPU before it was written."""
+    events = state.setdefault("events", [])
+    seq = max((e["seq"] for e in events), default=0) + 1
+    events.append({"seq": seq, "gpu": gpu, "type": kind, "data": data})
+    return seq
 
 
 def fake_bus_id(index: int) -> str:
@@ -176,7 +227,41 @@ def render_state(state: dict[str, Any]) -> str:
         if (telemetry := gpu.get("telemetry")) is not None:
             values = (telemetry["utilization"], telemetry["temperature"], telemetry["power_mw"])
             lines.append("telemetry " + " ".join(str(int(v)) for v in values))
+        lines += _health_lines(gpu)
+        for mig in gpu.get("mig_devices", []):
+            _check_keys("mig device", mig, _MIG_KEYS)
+            lines.append(
+                f"mig {int(mig['gi'])} {int(mig['ci'])} {int(mig['memory_total'])} "
+                f"{int(mig.get('memory_used', 0))} {_word(mig['uuid'])} {_word(mig['profile'])}"
+            )
+            lines += [
+                f"proc {int(p['pid'])} {int(p['usedGpuMemory'])}" for p in mig.get("processes", [])
+            ]
+    for event in state.get("events", []):
+        lines.append(
+            f"event {int(event['seq'])} {int(event['gpu'])} {EVENT_TYPES[event['type']]} "
+            f"{int(event.get('data', 0))}"
+        )
     return "\n".join(lines) + "\n"
+
+
+def _health_lines(gpu: dict[str, Any]) -> list[str]:
+    """``brand``, ``arch``, ``ecc`` and ``events`` lines of one GPU (see ``fake_gpu``)."""
+    lines = []
+    if (brand := gpu.get("brand")) is not None:
+        lines.append(f"brand {int(brand)}")
+    if (arch := gpu.get("arch")) is not None:
+        lines.append(f"arch {int(arch[0])} {int(arch[1])}")
+    if (ecc := gpu.get("ecc")) is not None:
+        lines.append(f"ecc {int(ecc['corrected'])} {int(ecc['uncorrected'])}")
+    lines.append(f"events {1 if gpu.get('events', True) else 0}")
+    return lines
+
+
+def _word(text: str) -> str:
+    if not text or any(ch.isspace() for ch in text):
+        raise ValueError(f"fake NVML identifiers must be one word, got {text!r}")
+    return text
 
 
 def _topology_lines(gpu: dict[str, Any], gpus: list[dict[str, Any]]) -> list[str]:
@@ -216,8 +301,11 @@ class FakeNvml:
         self.state: dict[str, Any] = state if state is not None else default_state()
 
     def write(self) -> None:
-        """Write ``self.state``; the library picks it up on its next ``nvmlInit``."""
-        self.state_path.write_text(render_state(self.state))
+        """Write ``self.state`` atomically (a new file replaces the old); the library
+        picks it up at its next ``nvmlInit`` or query."""
+        partial = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}")
+        partial.write_text(render_state(self.state))
+        os.replace(partial, self.state_path)
 
     def discover(
         self, node_name: str = "node-a", process_uuids: tuple[str, ...] = ()
@@ -287,3 +375,61 @@ def _one_line(text: str) -> str:
     if not text or "\n" in text or "\r" in text:
         raise ValueError(f"fake NVML text fields must be one non-empty line, got {text!r}")
     return text
+
+
+MONITOR_CHILD = Path(__file__).with_name("_monitor_child.py")
+
+
+class MonitorProcess:
+    """A ``NodeGpuMonitor`` in a child process on this fake NVML, driven step by step.
+
+    ``send(op, **fields)`` runs one command (``start``, ``watch``, ``poll``,
+    ``wait``, ``assign``, ``stop``; see ``_monitor_child.py``) and returns the
+    sink calls it caused. Use as a context manager: the child is stopped after.
+    """
+
+    def __init__(
+        self,
+        fake: FakeNvml,
+        gpus: list[str],
+        config: dict[str, Any] | None = None,
+        sharing: str = "auto",
+    ) -> None:
+        fake.write()
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", STATE_ENV)}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_SRC), env.get("PYTHONPATH")]))
+        env["LD_LIBRARY_PATH"] = str(fake.lib_dir)
+        env[STATE_ENV] = str(fake.state_path)
+        setup = {"gpus": gpus, "config": config or {}, "sharing": sharing}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MONITOR_CHILD), json.dumps(setup)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def send(self, op: str, **fields: Any) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            stderr = self.proc.stderr.read() if self.proc.stderr else ""
+            raise AssertionError(f"monitor child died on {op!r}:\n{stderr}")
+        calls: list[dict[str, Any]] = json.loads(line)["calls"]
+        return calls
+
+    def __enter__(self) -> MonitorProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(AssertionError, OSError):
+                self.send("stop")
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

@@ -36,5 +36,5 @@ def test_i_or_t_alone_is_refused_with_the_forms_that_work() -> None:
         assert done.returncode == 2
         assert done.stderr == (
             "error: -i and -t go together here: `gpudock exec -it JOB sh` for a shell, "
-            "or neither to run a command\n"
+            "or neither to run a command; see 'gpudock exec --help'\n"
         )

@@ -55,3 +55,24 @@ def test_relay_splits_stdout_from_stderr_across_chunk_boundaries(
 def test_relay_without_an_exit_code_says_so() -> None:
     assert relay([chunk("stdout", b"")]) == EXEC_NO_CODE
     assert relay([line(exit_code=None)]) == EXEC_NO_CODE
+
+
+def test_the_cli_knows_the_servers_end_of_stream_line() -> None:
+    """``logs -f`` exits 1 on the line the server ends a cut follow with; the CLI keeps
+    its own copy of it (it may not import the server's modules)."""
+    from gpudock.cli.logs_cmd import STREAM_END as CLI
+    from gpudock.services.job_logs import STREAM_END as SERVER
+
+    assert CLI == SERVER
+
+
+def test_a_stream_ended_by_the_server_says_why_and_gives_no_exit_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stream = [
+        line(stream="stdout", data=base64.b64encode(b"go\n").decode()),
+        line(error="session ended: token revoked"),
+        line(exit_code=None),
+    ]
+    assert relay(iter(stream)) == EXEC_NO_CODE
+    assert capsys.readouterr().err == "error: session ended: token revoked\n"

@@ -37,6 +37,9 @@ CLIENT_COMMANDS = [
     ["update", "1", "--gpus", "2"],
     ["exec", "1", "--", "true"],
     ["registry", "list"],
+    ["gpu", "cordon", "GPU-1"],
+    ["gpu", "uncordon", "GPU-1"],
+    ["mig", "plan", "--want", "1g.10gb=1"],
     ["registry", "logout", "registry.example.com:5000"],
     ["registry", "login", "registry.example.com", "--username", "u", "--password-stdin"],
 ]

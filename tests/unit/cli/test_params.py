@@ -9,12 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from gpudock.cli import main as cli
+from gpudock.cli import submit_cmd
 
 
 @pytest.fixture
 def posted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     bodies: list[dict[str, Any]] = []
-    monkeypatch.setattr(cli, "post_job", lambda data: bodies.append(data) or {"id": 1})
+    monkeypatch.setattr(submit_cmd, "post_job", lambda data: bodies.append(data) or {"id": 1})
     return bodies
 
 
@@ -35,8 +36,8 @@ def test_ints_floats_paths_and_lists_convert(posted: list[dict[str, Any]], tmp_p
     [
         (["submit", "--gpus", "two", "img"], "'--gpus': 'two' is not a number or a range"),
         (["submit", "--gpus", "2-", "img"], "'--gpus': '2-' is not a number or a range"),
-        (["submit", "--cpus", "x", "img"], "'--cpus': 'x' is not a valid number."),
-        (["logs", "abc"], "'job_id': 'abc' is not a valid integer."),
+        (["submit", "--cpus", "x", "img"], "'--cpus': 'x' is not a valid number;"),
+        (["logs", "abc"], "'job_id': 'abc' is not a valid integer;"),
     ],
 )
 def test_a_bad_value_is_a_usage_error(
@@ -45,7 +46,7 @@ def test_a_bad_value_is_a_usage_error(
     result = CliRunner().invoke(cli.app, args)
 
     assert result.exit_code == 2
-    assert "Invalid value for " + message in result.output
+    assert "invalid value for " + message in result.output
     assert posted == []
 
 
@@ -61,4 +62,4 @@ def test_constrained_options_keep_typers_checks() -> None:
     result = CliRunner().invoke(cli.app, ["server", "--port", "0"])
 
     assert result.exit_code == 2
-    assert "Invalid value for '--port'" in result.output
+    assert "invalid value for '--port'" in result.output

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpudock.cli import main as cli
+from gpudock.cli import submit_cmd
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         bodies.append(data)
         return {"id": 7}
 
-    monkeypatch.setattr(cli, "post_job", post_job)
+    monkeypatch.setattr(submit_cmd, "post_job", post_job)
     return bodies
 
 

@@ -67,7 +67,7 @@ def test_container_defaults_that_protect_the_host() -> None:
         ("executor: {driver_capabilities: 'compute,gpu'}\n", "unknown driver capabilities gpu"),
         ("executor: {log_max_files: 0}\n", "executor.log_max_files"),
         ("- a\n- b\n", "must be a mapping"),
-        ("executor: [\n", "not valid YAML"),
+        ("executor: [\n", r"c\.yaml:2:1: expected the node content, but found '<stream end>'"),
         # non-finite or mistyped units: never a traceback, nor a loop that crashes later
         ("reconcile_interval: .inf\n", "reconcile_interval: duration must be a finite number"),
         ("reconcile_interval: .nan\n", "reconcile_interval: duration must be a finite number"),

@@ -9,7 +9,7 @@ import pytest
 from gpudock.config import load_config
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec
-from gpudock.core.job_defaults import JobDefaults, with_defaults
+from gpudock.core.job_defaults import JobDefaults, cpu_shortfall, with_defaults
 
 GiB = 1024**3
 
@@ -58,3 +58,18 @@ def test_node_memory_accepts_sizes(tmp_path: Path) -> None:
     node = load_config(path).node
     assert (node.cpus, node.memory) == (8.0, 64 * GiB)
     assert load_config(None).node.memory is None
+
+
+def test_a_node_with_fewer_cpus_than_its_gpus_need_under_the_defaults_is_named() -> None:
+    defaults = JobDefaults()
+    assert cpu_shortfall(8, 2.0, defaults) == (
+        "8 GPUs but 2 CPUs: at most 2 one-GPU jobs at once (job_defaults.cpus is 1); "
+        "set job_defaults.cpus or node.cpus"
+    )
+    assert cpu_shortfall(8, 8.0, defaults) is None
+    assert cpu_shortfall(8, 2.0, JobDefaults(cpus=0.25)) is None  # 8 jobs of a quarter core
+    assert "at most 4 one-GPU jobs" in str(cpu_shortfall(8, 2.0, JobDefaults(cpus=0.5)))
+    assert cpu_shortfall(3, 0.3, JobDefaults(cpus=0.1)) is None  # 0.3 / 0.1 is 3, not 2.99
+    assert cpu_shortfall(8, 2.0, JobDefaults(cpus=None)) is None  # jobs take no CPUs
+    assert cpu_shortfall(8, None, defaults) is None  # the node does not count CPUs
+    assert cpu_shortfall(0, 2.0, defaults) is None  # no GPUs, nothing idles

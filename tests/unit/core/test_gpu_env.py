@@ -95,3 +95,13 @@ def test_container_user_is_numeric_and_not_root(text: str, result: str) -> None:
 def test_a_bad_container_user_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         check_container_user(text)
+
+
+def test_mps_keys_are_gpudocks_and_refused() -> None:
+    for key in ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"):
+        with pytest.raises(EnvRefused, match=f"env key '{key}' is not allowed: gpudock sets"):
+            check_job_env({key: "0=80G"}, POLICY)
+    assert launch_env({"CUDA_MPS_PIPE_DIRECTORY": "/x", "CUDA_MPSX": "1"}, POLICY) == {
+        "CUDA_MPSX": "1",
+        "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+    }

@@ -119,6 +119,15 @@ def test_what_a_restart_costs_a_job_is_a_duration() -> None:
         ({"restart_cost": True}, "restart_cost must be a duration, not True"),
         ({"checkpoint_interval": 0}, "checkpoint_interval must be greater than zero"),
         ({"checkpoint_interval": "often"}, "expected a duration"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 0}, "percentage from 1 to 100, got 0"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 101}, "from 1 to 100, got 101"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": True}, "must be a number"),
+        ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": "50"}, "must be a number"),
+        ({"gpus": 1, "gpu_compute": 50}, "gpu_compute is the compute share of a shared job"),
+        (
+            {"mig": "1g.10gb"},
+            "Extra inputs are not permitted",
+        ),  # MIG jobs: the scheduler's next step
     ],
 )
 def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None:

@@ -13,6 +13,7 @@ from gpudock.core.mounts import (
     check_mount,
     parse_allowlist,
     resolve_mount,
+    staging_notice,
 )
 
 
@@ -128,3 +129,32 @@ def test_missing_or_looping_paths_are_refused(host: Path, kind: str) -> None:
 def test_the_string_check_still_runs_at_launch(host: Path) -> None:
     with pytest.raises(MountRefused, match="not in the admin allowlist"):
         resolve_mount(f"{host}/secret", True, entries(host))
+
+
+# ------------------------------------------------------- a host that cannot stage
+
+
+def test_without_staging_every_path_under_an_rw_entry_is_refused_whatever_its_mode() -> None:
+    allowlist = allow("/data:ro", "/scratch:rw", "/data/out:rw")
+    why = "cannot bind mounts here (Operation not permitted)"
+    for path, read_only in [("/scratch/y", True), ("/scratch/y", False), ("/data/out/z", True)]:
+        with pytest.raises(MountRefused, match=r"which jobs can write, and this server .*"):
+            check_mount(path, read_only, allowlist, unsafe=why)
+    check_mount("/data/x", True, allowlist, unsafe=why)  # nobody writes under /data/x
+
+
+def test_without_staging_a_resolved_path_under_an_rw_entry_is_refused(host: Path) -> None:
+    """The string is under the ro entry; the symlink leads into the writable one."""
+    (host / "data" / "to-scratch").symlink_to(host / "scratch" / "work")
+    with pytest.raises(MountRefused, match=f"{host}/scratch/work is under allowlist entry"):
+        resolve_mount(f"{host}/data/to-scratch", True, entries(host), unsafe="no mounts")
+
+
+def test_the_start_notice_names_the_refused_entries_or_says_nothing() -> None:
+    assert staging_notice(None, allow("/scratch:rw")) is None
+    assert staging_notice("no privilege", []) is None
+    notice = staging_notice("no privilege", allow("/data:ro", "/scratch:rw"))
+    assert notice is not None and "bind mounts under /scratch (rw allowlist entries" in notice
+    assert "no privilege" in notice and "\n" not in notice
+    quiet = staging_notice("no privilege", allow("/data:ro"))
+    assert quiet is not None and "no allowlist entry is rw" in quiet

@@ -14,6 +14,7 @@ from gpudock.config import ExecutorConfig
 from gpudock.core.job import Mount, parse_mount
 from gpudock.executors._docker_spec import build_create_spec, engine_realpath, recheck_sources
 from gpudock.executors.base import LaunchError, LaunchRequest
+from gpudock.gpus.mps import MpsSetup
 
 MiB = 1024 * 1024
 
@@ -149,3 +150,48 @@ def test_the_recheck_accepts_a_source_under_a_symlinked_entrys_target(tree: Path
     assert host["mounts"][0]["Source"] == f"{tree}/data/x"
     allowlist = ExecutorConfig.model_validate({"allowed_mounts": [f"{tree}/datasets"]})
     recheck_sources(host["mounts"], allowlist.allowed_mounts)  # no raise
+
+
+GiB = 1024 * MiB
+
+
+def test_a_shared_job_gets_its_limit_as_framework_hints() -> None:
+    env = {"TF_FORCE_GPU_ALLOW_GROWTH": "false"}  # a framework setting the job chose stays
+    req = request(env=env, gpu_uuids=("GPU-a",), gpu_memory=20 * GiB, gpu_memory_total=80 * GiB)
+    container, host = spec_of(req)
+    got = container["environment"]
+    assert got["GPUDOCK_GPU_MEMORY_LIMIT_BYTES"] == str(20 * GiB)
+    assert got["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.250"
+    assert got["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in got  # left to the job
+    assert not any(key.startswith("CUDA_MPS_") for key in got)  # no MPS on this node
+    assert "ipc_mode" not in host
+    whole, _ = spec_of(request(gpu_uuids=("GPU-a",)))
+    assert "GPUDOCK_GPU_MEMORY_LIMIT_BYTES" not in whole["environment"]
+
+
+def test_the_xla_fraction_rounds_down_so_it_never_exceeds_the_share() -> None:
+    req = request(gpu_uuids=("GPU-a",), gpu_memory=2 * GiB, gpu_memory_total=3 * GiB)
+    container, _ = spec_of(req)
+    assert container["environment"]["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.666"
+
+
+def test_a_shared_job_on_an_mps_node_gets_the_limits_mounts_and_host_ipc() -> None:
+    mps = MpsSetup("/run/mps", "/var/log/mps")
+    env = {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=80G"}  # stored before the policy: dropped
+    req = request(
+        env=env, gpu_uuids=("GPU-a", "GPU-b"), gpu_memory=4 * GiB, gpu_compute=25, mps=mps
+    )
+    container, host = spec_of(req)
+    got = container["environment"]
+    assert {k: v for k, v in got.items() if k.startswith("CUDA_MPS_")} == {
+        "CUDA_MPS_PIPE_DIRECTORY": "/run/mps",
+        "CUDA_MPS_LOG_DIRECTORY": "/var/log/mps",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M,1=4096M",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25",
+    }
+    assert host["ipc_mode"] == "host"
+    binds = [(m["Source"], m["Target"], m["ReadOnly"]) for m in host["mounts"]]
+    assert binds == [("/run/mps", "/run/mps", False), ("/var/log/mps", "/var/log/mps", False)]
+    whole, whole_host = spec_of(request(gpu_uuids=("GPU-a",), mps=mps))  # whole GPUs: no MPS
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in whole["environment"] and "ipc_mode" not in whole_host

@@ -115,7 +115,8 @@ def test_jobs_queues_and_nodes_are_counted(ctx: RuntimeContext) -> None:
     pending = {(lab["queue"], lab["reason"]): v for lab, v in samples["gpudock_queue_pending_jobs"]}
     assert pending == {("vision", "devices"): 1, ("nlp", "quota"): 1}
     in_use = {labels["queue"]: v for labels, v in samples["gpudock_queue_gpus_in_use"]}
-    assert in_use["vision"] + in_use["nlp"] == pytest.approx(4 + 8 * 0.125)  # a share: 10 of 80 GiB
+    # a share counts against what shares may take: 10 of 80 GiB less the 512 MiB reserve
+    assert in_use["vision"] + in_use["nlp"] == pytest.approx(4 + 8 * 10 / 79.5)
     assert {labels["node"]: v for labels, v in samples["gpudock_node_ready"]} == {
         "node-000": 1,
         "node-001": 1,

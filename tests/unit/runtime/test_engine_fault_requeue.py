@@ -14,6 +14,7 @@ from gpudock.executors.base import (
     ExecutorUnavailable,
     LaunchError,
     LaunchRequest,
+    ListedContainer,
 )
 from gpudock.runtime import launcher
 from gpudock.runtime.context import RuntimeContext
@@ -27,30 +28,31 @@ class FailingEngine(Executor):
     """An executor whose every launch fails with ``error``; it records removals."""
 
     def __init__(self, error: Exception) -> None:
+        super().__init__()
         self.error = error
         self.removed: list[str] = []
         self.launched: list[str] = []
 
-    def ping(self) -> None:
+    def _ping(self) -> None:
         return None
 
-    def launch(self, request: LaunchRequest) -> ContainerStatus:
+    def _launch(self, request: LaunchRequest) -> ContainerStatus:
         self.launched.append(request.name)
         raise self.error
 
-    def list_containers(self) -> list[ContainerStatus]:
+    def _list(self) -> list[ListedContainer]:
         return []
 
-    def inspect(self, name_or_id: str) -> ContainerStatus | None:
+    def _inspect(self, name_or_id: str) -> ContainerStatus | None:
         return None
 
-    def stop(self, name_or_id: str, grace_seconds: float) -> None:
+    def _stop(self, name_or_id: str, grace_seconds: float) -> None:
         return None
 
-    def logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
+    def _logs(self, name_or_id: str, follow: bool = False) -> Iterator[bytes]:
         return iter(())
 
-    def remove(self, name_or_id: str) -> None:
+    def _remove(self, name_or_id: str) -> None:
         self.removed.append(name_or_id)
 
 

@@ -1,4 +1,5 @@
-"""The runtime's lanes: work that frees GPUs never waits behind launches or log copies."""
+"""The runtime's lanes: work that frees GPUs never waits behind launches or log copies,
+and work for a job that holds GPUs goes ahead of the rest in its lane."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
-from gpudock.runtime.context import LANE_OF, LANE_WORKERS, RuntimeContext
+from gpudock.runtime.context import LANE_OF, LANE_SPARE, LANE_WORKERS, RuntimeContext
+from gpudock.runtime.lanes import Lane
 from gpudock.store.db import Database
 
 
@@ -107,3 +109,57 @@ def _settles(check: Callable[[], bool], seconds: float = 2.0) -> bool:
             return True
         time.sleep(0.01)
     return check()
+
+
+def test_a_gpu_jobs_launch_goes_ahead_of_queued_cpu_only_launches(ctx: RuntimeContext) -> None:
+    release, order = threading.Event(), []
+    workers = LANE_WORKERS["launch"]
+    for job_id in range(workers):  # every launch worker busy
+        ctx.run_once("launch", job_id, lambda: release.wait(30))
+    for job_id in range(100, 110):  # a backlog of CPU-only launches
+        ctx.run_once("launch", job_id, lambda j=job_id: order.append(j))
+    for job_id in range(200, 200 + LANE_SPARE["launch"] + 2):
+        ctx.run_once("launch", job_id, lambda j=job_id: order.append(j), gpus=True)
+    gpu_jobs = list(range(200, 200 + LANE_SPARE["launch"] + 2))
+    assert _settles(lambda: order == gpu_jobs), "on the spare workers, while the backlog waits"
+    release.set()
+    assert _settles(lambda: len(order) == len(gpu_jobs) + 10)
+    assert order[len(gpu_jobs) :] == list(range(100, 110)), "then the others, in their order"
+
+
+def test_queued_gpu_work_takes_the_next_free_worker(ctx: RuntimeContext) -> None:
+    release, order = threading.Event(), []
+    busy = LANE_WORKERS["launch"] + LANE_SPARE["launch"]
+    for job_id in range(busy):  # every worker, the spare ones too, busy with GPU work
+        ctx.run_once("launch", job_id, lambda: release.wait(30), gpus=True)
+    ctx.run_once("launch", 100, lambda: order.append(100))
+    ctx.run_once("launch", 200, lambda: order.append(200), gpus=True)
+    release.set()
+    assert _settles(lambda: len(order) == 2)
+    assert order == [200, 100]
+
+
+def test_other_work_never_takes_the_spare_workers_and_shutdown_cancels_the_queue() -> None:
+    lane, release, running = Lane("t", 2, spare=1), threading.Event(), []
+    lock = threading.Lock()
+
+    def work(kind: str) -> None:
+        with lock:
+            running.append(kind)
+        release.wait(30)
+
+    futures = [lane.submit(lambda: work("cpu")) for _ in range(5)]
+    assert _settles(lambda: len(running) == 2)
+    assert not _settles(lambda: len(running) > 2, 0.2), "the spare worker stays free"
+    gpu = lane.submit(lambda: work("gpu"), first=True)
+    assert _settles(lambda: running.count("gpu") == 1), "GPU work runs on the spare worker"
+    assert lane.queued() == 3
+    stopper = threading.Thread(target=lane.shutdown)
+    stopper.start()
+    assert _settles(lambda: all(f.cancelled() for f in futures[2:]))
+    assert not any(f.done() for f in [*futures[:2], gpu]), "running work is never interrupted"
+    release.set()
+    stopper.join(10)
+    assert all(f.done() and not f.cancelled() for f in [*futures[:2], gpu])
+    with pytest.raises(RuntimeError, match="shut down"):
+        lane.submit(lambda: None)

@@ -83,3 +83,23 @@ def test_a_resize_requeues_without_using_a_retry() -> None:
         JobState.PENDING,
         "restarted by the scheduler, to grow from 2 to 4 GPUs; no retry used",
     )
+
+
+def test_a_job_over_its_gpu_memory_fails_with_the_watchdogs_reason_or_retries() -> None:
+    reason = "GPU memory limit exceeded: used 6.1 GiB of 4.0 GiB on GPU-x (pid 1234)"
+    over = job(stop="gpu_memory")
+    over.stop_requested_by = reason
+    assert outcome(over, exited(137)) == Outcome(JobState.FAILED, reason)
+    retried = job(stop="gpu_memory", retries=1)
+    retried.stop_requested_by = reason
+    assert outcome(retried, exited(137)) == Outcome(
+        JobState.PENDING, f"{reason}; retrying (1 of 1 retries)", failed_attempt=True
+    )
+
+
+def test_a_job_on_a_quarantined_gpu_is_requeued_free_or_failed_by_policy() -> None:
+    hit = job(stop="gpu_fault")
+    hit.stop_requested_by = "XID 48 (double bit ECC error) on GPU-x"
+    why = "its GPU was quarantined: XID 48 (double bit ECC error) on GPU-x"
+    assert outcome(hit, exited(137)) == Outcome(JobState.PENDING, f"{why}; requeued, no retry used")
+    assert outcome(hit, exited(137), on_fault="fail") == Outcome(JobState.FAILED, why)

@@ -184,3 +184,16 @@ def test_a_grant_counts_against_the_next_reclaim_of_the_same_shape() -> None:
     assert admission.reclaim_rule(pending[0]) is not None  # 2 of a fair share of 3
     admission.granted(pending[0])
     assert admission.reclaim_rule(pending[1]) is None  # 2 promised + 2 would pass it
+
+
+def test_a_cpu_limit_without_a_guarantee_borrows_the_nodes_cores() -> None:
+    """CPU quotas lend from the cores the nodes offer: a queue limited to 4 CPUs with no
+    CPU guarantee admits 4 one-CPU jobs, not none."""
+    jobs = [make_job(i).queue("vision").gpus(0).cpus(1) for i in range(1, 7)]
+    cfg = config({"name": "vision", "limit": {"cpus": 4}})
+    plan = run(make_snapshot([make_node("n0").gpus(4).cpus(8)], jobs), cfg)
+
+    assert len(plan.placements) == 4
+    assert {r[0].message for r in plan.pending.values()} == {
+        "queue vision would exceed its limit (4/4 CPUs in use, job needs 1)"
+    }

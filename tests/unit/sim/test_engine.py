@@ -487,6 +487,23 @@ def test_a_job_that_can_never_fit_is_skipped() -> None:
     assert summarize(record)["skipped_jobs"] == 1
 
 
+def test_a_job_its_queue_could_never_admit_is_skipped_as_the_server_refuses_it() -> None:
+    """Declared queues: a job above its queue's limit, or of an undeclared queue, would be
+    refused at submit by the server (``never_admitted_on``), so it is not replayed."""
+    queues = QueuesConfig.model_validate({"queues": [{"name": "x", "limit": {"gpus": 4}}]})
+    cluster = replace(parse_cluster("1x8"), queues=queues)
+    jobs = [
+        Job("big", 0, 10, 8, queue="x"),
+        Job("typo", 0, 10, 1, queue="y"),
+        Job("ok", 0, 10, 4, queue="x"),
+    ]
+
+    record = run("fair-share", jobs, cluster)
+
+    assert record.skipped_jobs == 2
+    assert timeline(record) == {"ok": (0, 10)}
+
+
 def test_half_gpu_jobs_pack_two_per_gpu() -> None:
     """1x2: four 0.5-GPU jobs run at once; the fifth waits for one to end."""
     jobs = [Job(f"s{i}", 0, 100, 1, gpu_fraction=0.5) for i in range(5)]

@@ -120,6 +120,34 @@ def test_table_output_names_a_recommendation(trace: Path) -> None:
     assert "Recommended: fifo." in " ".join(result.stdout.split())
 
 
+SUMMARY = {"jobs": 1000, "unfinished": 0, "avg_jct_s": 123456.7, "p50_jct_s": 3456.2,
+           "p99_jct_s": 987654.3, "avg_queue_delay_s": 12345.6, "makespan_s": 9876543.2,
+           "gpu_utilization": 0.8731, "preemptions": 12}  # fmt: skip
+NUMBERS = ("1000", "123,457", "3,456", "987,654", "12,346", "9,876,543", "0.8731", "12")
+
+
+@pytest.mark.parametrize("width", [200, 80, 40])
+def test_the_table_never_cuts_a_number_or_a_policy_name(width: int) -> None:
+    """A narrow terminal gets one row per figure, and as many tables as the policies need."""
+    from rich.console import Console
+
+    from gpudock.cli.simulate_cmd import _table
+
+    names = ("fifo", "fair-share", "default", "srtf-oracle")
+    summaries = [{"policy": n, "oracle": n.endswith("oracle"), **SUMMARY} for n in names]
+    console = Console(width=width, record=True)
+    _table(summaries, console)
+
+    text = console.export_text()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    cells = {cell.strip() for line in text.splitlines() for cell in line.split("│")}
+    assert set(NUMBERS) <= cells
+    for name in ("fifo", "fair-share", "default", "avg_queue_delay_s", "gpu_utilization"):
+        assert name in text
+    assert ("srtf-oracle (oracle)" in text) == (width == 200)  # else folded onto two lines
+
+
 def test_report_writes_index_and_four_pngs(trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = simulate("--trace", trace, "--cluster", "2x8", "--policy", "priority",

@@ -12,13 +12,14 @@ router = APIRouter(prefix="/v1", tags=["inventory"])
 
 @router.get("/nodes", response_model=list[NodeOut])
 def nodes(_: CurrentUser, inventory: Inventory) -> list[NodeOut]:
-    return [NodeOut.of(n) for n in inventory.nodes()]
+    return [NodeOut.of(n, inventory.warnings(n)) for n in inventory.nodes()]
 
 
 @router.get("/gpus", response_model=list[GpuOut])
 def gpus(principal: CurrentUser, inventory: Inventory) -> list[GpuOut]:
     reserved = inventory.reservations(principal)
-    out = [GpuOut.of(g) for g in inventory.gpus()]
+    migs = inventory.mig_devices()
+    out = [GpuOut.of(g, [m for m in migs if m.parent_uuid == g.uuid]) for g in inventory.gpus()]
     for gpu in out:
         held = reserved.get((gpu.node, gpu.index))
         if held is not None:

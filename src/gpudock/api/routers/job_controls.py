@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-from gpudock.api.deps import Ctx, CurrentUser
+from gpudock.api.deps import Ctx, CurrentUser, TokenWatches
 from gpudock.api.routers import job_tty
 from gpudock.api.schemas import ErrorOut, JobOut
 from gpudock.core import spec_schema as schema
@@ -41,9 +42,10 @@ Controls = Annotated[JobControls, Depends(get_controls)]
 
 
 class JobUpdate(BaseModel):
-    """What ``PATCH /v1/jobs/{id}`` may change; absent fields stay as they are."""
+    """What ``PATCH /v1/jobs/{id}`` may change; absent fields stay as they are, and at
+    least one must be given (``{}`` changes nothing: 422)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     priority_class: str | None = Field(default=None, description="a new priority class")
     max_runtime: StrictInt | StrictFloat | str | None = Field(
@@ -124,10 +126,24 @@ def update(job_id: int, body: JobUpdate, user: CurrentUser, controls: Controls) 
         422: _error("an invalid command, or one the engine refused to start"),
     },
 )
-def exec_command(job_id: int, body: ExecRequest, user: CurrentUser, ctx: Ctx) -> StreamingResponse:
-    """Run a command in the job's running container, as its owner; streams its output."""
+def exec_command(
+    job_id: int, body: ExecRequest, user: CurrentUser, ctx: Ctx, watches: TokenWatches
+) -> StreamingResponse:
+    """Run a command in the job's running container, as its owner; streams its output.
+
+    The stream ends early, with ``{"error": "session ended: token revoked"}`` (or
+    ``token expired``), when the caller's token dies; the command is not killed.
+    """
     output = get_exec(ctx).start(job_id, body.command, user)
-    return StreamingResponse(ndjson(output), media_type="application/x-ndjson")
+    watch = watches.watch(user, lambda _: output.interrupt())
+
+    def body_lines() -> Iterator[bytes]:
+        try:
+            yield from ndjson(output, lambda: watch.reason)
+        finally:
+            watch.cancel()
+
+    return StreamingResponse(body_lines(), media_type="application/x-ndjson")
 
 
 router.include_router(job_tty.router)  # WS /v1/jobs/{id}/exec/tty (exec -it)

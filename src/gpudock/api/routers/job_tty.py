@@ -12,14 +12,19 @@ frames are JSON controls, ``{"resize": [rows, cols]}``; server -> client
 binary frames are the TTY's output, then one text frame ``{"exit": CODE}``
 (null when the engine cannot say, e.g. it was lost) and a normal close.
 A client that leaves first hangs the command up (``ExecSession.hangup``).
-A malformed control closes with 1008 and a one-line reason.
+A malformed control closes with 1008 and a one-line reason; so does the
+death of the caller's token (``token revoked``, ``token expired``: within a
+second, ``services/token_watch.py``), and the command is hung up as when the
+client leaves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -49,10 +54,12 @@ async def exec_tty(websocket: WebSocket, job_id: str) -> None:
     principal = await to_thread.run_sync(AuthService(ctx).authenticate, header)
     start = JobExec(ctx).start_tty
     session = await to_thread.run_sync(start, number, command, principal, rows, cols)
+    watch, ended = websocket.app.state.token_watch.watch_async(principal)
     try:
         await websocket.accept()
-        await _relay(websocket, session)
+        await _relay(websocket, session, ended, lambda: watch.reason)
     finally:
+        watch.cancel()
         await to_thread.run_sync(session.close)
 
 
@@ -85,14 +92,21 @@ def _side(text: str, name: str) -> int:
     return int(text)
 
 
-async def _relay(websocket: WebSocket, session: ExecSession) -> None:
-    """Output to the client until the command ends; input to the TTY until the client leaves.
+async def _relay(
+    websocket: WebSocket,
+    session: ExecSession,
+    token_ended: asyncio.Event,
+    why: Callable[[], str | None],
+) -> None:
+    """Output to the client until the command ends; input to the TTY until the client
+    leaves, or until ``token_ended`` (``why`` says why): then close 1008, hang up.
 
     Reads and writes run in worker threads of their own (not the pool that
     serves plain endpoints), so a quiet TTY holds no request thread.
     """
     reader, writer = anyio.CapacityLimiter(1), anyio.CapacityLimiter(1)
     ended = False
+    reason: str | None = None
 
     async def output() -> None:
         nonlocal ended
@@ -108,11 +122,17 @@ async def _relay(websocket: WebSocket, session: ExecSession) -> None:
             return  # the client left: ``_input`` sees it and the command is hung up
         group.cancel_scope.cancel()
 
+    async def watch() -> None:
+        nonlocal reason
+        await token_ended.wait()
+        reason = why()
+        group.cancel_scope.cancel()
+
     async with anyio.create_task_group() as group:
         group.start_soon(output)
+        group.start_soon(watch)
         reason = await _input(websocket, session, writer)
-        if not ended:
-            group.cancel_scope.cancel()
+        group.cancel_scope.cancel()  # the client left or misbehaved: stop both tasks
     if not ended:
         if reason and websocket.client_state is WebSocketState.CONNECTED:
             with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import WithJsonSchema
 
-from gpudock.api.deps import CurrentUser, Jobs
+from gpudock.api.deps import CurrentUser, Jobs, TokenWatches
 from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut, PreemptionOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
 from gpudock.core.spec_schema import END
+from gpudock.services.job_logs import STREAM_END
 from gpudock.store.jobs import MAX_JOB_ID
 
 _STATE_NAME = "|".join("".join(f"[{c}{c.lower()}]" for c in s.value) for s in JobState)
@@ -105,16 +107,26 @@ def cancel(job_id: int, user: CurrentUser, jobs: Jobs) -> JobOut:
 
 
 @router.get("/{job_id}/logs", responses=ERRORS, response_class=StreamingResponse)
-def logs(job_id: int, user: CurrentUser, jobs: Jobs, follow: bool = False) -> StreamingResponse:
-    """Logs of every attempt; ``follow=true`` streams a running job's output until it ends."""
-    stream = jobs.logs(job_id, user, follow=follow)
-    first = next(stream, b"")  # raise NotFound before the response starts
+def logs(
+    job_id: int, user: CurrentUser, jobs: Jobs, watches: TokenWatches, follow: bool = False
+) -> StreamingResponse:
+    """Logs of every attempt; ``follow=true`` streams a running job's output until it ends,
+    or until the caller's token is revoked or expires: then a last line
+    ``[gpudock] stream ended: token revoked`` (or ``token expired``)."""
+    reader = jobs.logs(job_id, user, follow=follow)  # NotFound before the response starts
+    watch = watches.watch(user, lambda _: reader.close()) if follow else None
 
-    def body() -> object:
-        yield first
-        yield from stream
+    def body() -> Iterator[bytes]:
+        try:
+            yield from reader
+            if watch is not None and watch.reason is not None:
+                yield f"{STREAM_END}{watch.reason}\n".encode()
+        finally:
+            if watch is not None:
+                watch.cancel()
+            reader.close()
 
-    return StreamingResponse(body(), media_type="text/plain; charset=utf-8")  # type: ignore[arg-type]
+    return StreamingResponse(body(), media_type="text/plain; charset=utf-8")
 
 
 def parse_states(values: list[str] | None) -> list[JobState] | None:

@@ -42,8 +42,9 @@ class RegistryLoginIn(BaseModel):
         description="1-255 characters, no control characters",
         json_schema_extra={"pattern": USERNAME_PATTERN},
     )
-    password: SecretStr = Field(
-        min_length=1, max_length=MAX_PASSWORD_LENGTH, description="stored encrypted; never shown"
+    password: SecretStr = Field(  # lengths checked by the service, in its own words
+        description="stored encrypted; never shown",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_PASSWORD_LENGTH},
     )
 
 

@@ -15,6 +15,7 @@ const STATES = [...ACTIVE, "SUCCEEDED", "FAILED", "CANCELLED", "LOST"];
 let me = null;          // {user, admin}
 let page = null;        // the current page: {refresh, stop}
 let timer = null;
+let session = null;     // EventSource of /ui/api/session
 let heatMode = "allocation";
 const jobView = { sort: "id", desc: true, text: "", state: "active", queue: "", user: "" };
 
@@ -52,7 +53,15 @@ async function api(path, opts = {}) {
     ...opts,
     headers: { "X-Gpudock-UI": "1", Accept: "application/json", ...(opts.headers || {}) },
   });
-  if (res.status === 401) { showLogin(); throw new ApiError(401, "please log in"); }
+  if (res.status === 401) {
+    let message = "";
+    try { message = (await res.json()).error.message; } catch (_) { /* no reason given */ }
+    if (me) {  // the session's token died: drop the cookie, ask for a token
+      fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: { "X-Gpudock-UI": "1" } });
+      showLogin(message ? `Your session ended: ${message}.` : "");
+    }
+    throw new ApiError(401, message || "please log in");
+  }
   if (!res.ok) {
     let message = res.statusText;
     try { message = (await res.json()).error.message; } catch (_) { /* keep statusText */ }
@@ -120,9 +129,11 @@ function heat(v) {
 
 /* ---------- login, routing, polling ---------- */
 
-function showLogin() {
+function showLogin(message = "") {
   stopPage();
+  closeSession();
   me = null;
+  document.getElementById("login-error").textContent = message;
   document.getElementById("nav").hidden = true;
   document.getElementById("who").hidden = true;
   fill(document.getElementById("view"));
@@ -142,7 +153,7 @@ async function login(event) {
       body: JSON.stringify({ token: document.getElementById("token").value }),
     });
   } catch (err) {
-    error.textContent = err.status === 401 ? "That token is invalid or revoked." : err.message;
+    error.textContent = err.status === 401 ? "That token is invalid, expired or revoked." : err.message;
     document.getElementById("login").hidden = false;
     return;
   }
@@ -155,7 +166,27 @@ async function logout() {
   showLogin();
 }
 
+/* The server ends this stream, with the reason, within a second of the token being
+ * revoked or expiring; the page then drops the cookie and asks for a token. */
+function openSession() {
+  closeSession();
+  session = new EventSource("/ui/api/session");
+  session.addEventListener("ended", async (event) => {
+    let reason = "the token is no longer valid";
+    try { reason = JSON.parse(event.data).reason || reason; } catch (_) { /* keep the default */ }
+    closeSession();
+    await fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: { "X-Gpudock-UI": "1" } });
+    showLogin(`Your session ended: ${reason}.`);
+  });
+}
+
+function closeSession() {
+  if (session) session.close();
+  session = null;
+}
+
 function start() {
+  openSession();
   document.getElementById("login").hidden = true;
   document.getElementById("nav").hidden = false;
   document.getElementById("who").hidden = false;
@@ -474,7 +505,7 @@ function eventText(e) {
   if (e.type === "job.state") return `${p.from || "new"} → ${p.to}${p.reason ? `: ${p.reason}` : ""}`;
   if (e.type === "job.placed") return `placed on ${e.node} GPUs ${(p.gpus || []).join(", ") || "–"}${p.memory_per_gpu ? ` (${bytes(p.memory_per_gpu)} each)` : ""}`;
   if (e.type === "job.preempted") return `preempted by job ${p.preemptor} (${[p.preemptor_user, p.preemptor_queue].filter(Boolean).join("/")})${p.reason ? `: ${p.reason}` : ""}`;
-  if (e.type === "job.watchdog_kill") return `stopped: ran past max_runtime ${duration(p.max_runtime)}`;
+  if (e.type === "job.watchdog_kill") return p.reason ? `stopped: ${p.reason}` : `stopped: ran past max_runtime ${duration(p.max_runtime)}`;
   return Object.entries(p).map(([k, v]) => `${k} ${v}`).join(", ");
 }
 

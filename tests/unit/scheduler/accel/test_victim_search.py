@@ -187,7 +187,8 @@ def by_definition(
     rules: PreemptionRules,
 ) -> list[tuple[Preemption, float | None, float | None]]:
     """The priority kind, one job at a time, each over what the jobs before it left: the
-    cheapest set of unprotected victims, made only if it pays for itself."""
+    cheapest set of unprotected victims, made only if it pays for itself and the ranks
+    are far enough apart."""
     state = CycleState(nodes)
     taken: set[int] = set()
     out: list[tuple[Preemption, float | None, float | None]] = []
@@ -206,7 +207,7 @@ def by_definition(
         if choice is None:
             continue
         weighed = rules.weigh(job, choice.victims, now)
-        if not weighed.gain > weighed.cost:
+        if not weighed.worth:  # rules 2 and 3: pays for itself, ranks far enough apart
             continue
         taken |= set(choice.ids)
         why = f"job {job.id} (priority {job.priority})"

@@ -1,7 +1,7 @@
 """preemption cost: a job's declared restart cost and checkpoint interval
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0014
+Revises: 0012
 
 Two nullable columns on ``jobs`` (no rebuild), denormalised from the spec like
 ``min_runtime`` so that the scheduler's snapshot reads them with the running
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0014"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

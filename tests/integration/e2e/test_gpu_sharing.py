@@ -1,0 +1,217 @@
+"""GPU sharing end to end: a real server on the real dockerd and the NVML stand-in.
+
+One server for the module (it costs a few seconds to start). Its GPUs come
+from the C stand-in, not the emulator: GPU 0 and 1 whole, GPU 2 in MIG mode
+with two MIG devices. The tests give the stand-in the host PIDs of the jobs'
+real containers and XID events, and watch the server act on them.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from tests.integration.e2e.conftest import teardown
+from tests.kit.docker import TEST_IMAGE
+from tests.kit.fake_nvml import GIB, FakeNvml, add_event, fake_gpu, fake_mig, make_fake_nvml
+from tests.kit.server import FAST_CONFIG, ServerProcess, job_state, submit, wait_for, wait_state
+
+pytestmark = pytest.mark.docker
+
+SLEEP = {"image": TEST_IMAGE, "command": ["sleep", "300"]}
+CONFIG = {
+    **FAST_CONFIG,
+    "gpus": {"watchdog": {"grace": "0s"}, "health": {"poll_interval": "1s"}},
+}
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory: pytest.TempPathFactory) -> FakeNvml:
+    fake = make_fake_nvml(tmp_path_factory.mktemp("nvml"))
+    mig = {"current": 1, "pending": 1}
+    devices = [fake_mig(2, 0, "3g.40gb", 40 * GIB), fake_mig(2, 1, "1g.10gb", 10 * GIB)]
+    fake.state["gpus"] = [fake_gpu(0), fake_gpu(1), fake_gpu(2, mig=mig, mig_devices=devices)]
+    fake.write()
+    return fake
+
+
+@pytest.fixture(scope="module")
+def server(
+    docker: Any, fake: FakeNvml, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    env = {"LD_LIBRARY_PATH": str(fake.lib_dir), "GPUDOCK_FAKE_NVML_STATE": str(fake.state_path)}
+    home = tmp_path_factory.mktemp("home")
+    srv = ServerProcess(home, emulate=None, config=CONFIG, env=env).start()
+    yield srv
+    teardown(srv, docker)
+
+
+@pytest.fixture
+def api(server: ServerProcess, fake: FakeNvml) -> Iterator[httpx.Client]:
+    """The admin's client; the stand-in's GPUs are restored and every job cancelled after."""
+    pristine = copy.deepcopy(fake.state)
+    client = server.api()
+    yield client
+    for job in client.get("/v1/jobs").json():
+        if job["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED", "LOST"):
+            client.post(f"/v1/jobs/{job['id']}/cancel")
+    for job in client.get("/v1/jobs").json():
+        wait_state(client, job["id"], {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"})
+    for gpu in client.get("/v1/gpus").json():
+        if gpu["health"] in ("quarantined", "cordoned"):
+            client.post(f"/v1/gpus/{gpu['uuid']}/uncordon")
+    fake.state.clear()
+    fake.state.update(pristine)
+    fake.write()
+
+
+def container_pid(docker: Any, job: dict[str, Any]) -> int:
+    return int(docker.api.inspect_container(job["container"])["State"]["Pid"])
+
+
+def gpu_index(fake: FakeNvml, uuid: str) -> int:
+    return next(i for i, g in enumerate(fake.state["gpus"]) if g["uuid"] == uuid)
+
+
+def events(api: httpx.Client, kind: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = api.get("/v1/events", params={"type": kind}).json()["events"]
+    return found
+
+
+def test_bad_input_gets_a_clear_422_and_nothing_is_stored(api: httpx.Client) -> None:
+    share = {**SLEEP, "gpus": 1, "gpu_memory": "4GiB"}
+    bad = [
+        ({**share, "env": {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=80G"}}, "env", "MPS limits"),
+        ({**SLEEP, "env": {"NVIDIA_VISIBLE_DEVICES": "all"}}, "env", "reserved for gpudock"),
+        ({**SLEEP, "env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env", "gpudock sets which GPUs"),
+        ({**share, "gpu_compute": 0}, "gpu_compute", "a percentage from 1 to 100, got 0"),
+        ({**share, "gpu_compute": 101}, "gpu_compute", "a percentage from 1 to 100, got 101"),
+        ({**SLEEP, "gpus": 1, "gpu_compute": 50}, None, "compute share of a shared job"),
+        ({**SLEEP, "gpus": 1, "mig": "1g.10gb"}, "mig", "unknown field"),
+        ({**share, "gpu_memory": "79.6GiB"}, "gpus", "never be scheduled"),  # past the reserve
+    ]
+    before = len(api.get("/v1/jobs").json())
+    for spec, field, text in bad:
+        response = api.post("/v1/jobs", json=spec)
+        assert response.status_code == 422, (spec, response.text)
+        body = response.json()["error"]
+        assert text in body["message"], (spec, body)
+        assert field is None or body["field"] == field, (spec, body)
+    assert len(api.get("/v1/jobs").json()) == before
+    fits = submit(api, **{**share, "gpu_memory": "79.5GiB", "command": ["true"]})
+    assert wait_state(api, fits, {"SUCCEEDED"})["allocation"] is None  # it fit exactly
+
+
+def test_gpus_show_mig_devices_the_reserve_and_the_sharing_mode(
+    api: httpx.Client, server: ServerProcess, fake: FakeNvml
+) -> None:
+    gpus = {g["index"]: g for g in api.get("/v1/gpus").json()}
+    assert [d["profile"] for d in gpus[2]["mig_devices"]] == ["3g.40gb", "1g.10gb"]
+    assert gpus[2]["mig_devices"][0]["uuid"] == fake.state["gpus"][2]["mig_devices"][0]["uuid"]
+    assert {g["memory_reserved"] for g in gpus.values()} == {512 * 1024**2}
+    assert (gpus[0]["brand"], gpus[0]["arch"]) == ("nvidia", "9.0")
+    assert api.get("/v1/nodes").json()[0]["gpu_sharing"] == "time-slice"
+    table = server.cli("gpus").stdout
+    assert "MIG 3g.40gb" in table and "2/1" in table
+
+
+def test_two_shares_on_one_gpu_and_the_watchdog_stops_only_the_offender(
+    api: httpx.Client, docker: Any, fake: FakeNvml, server: ServerProcess
+) -> None:
+    keeps, offends = (submit(api, **SLEEP, gpus=1, gpu_memory="4GiB") for _ in range(2))
+    kept, offender = (wait_state(api, j, {"RUNNING"}) for j in (keeps, offends))
+    assert kept["gpus"] == offender["gpus"], "best fit puts both shares on one GPU"
+    assert kept["gpu_layers"] == ["watchdog", "hints"]
+    gpu = kept["gpus"][0]
+    stray = subprocess.Popen(["sleep", "300"])  # a process of no job on their GPU
+    try:
+        offender_pid = container_pid(docker, offender)
+        fake.state["gpus"][gpu_index(fake, gpu)]["processes"] = [
+            {"pid": container_pid(docker, kept), "usedGpuMemory": 3 * GIB},
+            {"pid": offender_pid, "usedGpuMemory": 6 * GIB + 100 * 1024**2},
+            {"pid": stray.pid, "usedGpuMemory": GIB},
+        ]
+        fake.write()
+
+        failed = wait_state(api, offends, {"FAILED"}, timeout=30)
+
+        assert failed["reason"] == (
+            f"GPU memory limit exceeded: used 6.1 GiB of 4.0 GiB on {gpu} (pid {offender_pid})"
+        )
+        assert job_state(api, keeps)["state"] == "RUNNING"
+        assert docker.api.inspect_container(kept["container"])["State"]["Running"]
+        [kill] = [e for e in events(api, "job.watchdog_kill") if e["job"] == offends]
+        assert (kill["payload"]["limit"], kill["payload"]["pid"]) == (4 * GIB, offender_pid)
+        strays = wait_for(lambda: events(api, "gpu.stray_process"), 10, "a stray event")
+        assert [(e["payload"]["pid"], e["payload"]["killed"]) for e in strays] == [
+            (stray.pid, False)
+        ]
+        assert stray.poll() is None  # reported, not killed: the config does not say so
+        assert "memory limit  watchdog (stopped past it)" in server.cli("show", str(keeps)).stdout
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+def test_a_fatal_xid_quarantines_the_gpu_and_requeues_its_job(
+    api: httpx.Client, fake: FakeNvml, server: ServerProcess
+) -> None:
+    job = submit(api, **SLEEP, gpus=1)
+    gpu = wait_state(api, job, {"RUNNING"})["gpus"][0]
+    add_event(fake.state, gpu_index(fake, gpu), "xid", 48)
+    fake.write()
+
+    requeued = wait_for(
+        lambda: (j := job_state(api, job))["attempt"] == 1 and j, 30, "the job requeued"
+    )
+
+    events_of_job = api.get(f"/v1/jobs/{job}").json()["events"]
+    why = (
+        f"its GPU was quarantined: XID 48 (double bit ECC error) on {gpu}; requeued, no retry used"
+    )
+    assert why in [e["reason"] for e in events_of_job]
+    assert requeued["gpus"] != [gpu] or requeued["state"] == "PENDING"
+    health = {g["uuid"]: g for g in api.get("/v1/gpus").json()}[gpu]
+    assert health["health"] == "quarantined"
+    assert health["health_reason"] == "XID 48 (double bit ECC error); needs a GPU reset"
+    assert [e["payload"]["class"] for e in events(api, "gpu.fault")][-1:] == ["gpu_reset"]
+    assert "quarantined: XID 48" in server.cli("gpus").stdout
+
+    back = server.cli("gpu", "uncordon", gpu).stdout
+    assert back.strip().endswith("is ok")
+    again = server.cli("gpu", "uncordon", gpu, check=False)
+    assert again.returncode == 1 and "is ok, not cordoned: it is in service" in again.stderr
+
+
+def test_cordon_is_for_admins_and_twice_is_a_conflict(
+    api: httpx.Client, server: ServerProcess
+) -> None:
+    gpu = api.get("/v1/gpus").json()[0]["uuid"]
+    user = api.post("/v1/tokens", json={"user": "ann"}).json()["token"]
+    refused = server.api(user).post(f"/v1/gpus/{gpu}/cordon", json={})
+    assert refused.status_code == 403 and "only an admin" in refused.text
+
+    out = server.cli("gpu", "cordon", gpu, "--reason", "fan noise").stdout
+    assert out.strip().endswith("is cordoned: cordoned by admin: fan noise")
+    twice = api.post(f"/v1/gpus/{gpu}/cordon", json={})
+    assert twice.status_code == 409 and "already cordoned" in twice.text
+    assert api.post("/v1/gpus/GPU-nope/cordon", json={}).status_code == 404
+
+
+def test_mig_plan_prints_the_commands_and_changes_nothing(
+    api: httpx.Client, server: ServerProcess
+) -> None:
+    before = api.get("/v1/gpus").json()
+    out = server.cli("mig", "plan", "--want", "1g.10gb=3", "--want", "7g.80gb=1").stdout
+
+    assert "1 x 1g.10gb: served by idle MIG devices that exist" in out
+    assert "nvidia-smi -i 0 -mig 1" in out and "nvidia-smi mig -i 0 -cgi 7g.80gb -C" in out
+    assert "nvidia-smi mig -i 1 -cgi 1g.10gb,1g.10gb -C" in out
+    assert api.get("/v1/gpus").json() == before
+    bad = server.cli("mig", "plan", "--want", "1g.10gb", check=False)
+    assert bad.returncode == 2 and "must be PROFILE=COUNT" in bad.stderr
+    assert "no MIG demand" in server.cli("mig", "plan").stdout
