@@ -3,11 +3,13 @@
 Pure. ``ClusterConfig`` is the part of the server config that may change
 without a restart: priority classes, the preemption rules (restart cost,
 protected time, hysteresis), queues (cohorts, groups, quotas, members,
-per-user limits, fair share) and each node's labels and taints::
+per-user limits, fair share), the queueing strategies the cycle walks the
+queues with, and each node's labels and taints::
 
     priority_classes:
       - {name: urgent, value: 100}
     preemption: {restart_cost: 2m, exempt_time: 10m}
+    queueing: [borrow-last, strict-fifo]
     queues:
       cohorts: [research]
       queues:
@@ -33,10 +35,12 @@ from gpudock.config import (
     PreemptionConfig,
     PriorityClass,
     ServerConfig,
+    checked_queueing,
     unique_classes,
 )
 from gpudock.core.spec_schema import AFFINITY_KEY, AFFINITY_VALUE, END, TAINT_PATTERN
 from gpudock.queue.config import QueuesConfig
+from gpudock.queue.strategies import DEFAULT as DEFAULT_QUEUEING
 
 
 class NodeTraitsConfig(BaseModel):
@@ -80,6 +84,10 @@ class ClusterConfig(BaseModel):
         default_factory=PreemptionConfig, description="the rules every preemption obeys"
     )
     queues: QueuesConfig = Field(default_factory=QueuesConfig)
+    queueing: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_QUEUEING),
+        description="queueing strategies, in order (borrow-last, strict-fifo)",
+    )
     nodes: dict[str, NodeTraitsConfig] = Field(
         default_factory=dict, description="node name -> labels and taints; unnamed: none"
     )
@@ -89,6 +97,11 @@ class ClusterConfig(BaseModel):
     def _unique(cls, value: list[PriorityClass]) -> list[PriorityClass]:
         return unique_classes(value)
 
+    @field_validator("queueing")
+    @classmethod
+    def _strategies(cls, value: list[str]) -> list[str]:
+        return checked_queueing(value)
+
     @classmethod
     def of_server(cls, config: ServerConfig, node: str) -> ClusterConfig:
         """The server config's scheduling part, with ``node``'s labels and taints."""
@@ -97,6 +110,7 @@ class ClusterConfig(BaseModel):
             priority_classes=config.scheduler.priority_classes,
             preemption=config.scheduler.preemption,
             queues=config.scheduler.queues,
+            queueing=config.scheduler.queueing,
             nodes={node: traits} if traits.labels or traits.taints else {},
         )
 
@@ -107,6 +121,7 @@ class ClusterConfig(BaseModel):
                 "priority_classes": self.priority_classes,
                 "preemption": self.preemption,
                 "queues": self.queues,
+                "queueing": self.queueing,
             }
         )
         traits = self.nodes.get(node, NodeTraitsConfig())

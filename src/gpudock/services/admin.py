@@ -120,6 +120,7 @@ class AdminService:
             priority_classes=config.scheduler.priority_classes,
             preemption=config.scheduler.preemption,
             queues=config.scheduler.queues,
+            queueing=config.scheduler.queueing,
             nodes=nodes,
         )
         applied = store.latest(session)
