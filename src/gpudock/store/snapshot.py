@@ -29,8 +29,8 @@ from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_tolerati
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
-from gpudock.store.inventory import used_cpus_by_node, used_memory_by_node
-from gpudock.store.jobs import ACTIVE_STATES, after_in_order
+from gpudock.store.inventory import used_by_node
+from gpudock.store.jobs import ACTIVE_STATES, after_in_order, gang_parts
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 
 T = TypeVar("T", NodeView, RunningJob)
@@ -85,8 +85,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
                 nvlink=g.nvlink,
             )
         )
-    cpus_used = used_cpus_by_node(session)
-    memory_used = used_memory_by_node(session)
+    cpus_used, memory_used = used_by_node(session)
     return tuple(
         NodeView(
             name=n.name,
@@ -220,7 +219,11 @@ def _tolerations_text(text: str | None) -> tuple[Toleration, ...]:
 
 
 def _running(session: Session) -> tuple[RunningJob, ...]:
-    """Jobs holding GPUs, with the share they hold per GPU (from their allocations)."""
+    """Jobs holding GPUs, with the share they hold per GPU (from their allocations).
+
+    A multi-node gang is one entry per node (its parts, rank order), as the
+    simulator gives it: each holds that node's GPUs, and all share the job's id.
+    """
     shares: dict[int, int | None] = {}
     for job_id, memory in session.execute(select(AllocationRow.job_id, AllocationRow.memory)):
         shares[job_id] = memory
@@ -247,6 +250,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.spec["max_gpus"].as_float().label("max_gpus"),
             JobRow.spec["elastic"].as_string().label("elastic"),
             JobRow.spec["memory"].as_float().label("memory"),
+            JobRow.gang,
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
         .order_by(JobRow.id)
@@ -256,8 +260,8 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             id=r.id,
             queue=r.queue,
             priority=r.priority,
-            node=r.node or "",
-            gpu_uuids=tuple(r.gpu_uuids or ()),
+            node=node,
+            gpu_uuids=uuids,
             memory_per_gpu=shares.get(r.id),
             started_at=r.started_at,
             submitted_at=r.submitted_at,
@@ -275,6 +279,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             start_seconds=_start_seconds(r.allocated_at, r.started_at),
         )
         for r in session.execute(stmt)
+        for node, uuids in _parts(r.node, r.gpu_uuids, r.gang)
     )
 
 
@@ -284,6 +289,15 @@ def _start_seconds(allocated_at: float | None, started_at: float | None) -> floa
     if allocated_at is None or started_at is None:
         return None
     return max(0.0, started_at - allocated_at)
+
+
+def _parts(
+    node: str | None, uuids: list[str] | None, gang: list[list[object]] | None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """``(node, GPU uuids)`` of each part of a job holding resources: one, or a gang's."""
+    if gang:
+        return [(part.node, part.gpu_uuids) for part in gang_parts(gang)]
+    return [(node or "", tuple(uuids or ()))]
 
 
 def _restartable(gpus: int, max_gpus: float | None, elastic: str | None) -> tuple[int, int] | None:

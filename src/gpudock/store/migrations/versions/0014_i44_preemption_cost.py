@@ -1,7 +1,7 @@
 """preemption cost: a job's declared restart cost and checkpoint interval
 
 Revision ID: 0014
-Revises: 0012
+Revises: 0013
 
 Two nullable columns on ``jobs`` (no rebuild), denormalised from the spec like
 ``min_runtime`` so that the scheduler's snapshot reads them with the running
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014"
-down_revision = "0012"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
