@@ -9,7 +9,8 @@ cluster of 64 nodes x 8 GPUs, so there is real contention.
 
 Prints JSON: per policy the ``gpudock simulate --json`` figures, plus
 ``default_vs_srtf`` = default avg JCT / srtf-oracle avg JCT measured in the
-same run (goal <= 1.15) and ``sim_seconds`` per policy (the speed goal is
+same run (goal <= 1.15; each policy's figures hold its ``preemptions_per_job`` and
+``lost_gpu_share``), and ``sim_seconds`` per policy (the speed goal is
 ``default`` replaying all 82,247 Philly jobs in <= 60 s; ``--all-jobs``
 runs that). ``build`` says whether the scheduler's and the simulator's hot
 modules ran ``compiled`` (mypyc, ``gpudock._native``) or ``pure``, ``build_status``
@@ -21,6 +22,11 @@ Usage::
     benchmarks/philly_contended.py [--traces DIR] [--policies fifo,sjf-oracle,...]
                                    [--cluster 64x8] [--limit N] [--all-jobs]
                                    [--cycle-interval S] [--seed N]
+                                   [--restart-overhead S] [--checkpoint-interval S]
+
+``--restart-overhead`` (seconds of work each restart redoes, default 0) and
+``--checkpoint-interval`` (a preemption also loses the run since the last
+checkpoint) are the cost every policy pays in the run (``SimConfig``).
 """
 
 from __future__ import annotations
@@ -62,6 +68,18 @@ def main() -> None:
         default=0,
         help="shuffle the jobs submitted at the same instant (SimConfig.seed; 0: trace order)",
     )
+    parser.add_argument(
+        "--restart-overhead",
+        type=float,
+        default=0.0,
+        help="seconds of work each restart redoes, for every policy (SimConfig.restart_overhead)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=None,
+        help="seconds between a job's checkpoints: a preemption loses the run since the last",
+    )
     args = parser.parse_args()
 
     philly = Path(args.traces) / "philly"
@@ -82,7 +100,12 @@ def main() -> None:
     load_seconds = time.perf_counter() - started
 
     results: dict[str, dict[str, object]] = {}
-    config = SimConfig(cycle_interval=args.cycle_interval, seed=args.seed)
+    config = SimConfig(
+        cycle_interval=args.cycle_interval,
+        seed=args.seed,
+        restart_overhead=args.restart_overhead,
+        checkpoint_interval=args.checkpoint_interval,
+    )
     for name in args.policies.split(","):
         run = simulate(jobs, cluster, load_policy(name.strip()), config)
         results[run.policy] = summarize(run)
@@ -97,6 +120,8 @@ def main() -> None:
         "cluster": args.cluster,
         "cycle_interval_s": args.cycle_interval,
         "seed": args.seed,
+        "restart_overhead_s": args.restart_overhead,
+        "checkpoint_interval_s": args.checkpoint_interval,
         "load_seconds": round(load_seconds, 2),
         "policies": results,
         "sim_seconds": {name: r["sim_seconds"] for name, r in results.items()},

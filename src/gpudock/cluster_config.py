@@ -1,12 +1,14 @@
 """The scheduling config an admin replaces live: ``gpudock admin apply -f cluster.yaml``.
 
 Pure. ``ClusterConfig`` is the part of the server config that may change
-without a restart: priority classes, queues (cohorts, groups, quotas,
-members, per-user limits, fair share), the queueing strategies the cycle
-walks the queues with, and each node's labels and taints::
+without a restart: priority classes, the preemption rules (restart cost,
+protected time, hysteresis), queues (cohorts, groups, quotas, members,
+per-user limits, fair share), the queueing strategies the cycle walks the
+queues with, and each node's labels and taints::
 
     priority_classes:
       - {name: urgent, value: 100}
+    preemption: {restart_cost: 2m, exempt_time: 10m}
     queueing: [borrow-last, strict-fifo]
     queues:
       cohorts: [research]
@@ -30,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpudock.config import (
     NodeConfig,
+    PreemptionConfig,
     PriorityClass,
     ServerConfig,
     checked_queueing,
@@ -71,11 +74,15 @@ class NodeTraitsConfig(BaseModel):
 
 
 class ClusterConfig(BaseModel):
-    """The live scheduling config: priority classes, queues, node labels and taints."""
+    """The live scheduling config: priority classes, preemption rules, queues, node labels
+    and taints."""
 
     model_config = ConfigDict(extra="forbid")
 
     priority_classes: list[PriorityClass] = Field(default_factory=list)
+    preemption: PreemptionConfig = Field(
+        default_factory=PreemptionConfig, description="the rules every preemption obeys"
+    )
     queues: QueuesConfig = Field(default_factory=QueuesConfig)
     queueing: list[str] = Field(
         default_factory=lambda: list(DEFAULT_QUEUEING),
@@ -101,6 +108,7 @@ class ClusterConfig(BaseModel):
         traits = NodeTraitsConfig(labels=config.node.labels, taints=config.node.taints)
         return cls(
             priority_classes=config.scheduler.priority_classes,
+            preemption=config.scheduler.preemption,
             queues=config.scheduler.queues,
             queueing=config.scheduler.queueing,
             nodes={node: traits} if traits.labels or traits.taints else {},
@@ -111,6 +119,7 @@ class ClusterConfig(BaseModel):
         scheduler = config.scheduler.model_copy(
             update={
                 "priority_classes": self.priority_classes,
+                "preemption": self.preemption,
                 "queues": self.queues,
                 "queueing": self.queueing,
             }

@@ -23,6 +23,7 @@ Example::
         registry.example.com: {username: puller, password_file: /etc/gpudock/registry.pw}
     scheduler:
       placement: binpack
+      preemption: {restart_cost: 2m, exempt_time: 10m}   # what a restart costs; protection
       queueing: [borrow-last]  # add strict-fifo for head-of-line blocking per queue
       never_fits: refuse       # or pending: a job no node could run waits for a node
       queues:
@@ -61,7 +62,7 @@ from gpudock.core.inventory import DEFAULT_GPU_MEMORY_RESERVE, NodeTraits
 from gpudock.core.job_defaults import JobDefaults
 from gpudock.core.mounts import AllowedMount, parse_allowlist
 from gpudock.core.registries import ConfiguredLogin, check_registries
-from gpudock.core.spec_schema import Flag, Integer, Number
+from gpudock.core.spec_schema import NUMBER_OR_TEXT, Flag, Integer, Number
 from gpudock.core.units import parse_duration, parse_size
 from gpudock.docfile import DocumentError, load_document
 from gpudock.gpus.config import GpuNodeConfig
@@ -223,6 +224,56 @@ class PoliciesConfig(BaseModel):
     picker: str | None = None
 
 
+DEFAULT_RESTART_COST = 60.0
+"""Seconds a restart is assumed to cost a job that declares none: the container starts
+again, the framework initialises CUDA, and the model and its checkpoint load again. That
+is tens of seconds for a small model on a local disk and minutes for a large one; one
+minute is the cautious low end (``docs/decisions/0012-preemption-pays-for-itself.md``)."""
+
+
+class PreemptionConfig(BaseModel):
+    """``scheduler.preemption``: the rules every preemption obeys
+    (``gpudock.scheduler.preemption_rules``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    restart_cost: Number = Field(
+        default=DEFAULT_RESTART_COST,
+        ge=0,
+        le=7 * 86400,
+        description="seconds (accepts '2m') a restart costs a job that declares no "
+        "restart_cost (at least: its measured start-to-running time may be longer)",
+        json_schema_extra=NUMBER_OR_TEXT,
+    )
+    exempt_time: Number = Field(
+        default=0.0,
+        ge=0,
+        le=7 * 86400,
+        description="seconds (accepts '10m') every job is protected from preemption after "
+        "each (re)start, as Slurm's PreemptExemptTime; a job's min_runtime may add more",
+        json_schema_extra=NUMBER_OR_TEXT,
+    )
+    exempt_restarts: Number = Field(
+        default=0.0,
+        ge=0,
+        le=1000,
+        description="a (re)started job is also protected for this many times its restart "
+        "cost, so that restarts lose at most 1/(1+N) of the GPU time",
+    )
+    hysteresis: Number = Field(
+        default=1.0,
+        ge=0,
+        le=100,
+        description="each victim must be expected to run 1 + hysteresis times as long as its "
+        "preemptor, when the scheduler has estimates (1: twice as long)",
+    )
+
+    @field_validator("restart_cost", "exempt_time", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -232,6 +283,10 @@ class SchedulerConfig(BaseModel):
     queues: QueuesConfig = Field(
         default_factory=QueuesConfig,
         description="declared queues, cohorts and fair share; none declared: no quotas",
+    )
+    preemption: PreemptionConfig = Field(
+        default_factory=PreemptionConfig,
+        description="restart cost, protected time and hysteresis of every preemption",
     )
     queueing: list[str] = Field(
         default_factory=lambda: list(DEFAULT_QUEUEING),

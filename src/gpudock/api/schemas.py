@@ -117,8 +117,26 @@ class JobEventOut(BaseModel):
     model_config = {"populate_by_name": True}
 
 
+class PreemptionOut(BaseModel):
+    """What the scheduler's preemption rules say about a job that holds GPUs."""
+
+    preemptible: bool = Field(description="false: the job is never preempted")
+    protected_until: float | None = Field(
+        description="epoch seconds its protection after its last (re)start ends; null: "
+        "not protected now (min_runtime, scheduler.preemption.exempt_time)"
+    )
+    protected_for: float | None = Field(description="seconds each run is protected; null: none")
+    restart_cost_s: float = Field(
+        description="seconds a preemption now would charge it: restart plus lost work"
+    )
+    lost_work_s: float = Field(description="of which the run since its last checkpoint")
+
+
 class JobDetailOut(JobOut):
     events: list[JobEventOut]
+    preemption: PreemptionOut | None = Field(
+        default=None, description="while it holds GPUs: its protection and restart cost"
+    )
 
 
 class ReservedForOut(BaseModel):

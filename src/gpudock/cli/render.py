@@ -81,6 +81,8 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
         rows.append(("memory limit", layers_text(job)))
     if spec.get("max_runtime"):
         rows.append(("max runtime", format_duration(spec["max_runtime"])))
+    if job.get("preemption"):
+        rows.append(("preemption", preemption_text(job["preemption"])))
     if spec.get("node_selector"):
         rows.append(("node selector", pairs_text(spec["node_selector"])))
     if spec.get("tolerations"):
@@ -110,6 +112,22 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
             console.print(
                 escape(f"    {ts}  {ev['from'] or '·'} → {ev['to']}{why}"), highlight=False
             )
+
+
+def preemption_text(preemption: dict[str, Any], now: float | None = None) -> str:
+    """``protected until 14:05:10 (8m20s left); a restart costs 1m00s`` for a job that
+    holds GPUs (``JobDetailOut.preemption``)."""
+    if not preemption["preemptible"]:
+        return "never (preemptible: false)"
+    cost = f"a restart costs {format_duration(preemption['restart_cost_s'])}"
+    if preemption.get("lost_work_s"):
+        cost += f" (of which {format_duration(preemption['lost_work_s'])} since its checkpoint)"
+    until = preemption.get("protected_until")
+    if until is None:
+        return f"not protected; {cost}"
+    left = max(0.0, until - (time.time() if now is None else now))
+    when = time.strftime("%F %T", time.localtime(until))
+    return f"protected until {when} ({format_duration(left)} left); {cost}"
 
 
 LAYER_TEXT = {

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 # them equal to ``gpudock.sim.policies.POLICIES`` and ``gpudock.sim.traces.FORMATS``.
 POLICY_NAMES = ("static", "fifo", "priority", "fair-share", "sjf-oracle", "srtf-oracle", "default")
 FORMAT_NAMES = ("canonical", "philly", "alibaba", "itp")
+DEFAULT_RESTART_OVERHEAD = "60s"
+"""What a restart costs when the user says nothing: a container that starts again, CUDA
+and the framework that initialise, a model and its checkpoint that load again. Tens of
+seconds for a small model, minutes for a large one; one minute is the cautious low end
+(``docs/simulator.md``). ``--restart-overhead 0`` gives the figures of free restarts."""
 
 err = lazy_console(stderr=True)
 out = cast("Console", LazyConsole(width=None if sys.stdout.isatty() else 160))
@@ -80,6 +85,22 @@ def simulate_command(
     preempt_grace: Annotated[
         float, typer.Option("--preempt-grace", help="seconds a preempted job holds its GPUs")
     ] = 10.0,
+    restart_overhead: Annotated[
+        str,
+        typer.Option(
+            "--restart-overhead",
+            help="work each restart redoes (e.g. 60s, 5m; 0: restarts are free); "
+            "a trace's restart_overhead column overrides it per job",
+        ),
+    ] = DEFAULT_RESTART_OVERHEAD,
+    checkpoint_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint-interval",
+            help="a job checkpoints this often (e.g. 30m): a preemption also loses the run "
+            "since the last one; default: nothing more is lost",
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="no progress line on stderr")
     ] = False,
@@ -94,8 +115,9 @@ def simulate_command(
 
     from gpudock.sim.cluster import parse_cluster, philly_vc_queues
     from gpudock.sim.engine import SimConfig, simulate
-    from gpudock.sim.metrics import compare, recommend
+    from gpudock.sim.metrics import compare
     from gpudock.sim.policies import load_policy
+    from gpudock.sim.recommendation import recommend
     from gpudock.sim.traces import FORMATS, TraceError, detect_format, load_trace
 
     if not policy:
@@ -111,6 +133,7 @@ def simulate_command(
     for flag, value in (("--cycle-interval", cycle_interval), ("--preempt-grace", preempt_grace)):
         if not (math.isfinite(value) and value >= 0):
             raise _fail(f"{flag} must be a finite number of seconds >= 0, got {value}")
+    overhead, interval = _restart_cost(restart_overhead, checkpoint_interval)
     if report is not None:  # before the replay, which may take minutes
         try:
             report.mkdir(parents=True, exist_ok=True)
@@ -141,7 +164,15 @@ def simulate_command(
         jobs = [j for j in jobs if j.queue in known]
     if not jobs:
         raise _fail("the trace has no jobs to replay")
-    config = SimConfig(cycle_interval=cycle_interval, preempt_grace=preempt_grace, seed=seed)
+    config = SimConfig(
+        cycle_interval=cycle_interval,
+        preempt_grace=preempt_grace,
+        seed=seed,
+        restart_overhead=overhead,
+        checkpoint_interval=interval,
+    )
+    if not as_json:
+        err.print(_cost_line(overhead, interval, preempt_grace), highlight=False)
     runs = []
     for chosen in policies:
         if not as_json:
@@ -165,6 +196,40 @@ def simulate_command(
         except OSError as exc:
             raise _fail(f"--report {report}: cannot write the report ({exc})", 1) from None
         err.print(f"report: {index}")
+
+
+def _restart_cost(overhead: str, interval: str | None) -> tuple[float, float | None]:
+    """``--restart-overhead`` and ``--checkpoint-interval`` in seconds, or a clear error."""
+    from gpudock.core.units import parse_duration
+
+    try:
+        seconds = parse_duration(overhead)
+    except ValueError as exc:
+        raise _fail(f"--restart-overhead: {exc}") from None
+    every = None
+    if interval is not None:
+        try:
+            every = parse_duration(interval)
+        except ValueError as exc:
+            raise _fail(f"--checkpoint-interval: {exc}") from None
+        if every <= 0:
+            raise _fail(f"--checkpoint-interval must be greater than 0, got {interval!r}")
+    return seconds, every
+
+
+def _cost_line(overhead: float, interval: float | None, grace: float) -> str:
+    """The restart cost every policy pays, said once before the replays."""
+    from gpudock.core.units import format_duration
+
+    lost = (
+        f"plus the run since its last checkpoint (every {format_duration(interval)})"
+        if interval is not None
+        else "no other work lost"
+    )
+    return (
+        f"each restart costs {format_duration(overhead)} of work redone, {lost}, and "
+        f"{format_duration(grace)} holding the GPUs while the job stops"
+    )
 
 
 def _refused(run: RunRecord) -> None:
@@ -193,6 +258,8 @@ FIELDS = (
     "makespan_s",
     "gpu_utilization",
     "preemptions",
+    "preemptions_per_job",
+    "lost_gpu_share",
 )
 """The table's figures, in order (``--json`` has them all)."""
 

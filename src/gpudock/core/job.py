@@ -119,6 +119,7 @@ MAX_LABELS = 64  # labels
 MAX_TEXT = 64 * 1024  # characters in one argument, env value or label value
 MIN_MEMORY = 6 * 1024 * 1024
 MAX_DEPENDENCIES = 64  # job ids in ``after`` plus ``after_ok``
+MAX_PREEMPTION_SECONDS = 7 * 86400.0  # restart_cost and checkpoint_interval: at most a week
 JobId = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
@@ -263,6 +264,18 @@ class JobSpec(BaseModel):
     min_runtime: float | None = Field(
         default=None,
         description="seconds (accepts '30m') it runs before it may be preempted",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
+    )
+    restart_cost: float | None = Field(
+        default=None,
+        description="seconds (accepts '3m') a restart costs this job: the container starts, "
+        "the model and its checkpoint load; unset: the cluster's, or its measured start time",
+        json_schema_extra=schema.NUMBER_OR_TEXT,
+    )
+    checkpoint_interval: float | None = Field(
+        default=None,
+        description="seconds (accepts '30m') between the job's checkpoints: a preemption "
+        "loses the run since the last one; unset: it loses nothing beyond restart_cost",
         json_schema_extra=schema.NUMBER_OR_TEXT,
     )
     nodes: int = Field(
@@ -445,6 +458,22 @@ class JobSpec(BaseModel):
         seconds = parse_duration(value)
         if seconds <= 0:
             raise ValueError("duration must be greater than zero")
+        return seconds
+
+    @field_validator("restart_cost", "checkpoint_interval", mode="before")
+    @classmethod
+    def _preemption_cost(cls, value: Any, info: ValidationInfo) -> Any:
+        """A duration (``parse_duration``): ``restart_cost`` may be 0 (restarts are free),
+        ``checkpoint_interval`` must be positive; neither more than a week."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be a duration, not {value!r}")
+        seconds = parse_duration(value)
+        if info.field_name == "checkpoint_interval" and seconds <= 0:
+            raise ValueError("checkpoint_interval must be greater than zero")
+        if seconds > MAX_PREEMPTION_SECONDS:
+            raise ValueError(f"{info.field_name} must be at most 7 days, got {seconds:g} s")
         return seconds
 
     @field_validator("gpu_compute")

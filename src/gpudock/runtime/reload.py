@@ -42,6 +42,7 @@ def reload_file(ctx: RuntimeContext, path: Path | None) -> bool:
             nodes[ctx.node_name] = mine
         new = ClusterConfig(
             priority_classes=file.scheduler.priority_classes,
+            preemption=file.scheduler.preemption,
             queues=file.scheduler.queues,
             nodes=nodes,
         )

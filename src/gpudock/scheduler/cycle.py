@@ -224,7 +224,7 @@ def start(
     admission = QueueAdmission(queues, snapshot) if queues is not None else None
     chosen = strategies(queueing)
     borrows = admission.borrows if admission is not None else None
-    running = RunningIndex.of(snapshot.running, snapshot.now, session.running)
+    running = RunningIndex.of(snapshot.running, snapshot.now, session.running, profile.preemption)
     return Cycle(
         snapshot,
         profile,
@@ -388,7 +388,8 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     (``elastic.shrink``); only the jobs still blocked go on to preempt. Their
     ``priority`` or ``fairness`` reason goes first; the capacity reasons stay after it.
     A reserved job that preempts (or waits for its victims) starts on their GPUs, not
-    at its ETA: the ETA reason is dropped.
+    at its ETA: the ETA reason is dropped. One whose preemption would not pay for itself
+    keeps its reservation, with the reason why it does not preempt first.
     """
     blocked, quota_blocked, snapshot, plan = (
         cycle.blocked,
@@ -401,9 +402,7 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     feasibility = cycle.feasibility
     finder = cycle.accelerator.victims(cycle.state, cycle.running, feasibility)
     waiting = frozenset(cycle.running.preempted_for)
-    left = shrink(
-        blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan, feasibility
-    )
+    left = shrink(blocked, cycle.state, cycle.running, waiting, finder, plan, feasibility)
     shrinking = {job.id for job in blocked} - {job.id for job in left}
     blocked = left
     preemptions, reasons = plan_preemptions(
@@ -421,8 +420,9 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     for job_id, reason in reasons.items():
         plan.pending[job_id] = [reason, *plan.pending.get(job_id, [])]
     reservation = cycle.reservation
+    preempting = {p.preemptor_id for p in preemptions} | waiting  # not those it was not worth
     if reservation is not None and (
-        reservation.job.id in reasons or reservation.job.id in shrinking
+        reservation.job.id in preempting or reservation.job.id in shrinking
     ):  # it preempts instead
         plan.reservations.clear()
         if eta is not None:

@@ -8,9 +8,10 @@ else of the cycle knows a job is elastic. Two steps here do:
   would admit on a node once the ``elastic: restart`` jobs there gave back their
   GPUs above their minimum preempts those jobs (the cheapest such set, by
   ``preemption.choose_victims`` over views that hold only those GPUs, asking
-  the cycle's ``PostFilter``). They restart at their minimum, as the next cycle
-  places them. Only then does ordinary preemption (priority, reclaim) run, for
-  the jobs still blocked.
+  the cycle's ``PostFilter``), under the preemption rules: never a protected
+  job, and only when the restart pays for itself (``preemption_rules.py``).
+  They restart at their minimum, as the next cycle places them. Only then does
+  ordinary preemption (priority, reclaim) run, for the jobs still blocked.
 * **6: grow** (``grow``), only when no job of the cycle is blocked and nothing is
   preempted: every elastic job placed this cycle takes the free GPUs of its
   node up to its ``max_gpus``; then every running ``elastic: restart`` job below
@@ -38,7 +39,9 @@ from gpudock.scheduler.admission import QueueAdmission
 from gpudock.scheduler.capacity import CycleState, GpuState, usable_now
 from gpudock.scheduler.post_filter import PostFilter
 from gpudock.scheduler.preemption import choose_victims, may_preempt, running_by_node
-from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Preemption, Resize, RunningJob
+from gpudock.scheduler.preemption_rules import commit
+from gpudock.scheduler.running import RunningIndex
+from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Resize, RunningJob
 from gpudock.scheduler.victim_sets import VictimSet
 
 __all__ = ["grow", "grow_placements", "may_grow", "resizes", "shrink", "surplus"]
@@ -73,8 +76,7 @@ def surplus(job: RunningJob) -> RunningJob | None:
 def shrink(
     blocked: Sequence[JobRequest],
     state: CycleState,
-    running: Sequence[RunningJob],
-    now: float,
+    running: RunningIndex,
     waiting: frozenset[int],
     finder: Taker,
     plan: Plan,
@@ -84,13 +86,16 @@ def shrink(
 
     Each job of ``blocked`` (in order; not those in ``waiting``, whose victims are
     still stopping) that fits once some elastic jobs of one node gave those GPUs
-    back preempts them (``plan.preemptions``, with a ``priority`` reason first);
-    ``finder`` takes them, so that ordinary preemption does not choose them again.
-    ``feasibility``: the cycle's ``PostFilter``. Returns the jobs still blocked, for
-    ordinary preemption.
+    back preempts them (``plan.preemptions``, with a ``priority`` reason first),
+    if they are not protected and the restart pays for itself (``running.rules``:
+    ``preemption_rules.py``); ``finder`` takes them, so that ordinary preemption
+    does not choose them again. ``feasibility``: the cycle's ``PostFilter``.
+    Returns the jobs still blocked, for ordinary preemption (a job whose shrink
+    would not pay for itself too).
     """
-    by_id = {job.id: job for job in running}
-    spare = [s for s in map(surplus, running) if s is not None]
+    now, rules = running.now, running.rules
+    by_id = {job.id: job for job in running.running}
+    spare = [s for s in map(surplus, running.running) if s is not None]
     if not spare:
         return list(blocked)
     taken: set[int] = set()
@@ -100,15 +105,19 @@ def shrink(
         if job.id not in waiting and may_preempt(job):
             holders = running_by_node([s for s in spare if s.id not in taken])
             nodes = [name for name in holders if name in state.views]
-            choice = choose_victims(job, nodes, holders, lambda _: True, now, feasibility)
+            choice = choose_victims(job, nodes, holders, lambda _: True, now, feasibility, rules)
         if choice is None:
             left.append(job)
             continue
         victims = tuple(by_id[v.id] for v in choice.victims)
+        why = f"job {job.id} (taking back GPUs above the elastic minimum)"
+        made = commit(job, choice.node, victims, why, rules, now)
+        if isinstance(made, PendingReason):
+            left.append(job)
+            continue
         taken.update(v.id for v in victims)
         finder.take(VictimSet(choice.node, victims))
-        why = f"job {job.id} (taking back GPUs above the elastic minimum)"
-        plan.preemptions.extend(Preemption(v.id, job.id, why) for v in victims)
+        plan.preemptions.extend(made)
         ids = ", ".join(str(v.id) for v in victims)
         reason = PendingReason(
             "priority",

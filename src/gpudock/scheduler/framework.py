@@ -58,6 +58,7 @@ from typing import Protocol, TypeVar
 from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState, NodeState
+from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
 __all__ = [
@@ -313,7 +314,8 @@ class Profile:
     ``filters`` run in order and the first non-success wins, so cheap and
     "never" (unresolvable) filters go first. ``scorers`` are summed with
     their weights. ``pre_scorers`` run once per cycle, in order, before any job is
-    scored (``PreScorePolicy``).
+    scored (``PreScorePolicy``). ``preemption``: the rules of step 5
+    (``preemption_rules.py``: protected time, restart cost, hysteresis).
     """
 
     order: OrderPolicy
@@ -321,3 +323,4 @@ class Profile:
     scorers: tuple[tuple[ScorePolicy, float], ...]
     picker: GpuPicker
     pre_scorers: tuple[PreScorePolicy, ...] = ()
+    preemption: PreemptionRules = DEFAULT_RULES

@@ -4,9 +4,11 @@ Pure functions over the cycle's capacity model. Who *may* be preempted is the
 caller's rule (``eligible``): within a queue, a lower priority, and only for a
 job whose priority class may preempt (``may_priority_preempt``); across
 queues, a borrower that the reclaiming queue may take back from. Who may
-preempt at all: a single-node job that asks for GPUs (``may_preempt``). This
-module only answers "which eligible victims, on which node, lose the least
-work":
+preempt at all: a single-node job that asks for GPUs (``may_preempt``). Whether
+a preemption is made is ``preemption_rules.py``'s: a protected job is no
+candidate (rule 1), and the set chosen is preempted only if it pays for itself
+(rules 2 and 3, ``commit``). This module answers "which eligible victims, on
+which node, lose the least work":
 
 1. on each node whose filters would admit the job were nothing running there
    (``PostFilter.admits_empty``), add eligible victims in preference order
@@ -17,8 +19,9 @@ work":
 3. pick the node whose victim set costs least: lowest top victim priority,
    then fewest victims, then least work lost (seconds run), then node name.
 
-A victim is never one that is already stopping, not preemptible, or younger
-than its ``min_runtime``; ``eligible`` need not check those.
+A victim is never one that is already stopping, not preemptible, or protected
+(younger than its ``min_runtime`` or the cluster's ``exempt_time``: rule 1);
+``eligible`` need not check those.
 
 ``choose_victims`` is the definition, and ``Definition`` answers step 5
 (``plan_preemptions``) with it; the registry's accelerator gives the same
@@ -34,9 +37,11 @@ from typing import Protocol
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.post_filter import PostFilter
+from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules, commit
 from gpudock.scheduler.running import RunningIndex, victim_order
 from gpudock.scheduler.snapshot import JobRequest, Preemption, RunningJob
 from gpudock.scheduler.victim_sets import VictimSet, cost_of, preemptible_now
+from gpudock.scheduler.wording import victims_text
 
 __all__ = [
     "Definition",
@@ -60,17 +65,20 @@ def choose_victims(
     eligible: Callable[[RunningJob], bool],
     now: float,
     feasibility: PostFilter,
+    rules: PreemptionRules = DEFAULT_RULES,
 ) -> VictimSet | None:
     """The cheapest victim set on one node that lets ``job`` fit, or None.
 
     ``nodes``: the names of the nodes to try (steps 1-3 of the module doc);
     ``holders[node]`` the running jobs holding GPUs there; ``feasibility`` the
-    cycle's ``PostFilter``. The definition; the cycle gets the same answers from
-    its accelerator's ``VictimFinder``.
+    cycle's ``PostFilter``; ``rules`` say who is protected. The definition; the
+    cycle gets the same answers from its accelerator's ``VictimFinder``.
     """
     best: tuple[tuple[float, int, float, str], VictimSet] | None = None
     for name in nodes:
-        candidates = [v for v in holders.get(name, ()) if preemptible_now(v, now) and eligible(v)]
+        candidates = [
+            v for v in holders.get(name, ()) if preemptible_now(v, now, rules) and eligible(v)
+        ]
         if not candidates or not feasibility.admits_empty(job, name):
             continue
         victims = feasibility.victims(job, name, sorted(candidates, key=victim_order))
@@ -137,11 +145,12 @@ class Definition:
         self._state = state
         self._feasibility = feasibility
         self._now = running.now
+        self._rules = running.rules
         self._running = running.running
         self._taken: set[int] = set()
         floor: dict[str, int] = {}
         for victim in self._running:
-            if preemptible_now(victim, self._now):
+            if preemptible_now(victim, self._now, self._rules):
                 floor[victim.queue] = min(victim.priority, floor.get(victim.queue, victim.priority))
         self._floor = floor
 
@@ -156,7 +165,8 @@ class Definition:
         taken = self._taken
         holders = running_by_node([v for v in self._running if v.id not in taken])
         feasibility, now = self._feasibility, self._now
-        return choose_victims(job, self._state.views, holders, eligible, now, feasibility)
+        views = self._state.views
+        return choose_victims(job, views, holders, eligible, now, feasibility, self._rules)
 
     def take(self, choice: VictimSet) -> None:
         self._taken.update(choice.ids)
@@ -184,16 +194,20 @@ def plan_preemptions(
       queue may take capacity back from while under its fair share.
 
     A job whose earlier victims are still stopping waits for them instead of
-    choosing more. Each victim is chosen at most once per cycle.
+    choosing more. Each victim is chosen at most once per cycle, and only if
+    the set pays for itself (``commit``): a job whose cheapest set does not
+    waits, with a reason that says so, and leaves its victims to later jobs.
     ``quota_blocked`` jobs (refused because borrowers used up what could be
     lent) may only reclaim. Returns the preemptions and, per affected job, a
     ``priority`` or ``fairness`` reason. ``index`` is ``running`` at ``now``
-    indexed (``RunningIndex.of``), when the caller has it; ``search`` finds the
-    victims (the cycle's accelerator's; default ``Definition`` with ``feasibility``: try
-    every node). A job that may not preempt at all (``may_preempt``) is passed over.
+    indexed (``RunningIndex.of``, with the cycle's ``PreemptionRules``), when the
+    caller has it; ``search`` finds the victims (the cycle's accelerator's; default
+    ``Definition`` with ``feasibility``: try every node). A job that may not preempt
+    at all (``may_preempt``) is passed over.
     """
     if index is None:
         index = RunningIndex.of(running, now)
+    rules = index.rules
     stopping = index.preempted_for
     if search is None:
         assert feasibility is not None, "the definition needs the cycle's PostFilter"
@@ -210,20 +224,24 @@ def plan_preemptions(
         if may_priority_preempt(job, floor):
             choice = search.choose(job)
             if choice is not None:
-                search.take(choice)
                 why = f"job {job.id} (priority {job.priority})"
-                preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
-                reasons[job.id] = PendingReason(
-                    "priority",
-                    f"preempting {_jobs(choice.victims)} on node {choice.node}",
-                    "starts on their GPUs once they have stopped",
-                )
-                continue
+                made = commit(job, choice.node, choice.victims, why, rules, now)
+                if isinstance(made, PendingReason):
+                    reasons[job.id] = made  # not worth it; reclaiming may be
+                else:
+                    search.take(choice)
+                    preemptions.extend(made)
+                    reasons[job.id] = PendingReason(
+                        "priority",
+                        f"preempting {victims_text(choice.victims)} on node {choice.node}",
+                        "starts on their GPUs once they have stopped",
+                    )
+                    continue
         if reclaim is not None:
-            _reclaim(job, search, reclaim, preemptions, reasons)
+            _reclaim(job, search, reclaim, rules, now, preemptions, reasons)
     for job in quota_blocked:
         if reclaim is not None and job.id not in stopping and may_preempt(job):
-            _reclaim(job, search, reclaim, preemptions, reasons)
+            _reclaim(job, search, reclaim, rules, now, preemptions, reasons)
     return preemptions, reasons
 
 
@@ -244,25 +262,32 @@ def _reclaim(
     job: JobRequest,
     search: VictimFinder,
     reclaim: Reclaimer,
+    rules: PreemptionRules,
+    now: float,
     preemptions: list[Preemption],
     reasons: dict[int, PendingReason],
 ) -> None:
-    """The reclaim kind for one job: victims from borrowing queues, if its rule allows."""
+    """The reclaim kind for one job: victims from borrowing queues, if its rule allows
+    and they pay for themselves."""
     rule = reclaim.reclaim_rule(job)
     if rule is None:
         return
     choice = search.any_rule(job, rule)
     if choice is None:
         return
+    why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
+    made = commit(job, choice.node, choice.victims, why, rules, now, "fairness")
+    if isinstance(made, PendingReason):
+        reasons.setdefault(job.id, made)
+        return
     search.take(choice)
     reclaim.granted(job)
-    why = f"job {job.id} (queue {job.queue} reclaiming its fair share)"
-    preemptions.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+    preemptions.extend(made)
     lenders = ", ".join(sorted({v.queue for v in choice.victims}))
     reasons[job.id] = PendingReason(
         "fairness",
         f"queue {job.queue} is under its fair share: reclaiming "
-        f"{_jobs(choice.victims)} from borrowing queue {lenders} on node {choice.node}",
+        f"{victims_text(choice.victims)} from borrowing queue {lenders} on node {choice.node}",
         "starts on their GPUs once they have stopped",
     )
 
@@ -278,13 +303,6 @@ def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]
 def _waiting(stopping: Sequence[RunningJob]) -> PendingReason:
     return PendingReason(
         "priority",
-        f"waiting for preempted {_jobs(stopping)} to stop",
+        f"waiting for preempted {victims_text(stopping)} to stop",
         "starts on their GPUs once they have stopped",
     )
-
-
-def _jobs(victims: Sequence[RunningJob]) -> str:
-    ids = ", ".join(str(v.id) for v in sorted(victims, key=lambda v: v.id))
-    priorities = sorted({v.priority for v in victims})
-    label = "job" if len(victims) == 1 else "jobs"
-    return f"{label} {ids} (priority {', '.join(map(str, priorities))})"

@@ -49,6 +49,7 @@ from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
 from gpudock.scheduler.policies.share_price.plugin import SharePrice
 from gpudock.scheduler.policies.spread import Spread
+from gpudock.scheduler.preemption_rules import PreemptionRules
 
 ACCELERATOR: Callable[[], Accelerator] = CapacityIndex
 """The accelerator of steps 3b and 4 (``acceleration.py``); ``acceleration.Reference`` is the
@@ -214,4 +215,13 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
         scorers=scorers,
         picker=picker,
         pre_scorers=tuple(_make(PRE_SCORE_POLICIES, "pre-score", n) for n in spec.pre_scorers),
+        preemption=preemption_rules(config),
+    )
+
+
+def preemption_rules(config: SchedulerConfig) -> PreemptionRules:
+    """Step 5's rules (``preemption_rules.py``) from ``config.preemption``."""
+    chosen = config.preemption
+    return PreemptionRules(
+        chosen.restart_cost, chosen.exempt_time, chosen.hysteresis, chosen.exempt_restarts
     )

@@ -19,7 +19,8 @@ store's ``SnapshotCache``, ``benchmarks/scheduler_scale.py``) skips that
 work; fresh objects cost one comparison each.
 
 Only time can change a summary of the same jobs: a job passes its
-``min_runtime`` and becomes a candidate. Victim order reads start times,
+protected time (``preemption_rules.py``: ``min_runtime``, ``exempt_time``) and
+becomes a candidate. Victim order reads start times,
 not ``now`` (``victim_order``), and expected ends move with
 ``now`` only by ``max(now, ...)``, so a summary is checked for exactly
 those jobs. A clock that goes backwards rebuilds it.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import attrgetter, is_
 
+from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules
 from gpudock.scheduler.snapshot import RunningJob
 
 Stream = list[RunningJob]
@@ -106,8 +108,9 @@ class NodeRunning:
     its start plus ``max_runtime``; the least raw end gives the node's first
     end at any ``now``. ``ready``: the jobs ``preemptible_now`` at ``now``,
     in victim order; ``latest_start`` the latest start among them.
-    ``waiting``: (start, ``min_runtime``) of the preemptible jobs not yet past
-    their ``min_runtime``, the only ones time can change.
+    ``waiting``: (start, protected time) of the preemptible jobs still protected
+    (``rules.protected_for``: ``min_runtime``, ``exempt_time``), the only ones
+    time can change.
     """
 
     __slots__ = (
@@ -120,11 +123,15 @@ class NodeRunning:
         "_waiting",
         "jobs",
         "now",
+        "rules",
     )
 
-    def __init__(self, jobs: tuple[RunningJob, ...], now: float) -> None:
+    def __init__(
+        self, jobs: tuple[RunningJob, ...], now: float, rules: PreemptionRules = DEFAULT_RULES
+    ) -> None:
         self.jobs = jobs
         self.now = now
+        self.rules = rules
         self._ready: Stream | None = None  # with ``_waiting`` and ``_latest_start``
         self._waiting: list[tuple[float, float]] = []
         self._latest_start = -math.inf
@@ -167,10 +174,12 @@ class NodeRunning:
         ready: Stream = []
         waiting: list[tuple[float, float]] = []
         latest = -math.inf
+        protected_for = self.rules.protected_for
         for r in self.jobs:
             if r.stopping or not r.preemptible:
                 continue
-            started, least = r.started_at, r.min_runtime
+            started = r.started_at
+            least = protected_for(r) if started is not None else None
             if least is not None and started is not None and now - started < least:
                 waiting.append((started, least))  # not ``preemptible_now`` yet
                 continue
@@ -256,22 +265,32 @@ class RunningIndex:
     more than three quarters did: a patch filters the kept entries once and
     merges two sorted runs, cheaper than sorting them all again until nearly
     every node changed). ``preempted_for[job]``: the stopping jobs
-    preempted for it. Everything here is read-only to its users. Without a
-    ``memo``, everything is built anew.
+    preempted for it. ``rules``: the preemption step's (``preemption_rules.py``),
+    whose rule 1 decides who is a candidate now. Everything here is read-only to
+    its users. Without a ``memo``, or with other rules than its latest index's,
+    everything is built anew.
     """
 
     running: Sequence[RunningJob]
     now: float
+    rules: PreemptionRules
     holders: dict[str, Sequence[RunningJob]]
     nodes: dict[str, NodeRunning]
     preempted_for: dict[int, list[RunningJob]]
 
     def __init__(
-        self, running: Sequence[RunningJob], now: float, memo: RunningMemo | None = None
+        self,
+        running: Sequence[RunningJob],
+        now: float,
+        memo: RunningMemo | None = None,
+        rules: PreemptionRules = DEFAULT_RULES,
     ) -> None:
         self.running = running
         self.now = now
+        self.rules = rules
         previous = memo.latest if memo is not None else None
+        if previous is not None and previous.rules != rules:
+            previous = None  # other rules: other candidates
         old = previous.nodes if previous is not None else {}
         if previous is not None and previous.running is running:
             holders = dict(previous.holders)
@@ -300,7 +319,7 @@ class RunningIndex:
                 nodes[name] = kept
                 holders[name] = kept.jobs
             else:
-                node = nodes[name] = NodeRunning(tuple(jobs), now)
+                node = nodes[name] = NodeRunning(tuple(jobs), now, rules)
                 holders[name] = node.jobs
                 touched.add(name)
         touched.update(name for name in old if name not in nodes)
@@ -354,13 +373,23 @@ class RunningIndex:
 
     @classmethod
     def of(
-        cls, running: Sequence[RunningJob], now: float, memo: RunningMemo | None = None
+        cls,
+        running: Sequence[RunningJob],
+        now: float,
+        memo: RunningMemo | None = None,
+        rules: PreemptionRules = DEFAULT_RULES,
     ) -> RunningIndex:
-        """The index of ``running`` at ``now``; the memo's latest again when it is the same."""
+        """The index of ``running`` at ``now`` under ``rules``; the memo's latest again
+        when it is the same."""
         recent = memo.latest if memo is not None else None
-        if recent is not None and recent.running is running and recent.now == now:
+        if (
+            recent is not None
+            and recent.running is running
+            and recent.now == now
+            and recent.rules == rules
+        ):
             return recent
-        return cls(running, now, memo)
+        return cls(running, now, memo, rules)
 
 
 def _keyed(

@@ -86,6 +86,8 @@ class JobRequest:
     memory: int | None = None  # host memory bytes per node (the container's limit)
     held_by: str | None = None  # held back by this user (``scheduler/hold.py``)
     max_gpus: int | None = None  # elastic: ``gpus`` is the least, this the most (``elastic.py``)
+    remaining: float | None = None  # expected seconds it runs once started (an estimate; None:
+    # unknown): what a preemption for it delays its victims by (``preemption_rules.py``)
 
     @property
     def shared(self) -> bool:
@@ -118,6 +120,11 @@ class RunningJob:
     cpus: float | None = None
     elastic: tuple[int, int] | None = None  # (min, max) GPUs of an ``elastic: restart`` job
     memory: int | None = None  # host memory bytes it holds on its node (``JobRequest.memory``)
+    # what a preemption costs it and gains (``preemption_rules.py``):
+    restart_cost: float | None = None  # declared seconds a restart costs; None: not declared
+    checkpoint_interval: float | None = None  # it checkpoints every so many seconds of a run
+    start_seconds: float | None = None  # measured: its current run took this long to start
+    estimated_end: float | None = None  # when it is expected to end (an estimate); None: unknown
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]
@@ -167,6 +174,10 @@ class Preemption:
     victim_id: int
     preemptor_id: int
     reason: str
+    # what it weighed (``preemption_rules.py``), recorded with its event; not part of its
+    # identity (equal victims, preemptor and reason are the same preemption):
+    cost: float | None = field(default=None, compare=False)  # charged to the victim, seconds
+    gain: float | None = field(default=None, compare=False)  # expected, seconds; None: unbounded
 
 
 @dataclass(frozen=True, slots=True)

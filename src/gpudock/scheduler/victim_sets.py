@@ -2,7 +2,7 @@
 
 A ``VictimSet`` is the running jobs to stop on one node. Sets are compared by
 ``cost_of``, lowest first; a running job is a candidate only while it is
-``preemptible_now``.
+``preemptible_now`` (``preemption_rules.py``, rule 1: not protected).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpudock.scheduler.preemption_rules import DEFAULT_RULES, PreemptionRules
 from gpudock.scheduler.snapshot import RunningJob
 
 Cost = tuple[float, int, float, str]  # (top priority, victims, seconds lost, node)
@@ -25,13 +26,12 @@ class VictimSet:
         return tuple(v.id for v in self.victims)
 
 
-def preemptible_now(victim: RunningJob, now: float) -> bool:
-    """Not stopping already, preemptible, and past its ``min_runtime``."""
+def preemptible_now(victim: RunningJob, now: float, rules: PreemptionRules = DEFAULT_RULES) -> bool:
+    """Not stopping already, preemptible, and not protected (``rules.protected``: past
+    its ``min_runtime`` and the cluster's ``exempt_time`` since it last started)."""
     if victim.stopping or not victim.preemptible:
         return False
-    if victim.min_runtime is not None and victim.started_at is not None:
-        return now - victim.started_at >= victim.min_runtime
-    return True
+    return not rules.protected(victim, now)
 
 
 def cost_of(victims: Sequence[RunningJob], node: str, now: float) -> Cost:

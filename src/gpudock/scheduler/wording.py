@@ -1,4 +1,4 @@
-"""Words shared by the reservation's pending reasons: GPU ranges and start times.
+"""Words shared by pending reasons: GPU ranges, start times and preemption's victims.
 
 Pure functions of their arguments (no clock): a time is formatted in the
 local time zone of the process (the server's), from the epoch seconds the
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gpudock.core.units import format_duration
+from gpudock.scheduler.snapshot import RunningJob
 
 UNKNOWN_START = "when running jobs end"
 
@@ -49,3 +50,11 @@ def expected_start(start: float, now: float) -> str:
     if math.isinf(start):
         return f"expected to start {UNKNOWN_START}"
     return f"expected to start ≈ {clock(start, now)}, in {format_duration(max(0.0, start - now))}"
+
+
+def victims_text(victims: Sequence[RunningJob]) -> str:
+    """``"jobs 4, 7 (priority 0, 2)"`` or ``"job 4 (priority 0)"``: preemption's victims."""
+    ids = ", ".join(str(v.id) for v in sorted(victims, key=lambda v: v.id))
+    priorities = sorted({v.priority for v in victims})
+    label = "job" if len(victims) == 1 else "jobs"
+    return f"{label} {ids} (priority {', '.join(map(str, priorities))})"

@@ -112,6 +112,7 @@ class AdminService:
         }
         live = ClusterConfig(
             priority_classes=config.scheduler.priority_classes,
+            preemption=config.scheduler.preemption,
             queues=config.scheduler.queues,
             queueing=config.scheduler.queueing,
             nodes=nodes,

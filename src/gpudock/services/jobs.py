@@ -15,13 +15,14 @@ from gpudock.core.job_defaults import with_defaults
 from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
-from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.registry import build_profile, preemption_rules
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.services.admissible import check_admissible
 from gpudock.services.arrays import insert_tasks, plan_array
 from gpudock.services.config_guard import write_checked
 from gpudock.services.dependencies import check_dependencies
 from gpudock.services.job_logs import LogReader, open_logs
+from gpudock.services.preemption import Protection, protection_of
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
 from gpudock.store import jobs as job_store
@@ -90,6 +91,12 @@ class JobService:
         if job is None or not (principal.is_admin or job.user == principal.user):
             raise NotFound(f"job {job_id} not found")
         return job
+
+    def protection(self, job: Job) -> Protection | None:
+        """What the scheduler's preemption rules (``scheduler.preemption``) say about
+        ``job`` now (``services/preemption.py``); None unless it holds GPUs."""
+        rules = preemption_rules(self.ctx.config.scheduler)
+        return protection_of(job, rules, self.ctx.clock())
 
     def events(self, job_id: int, principal: Principal) -> list[dict[str, object]]:
         self.get(job_id, principal)

@@ -36,11 +36,17 @@ class SimConfig:
     ``cycle_interval``: 0 runs a cycle at every instant with events (the
     server also wakes on every submission and completion); a positive value
     batches events into periods, as the server's ``schedule_interval`` does.
+    ``restart_overhead``: seconds of work each restart redoes (the container
+    starts, the model loads again); ``checkpoint_interval``: a job checkpoints
+    every so many seconds of a run and a preemption loses the run since the
+    last one (None: it loses nothing more). A trace job may set either for
+    itself (``TraceJob``). The scheduler is told what each restart costs.
     """
 
     cycle_interval: float = 0.0
     preempt_grace: float = 10.0
     restart_overhead: float = 0.0
+    checkpoint_interval: float | None = None
     horizon: float | None = None  # stop at this virtual time; None: when all jobs end
     seed: int = 0  # nonzero: jobs submitted at the same instant arrive in a seeded random order
 
@@ -92,6 +98,13 @@ class _Job:
     place: int = 0  # siblings: its index in its class's jobs in submission order
     shown: int | None = None  # siblings: a running job's priority held down by its sweep
     granted: int = 0  # elastic: the GPUs its current attempt got (0: not elastic, or idle)
+    overhead: float = 0.0  # seconds of work each of its restarts redoes
+    restart_cost: float = 0.0  # what the scheduler is told a restart costs it (stop included)
+    checkpoint: float | None = None  # it checkpoints every so many seconds of a run
+    owed: float = 0.0  # work of its current (or next) run that redoes what a stop lost
+    wasted: float = 0.0  # seconds it ran redoing lost work (finished runs)
+    lost: float = 0.0  # GPU-seconds lost to its stops: held without progress, and redone
+    estimated_end: float | None = None  # dynamic priorities: when its rank says it ends
 
     @property
     def gpus(self) -> float:
@@ -105,6 +118,23 @@ class _Job:
         """Work done per second: an elastic job on ``granted`` GPUs runs ``granted /
         num_gpus`` times as fast as on its minimum (linear scaling); else 1."""
         return self.granted / self.trace.num_gpus if self.granted else 1.0
+
+    def attained(self, now: float) -> float:
+        """Seconds it has run doing new work (its attained service, what ranks read): the
+        time it ran, less the time spent redoing what its stops lost."""
+        if self.state != "running":
+            return self.ran - self.wasted
+        run = now - self.attempt_start
+        speed = self.speed
+        redo = min(self.owed, run * speed) / speed
+        return self.ran + run - self.wasted - redo
+
+    def owed_at(self, now: float) -> float:
+        """Seconds of lost work it still has to redo at ``now``."""
+        if self.state != "running" or not self.owed:
+            return self.owed
+        speed = self.speed
+        return max(0.0, self.owed - (now - self.attempt_start) * speed) / speed
 
 
 def _shuffle_ties(jobs: Sequence[TraceJob], seed: int) -> list[TraceJob]:
@@ -150,6 +180,10 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
         if trace.elastic_restart and trace.max_gpus is not None
         else None,
         request.memory,
+        job.restart_cost,
+        job.checkpoint,
+        None,
+        job.estimated_end,
     )
 
 
@@ -162,10 +196,13 @@ def _with_gpus(view: NodeView, gpus: tuple[GpuView, ...], used_cpus: float) -> N
     )
 
 
-def _with_priority(request: JobRequest, priority: int) -> JobRequest:
-    """``replace(request, priority=priority)`` without ``dataclasses.replace``, which
-    introspects the fields on every call: dynamic policies change hundreds of thousands of
-    priorities in a long replay. A test pins it to ``replace``."""
+def _with_priority(
+    request: JobRequest, priority: int, remaining: float | None = None
+) -> JobRequest:
+    """``replace(request, priority=priority, remaining=remaining)`` without
+    ``dataclasses.replace``, which introspects the fields on every call: dynamic policies
+    change hundreds of thousands of priorities in a long replay. A test pins it to
+    ``replace``."""
     r = request
     return JobRequest(
         r.id,
@@ -186,6 +223,7 @@ def _with_priority(request: JobRequest, priority: int) -> JobRequest:
         r.memory,
         r.held_by,
         r.max_gpus,
+        remaining,
     )
 
 

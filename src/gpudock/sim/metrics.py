@@ -25,12 +25,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from gpudock.sim.results import JobRecord, RunRecord
-from gpudock.sim.ties import tie_sentence, tied_with
 
 Point = tuple[float, float]
-
-# The least gain worth mentioning as a trade-off: one percentage point of the cluster.
-FAIRNESS_MARGIN = 0.01
 
 
 class StepFunction:
@@ -131,9 +127,30 @@ def summarize(run: RunRecord) -> dict[str, object]:
         "makespan_s": None if window is None else _round(window[1] - window[0], 1),
         "gpu_utilization": _round(_share(run.utilization, window, run.total_gpus), 4),
         "preemptions": run.preemptions,
+        **restart_figures(run),
         "cycles": run.cycles,
         "sim_seconds": round(run.sim_seconds, 3),
         "per_queue": _per_queue(run, window),
+    }
+
+
+def restart_figures(run: RunRecord) -> dict[str, object]:
+    """What restarts cost the run: the cost it assumed (``restart_overhead_s``, seconds
+    of work each restart redoes; ``checkpoint_interval_s``, None when a stop loses no
+    more; ``preempt_grace_s``), preemptions per replayed job (mean and most), and the GPU
+    time its stops lost (held while stopping, then redone), in GPU-hours and as a share
+    of the GPU time its jobs held (None when they held none)."""
+    jobs = run.jobs
+    lost = math.fsum(job.lost for job in jobs)
+    held = math.fsum(job.service for job in jobs)
+    return {
+        "restart_overhead_s": run.restart_overhead,
+        "checkpoint_interval_s": run.checkpoint_interval,
+        "preempt_grace_s": run.preempt_grace,
+        "preemptions_per_job": round(run.preemptions / len(jobs), 3) if jobs else None,
+        "most_preemptions": max((job.preemptions for job in jobs), default=0),
+        "lost_gpu_hours": round(lost / 3600.0, 2),
+        "lost_gpu_share": round(lost / held, 4) if held > 0 else None,
     }
 
 
@@ -214,61 +231,11 @@ def fairness_gap(summary: Mapping[str, object]) -> float | None:
     gaps = []
     for figures in per_queue.values():
         if isinstance(figures, Mapping):
-            received = _number(figures, "share_received")
-            entitled = _number(figures, "share_entitled")
+            received = number(figures, "share_received")
+            entitled = number(figures, "share_entitled")
             if received is not None and entitled is not None:
                 gaps.append(abs(received - entitled))
     return round(max(gaps), 4) if gaps else None
-
-
-def best_deployable(summaries: Sequence[Mapping[str, object]]) -> Mapping[str, object] | None:
-    """The non-oracle summary with the lowest average JCT (ties: lower p99,
-    then name); None if no deployable policy finished a job. Never an oracle.
-    """
-    candidates = [
-        summary
-        for summary in summaries
-        if summary.get("oracle") is not True and _number(summary, "avg_jct_s") is not None
-    ]
-    if not candidates:
-        return None
-    return min(candidates, key=_jct_rank)
-
-
-def recommend(summaries: Sequence[Mapping[str, object]], noise: float = 0.0) -> str:
-    """A few plain-text sentences recommending one deployable policy, or a tie.
-
-    When other deployable policies tie with ``best_deployable`` on average
-    JCT (within ``noise``, the run-to-run spread the caller measured; 0 for
-    single runs: exactly equal), it reports the tie and recommends none
-    (``ties.py``).
-
-    Picks ``best_deployable``, backs it with its numbers (average JCT, the
-    ratio to the best oracle, p50/p99, preemptions, utilization, unfinished
-    jobs) and names the deployable policies that beat it on p99 JCT, fairness
-    gap (by at least ``FAIRNESS_MARGIN``), unfinished jobs or preemptions.
-    Never recommends an oracle. The text is not HTML-escaped.
-    """
-    best = best_deployable(summaries)
-    if best is None:
-        return "No deployable (non-oracle) policy finished any job, so none is recommended."
-    name = str(best.get("policy"))
-    deployable = [s for s in summaries if s.get("oracle") is not True]
-    tied = tied_with(best, [s for s in deployable if s is not best], noise)
-    if tied:
-        return tie_sentence(best, tied, noise)
-    avg = _number(best, "avg_jct_s") or 0.0
-    if len(deployable) == 1:
-        lead = f"It is the only deployable policy simulated (average JCT {_secs(avg)}"
-    else:
-        lead = (
-            f"It has the lowest average JCT of the {len(deployable)} deployable "
-            f"policies ({_secs(avg)}"
-        )
-    sentences = [f"Recommended: {name}.", lead + _oracle_ratio(avg, summaries) + ")."]
-    sentences.append(_profile(best))
-    sentences.append(_tradeoffs(best, [s for s in deployable if s is not best]))
-    return " ".join(sentences)
 
 
 # ---- helpers --------------------------------------------------------------
@@ -320,84 +287,8 @@ def _per_queue(run: RunRecord, window: tuple[float, float] | None) -> dict[str, 
     return result
 
 
-def _number(summary: Mapping[str, object], key: str) -> float | None:
+def number(summary: Mapping[str, object], key: str) -> float | None:
     value = summary.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def _jct_rank(summary: Mapping[str, object]) -> tuple[float, float, str]:
-    p99 = _number(summary, "p99_jct_s")
-    return (
-        _number(summary, "avg_jct_s") or 0.0,
-        math.inf if p99 is None else p99,
-        str(summary.get("policy")),
-    )
-
-
-def _secs(seconds: float) -> str:
-    return f"{seconds:,.0f} s" if abs(seconds) >= 100 else f"{seconds:,.1f} s"
-
-
-def _oracle_ratio(avg: float, summaries: Sequence[Mapping[str, object]]) -> str:
-    """``"; 1.09x the srtf oracle's 13,950 s"`` for the best oracle, or ``""``."""
-    oracles = [
-        s for s in summaries if s.get("oracle") is True and _number(s, "avg_jct_s") is not None
-    ]
-    if not oracles:
-        return ""
-    oracle = min(oracles, key=_jct_rank)
-    oracle_avg = _number(oracle, "avg_jct_s") or 0.0
-    if oracle_avg <= 0:
-        return ""
-    return f"; {avg / oracle_avg:.2f}x the {oracle.get('policy')} oracle's {_secs(oracle_avg)}"
-
-
-def _profile(best: Mapping[str, object]) -> str:
-    parts = []
-    p50, p99 = _number(best, "p50_jct_s"), _number(best, "p99_jct_s")
-    if p50 is not None and p99 is not None:
-        parts.append(f"its p50/p99 JCT are {_secs(p50)} / {_secs(p99)}")
-    parts.append(f"it preempted {int(_number(best, 'preemptions') or 0):,} times")
-    utilization = _number(best, "gpu_utilization")
-    if utilization is not None:
-        parts.append(f"it kept {utilization:.1%} of the GPUs allocated")
-    unfinished = int(_number(best, "unfinished") or 0)
-    if unfinished:
-        parts.append(f"{unfinished:,} of its jobs did not finish (they are not in the JCTs)")
-    text = "; ".join(parts)
-    return text[0].upper() + text[1:] + "."
-
-
-def _tradeoffs(best: Mapping[str, object], others: Sequence[Mapping[str, object]]) -> str:
-    notes = []
-    for label, get, margin, unit in (
-        ("a lower p99 JCT", lambda s: _number(s, "p99_jct_s"), 0.0, _secs),
-        ("a smaller fairness gap", fairness_gap, FAIRNESS_MARGIN, _frac),
-        ("fewer unfinished jobs", lambda s: _number(s, "unfinished"), 0.0, _count),
-        ("fewer preemptions", lambda s: _number(s, "preemptions"), 0.0, _count),
-    ):
-        mine = get(best)
-        rivals = [(value, s) for s in others if (value := get(s)) is not None]
-        if mine is None or not rivals:
-            continue
-        value, rival = min(rivals, key=lambda pair: pair[0])
-        if value < mine - margin:
-            notes.append(f"{rival.get('policy')} has {label} ({unit(value)} vs {unit(mine)})")
-    if not notes:
-        if not others:
-            return "There is no other deployable policy to trade off against."
-        return (
-            "No other deployable policy beats it on p99 JCT, fairness gap, "
-            "unfinished jobs or preemptions."
-        )
-    return "Trade-offs: " + "; ".join(notes) + "."
-
-
-def _frac(value: float) -> str:
-    return f"{value:.1%}"
-
-
-def _count(value: float) -> str:
-    return f"{int(value):,}"

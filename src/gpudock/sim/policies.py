@@ -18,17 +18,16 @@ only chooses its inputs:
                seconds, from the Gittins index of the run times of
                finished jobs of its class (``estimate.py``; a job holding
                whole nodes: of its queue's jobs of every size); no access to
-               true durations. No preemption margin (``hysteresis`` 1): the
-               Gittins rule has none, and ranks within a priority step
-               (about 1%) already tie. ``siblings``: each sweep (jobs of a
+               true durations. ``siblings``: each sweep (jobs of a
                class submitted close together) runs in submission order,
                and a finished close sibling scales a job's rank (engine
                ``_hold_sweeps``, estimator ``sibling``)
 =============  ==============================================================
 
 Dynamic priorities (``srtf-oracle``, ``default``) are recomputed before
-each cycle and fed to the scheduler as job priorities, so ordering and
-preemption use the scheduler's own priority rules; those policies put all
+each cycle and fed to the scheduler as job priorities and remaining-time
+estimates, so ordering and preemption use the scheduler's own rules
+(``RANKED``: its preemption rules, with every restart protected); those policies put all
 jobs in one scheduler queue (the trace's queue is kept for reporting), since
 the scheduler preempts by priority only within a queue.
 
@@ -83,7 +82,6 @@ class SimPolicy:
     queues: bool = False
     partition: bool = False
     preemptive: bool = False
-    hysteresis: float = 1.0  # a running job counts as this many times shorter (preempt margin)
     siblings: bool = False  # ``estimate`` only: keep sweeps in order, rank by close siblings
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
@@ -117,6 +115,12 @@ class ShortestJobFirst:
         return (self._durations(job.id), job.submitted_at, job.id)
 
 
+RANKED = SchedulerConfig.model_validate({"preemption": {"exempt_restarts": 10}})
+"""The scheduler config of the policies whose ranks are remaining-time estimates
+(``srtf-oracle``, ``default``): the server's defaults, and every (re)started job protected for
+ten times its restart cost (``preemption_rules.py``, rule 1), so that restarts lose at most a
+tenth of the GPU time even where ranks drift (``default``'s, as jobs age)."""
+
 POLICIES: dict[str, SimPolicy] = {
     p.name: p
     for p in (
@@ -148,6 +152,7 @@ POLICIES: dict[str, SimPolicy] = {
             oracle=True,
             priority="srtf",
             preemptive=True,
+            scheduler=RANKED,
         ),
         SimPolicy(
             "default",
@@ -156,6 +161,7 @@ POLICIES: dict[str, SimPolicy] = {
             priority="estimate",
             preemptive=True,
             siblings=True,
+            scheduler=RANKED,
         ),
     )
 }
@@ -199,8 +205,12 @@ def load_policy(spec: str) -> SimPolicy:
     if base_name not in POLICIES:
         raise ValueError(f"policy file {spec}: unknown base {base_name!r}")
     base = POLICIES[base_name]
-    try:
-        scheduler = SchedulerConfig.model_validate(data.get("scheduler") or {})
+    try:  # the base's scheduler settings, with the keys the file names replaced
+        given = data.get("scheduler") or {}
+        if not isinstance(given, dict):
+            raise ValueError(f"policy file {spec}: scheduler must be a mapping")
+        merged = {**base.scheduler.model_dump(exclude_unset=True), **given}
+        scheduler = SchedulerConfig.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

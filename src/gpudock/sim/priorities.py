@@ -53,16 +53,18 @@ class DynamicPriorities(SimState):
             known = 0 if srtf else versions.get(job.klass)  # ``_version``, inlined
             version = self._version(job) if known is None else known
             if job.reprioritize_at == unranked or version != job.rank_version:
-                self._set_priority(job, now, self._remaining(job, job.ran, version))
-            if job.request.priority != job.priority:  # a running job's request is left stale
-                job.request = _with_priority(job.request, job.priority)
-        margin = self.policy.hysteresis
+                remaining = self._remaining(job, job.ran - job.wasted, version) + job.owed
+                self._set_priority(job, now, remaining)
+            request = job.request
+            if request.priority != job.priority or request.remaining != job.ranked_as:
+                # a running job's request is left stale; the scheduler reads its estimate
+                job.request = _with_priority(request, job.priority, job.ranked_as)
         due = math.inf
         for job in running.values():
             if job.state != "running":
                 continue
             if now >= job.reprioritize_at:
-                ran = job.ran + (now - job.attempt_start)
+                ran = job.attained(now)
                 known = 0 if srtf else versions.get(job.klass)  # ``_version``, inlined
                 version = self._version(job) if known is None else known
                 if (
@@ -73,7 +75,8 @@ class DynamicPriorities(SimState):
                     remaining = job.rank  # ``_remaining``'s kept rank, inlined
                 else:
                     remaining = self._remaining(job, ran, version)
-                remaining /= margin
+                remaining += job.owed_at(now)  # the work its last stop lost, to redo
+                job.estimated_end = now + remaining  # the scheduler weighs preemptions by it
                 # ``_set_priority``, inlined: this runs for about every running job every cycle
                 step = 0.01 * remaining
                 job.reprioritize_at = now + (
@@ -132,7 +135,7 @@ class DynamicPriorities(SimState):
             if job.state != "pending":
                 self._show(job, priority)
             elif job.request.priority != priority:  # ``_show`` of a pending job, inlined
-                job.request = _with_priority(job.request, priority)
+                job.request = _with_priority(job.request, priority, job.request.remaining)
 
     @staticmethod
     def _show(job: _Job, priority: int) -> None:
@@ -140,7 +143,7 @@ class DynamicPriorities(SimState):
         it, a running or stopping job's snapshot entries (``shown``)."""
         if job.state == "pending":
             if job.request.priority != priority:
-                job.request = _with_priority(job.request, priority)
+                job.request = _with_priority(job.request, priority, job.request.remaining)
         elif (job.priority if job.shown is None else job.shown) != priority:
             job.shown = priority
             job.running_views = ()

@@ -20,14 +20,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gpudock.sim.metrics import (
-    best_deployable,
     compare,
     fairness_gap,
     jct_cdf,
     queue_delay_over_time,
-    recommend,
     utilization_over_time,
 )
+from gpudock.sim.recommendation import best_deployable, recommend
 from gpudock.sim.results import RunRecord
 from gpudock.sim.ties import tied_with
 
@@ -241,6 +240,12 @@ _FIGURE_LABELS = {
     "makespan_s": "Makespan (s)",
     "gpu_utilization": "GPU utilization",
     "preemptions": "Preemptions",
+    "preemptions_per_job": "Preemptions per job",
+    "most_preemptions": "Most preemptions of one job",
+    "lost_gpu_hours": "GPU-hours lost to restarts",
+    "lost_gpu_share": "Share of GPU time lost to restarts",
+    "restart_overhead_s": "Restart overhead assumed (s)",
+    "checkpoint_interval_s": "Checkpoint interval assumed (s)",
     "cycles": "Scheduling cycles",
     "sim_seconds": "Simulation wall time (s)",
 }
@@ -275,9 +280,11 @@ def _cell(key: str, value: object) -> str:
         return "\u2014"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float) and (key.startswith("share") or key == "gpu_utilization"):
+    if isinstance(value, float) and (
+        key.startswith("share") or key in ("gpu_utilization", "lost_gpu_share")
+    ):
         return f"{value:.1%}"
-    if key == "sim_seconds" and isinstance(value, float):
+    if key in ("sim_seconds", "preemptions_per_job") and isinstance(value, float):
         return f"{value:,.3f}"
     if isinstance(value, int | float):
         return f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"

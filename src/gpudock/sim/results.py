@@ -19,7 +19,8 @@ class JobRecord:
     its completion; both None if the run ended first (``RunRecord.horizon``).
     ``gpus`` counts all its GPUs (a fraction for shared jobs, times nodes for
     gangs); ``service`` the GPU-seconds it ran, including work lost to
-    preemption.
+    preemption; ``lost`` the GPU-seconds its stops cost (held while stopping,
+    then redone: the restart overhead and the run since its last checkpoint).
     """
 
     job_id: str
@@ -31,6 +32,7 @@ class JobRecord:
     end: float | None = None
     preemptions: int = 0
     service: float = 0.0
+    lost: float = 0.0
 
     @property
     def jct(self) -> float | None:
@@ -51,6 +53,8 @@ class RunRecord:
     step function of the GPUs it holds, likewise. ``entitled``: each queue's
     entitled fraction of the cluster (its guarantee, or equal shares when
     queues declare none), for "share received vs. entitled".
+    ``restart_overhead``, ``checkpoint_interval`` and ``preempt_grace``: the cost
+    of a restart the run assumed (``SimConfig``; a trace job may set its own).
     """
 
     policy: str
@@ -68,3 +72,6 @@ class RunRecord:
     sim_seconds: float = 0.0  # wall-clock seconds the run took
     skipped_jobs: int = 0  # trace jobs a server would refuse at submit (not replayed)
     refused: dict[str, list[str]] = field(default_factory=dict)  # reason -> their trace ids
+    restart_overhead: float = 0.0  # seconds of work each restart redoes
+    checkpoint_interval: float | None = None  # None: a stop loses no work beyond that
+    preempt_grace: float = 10.0  # seconds a stopped job holds its GPUs

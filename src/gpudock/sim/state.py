@@ -79,10 +79,16 @@ class SimState:
         self._jobs: list[_Job] = []
         if self.config.seed:
             jobs = _shuffle_ties(jobs, self.config.seed)
+        config = self.config
         for number, trace in enumerate(jobs, start=1):
             trace = as_gang(trace, gpus_per_node)
             job = _Job(trace, self._request(number, trace), trace.duration)
             job.priority, job.klass = job.request.priority, (trace.queue, job.gpus)
+            job.overhead = config.restart_overhead
+            if trace.restart_overhead is not None:
+                job.overhead = trace.restart_overhead
+            job.restart_cost = config.preempt_grace + job.overhead
+            job.checkpoint = trace.checkpoint_interval or config.checkpoint_interval
             self._jobs.append(job)
         self._of_class: dict[tuple[str, float], list[int]] = {}  # siblings: numbers by class
         self._swept: dict[int, _Job] = {}  # siblings: active jobs whose job before them
@@ -118,6 +124,9 @@ class SimState:
             oracle=policy.oracle,
             total_gpus=self.total_gpus,
             entitled=self._entitled(jobs),
+            restart_overhead=config.restart_overhead,
+            checkpoint_interval=config.checkpoint_interval,
+            preempt_grace=config.preempt_grace,
         )
 
     def first_placements(self) -> dict[str, tuple[int, ...]]:
@@ -275,4 +284,5 @@ class SimState:
             end=job.end,
             preemptions=job.preemptions,
             service=job.service,
+            lost=job.lost,
         )

@@ -12,8 +12,10 @@ Formats (``FORMATS``; ``detect_format`` tells them apart by header):
 
 - ``canonical``: gpudock's own; required ``job_id, submit_time, duration,
   num_gpus``; optional ``gpu_fraction, queue, priority, gpu_model,
-  max_runtime, nodes, cpus, memory_mib`` (an empty cell means "not set";
-  ``gpu_model`` may list alternatives as ``A|B``). Other columns are ignored.
+  max_runtime, nodes, cpus, memory_mib, restart_overhead, checkpoint_interval``
+  (an empty cell means "not set"; ``gpu_model`` may list alternatives as
+  ``A|B``; the last two, in seconds, override the run's for that job). Other
+  columns are ignored.
 - ``philly``: Microsoft Philly 2017 as preprocessed by Pollux
   (``timestamp,duration,num_gpus,gpu_time,cluster``). ``timestamp`` is the
   wall-clock submission, ``cluster`` (the virtual cluster) becomes ``queue``,
@@ -80,6 +82,8 @@ class TraceJob:
     gpu_models: tuple[str, ...] = ()  # every acceptable model; () = any
     max_gpus: int | None = None  # elastic: num_gpus is the least, this the most (one node)
     elastic_restart: bool = False  # elastic: restart: a running job may be restarted to grow
+    restart_overhead: float | None = None  # seconds each restart redoes; None: the run's
+    checkpoint_interval: float | None = None  # it checkpoints this often; None: the run's
 
     @property
     def total_gpus(self) -> float:
@@ -148,9 +152,17 @@ class _Row(NamedTuple):
     memory_mib: int | None = None
     gpu_models: tuple[str, ...] = ()
     note: str | None = None  # an adjustment, for Trace.adjusted
+    restart_overhead: float | None = None
+    checkpoint_interval: float | None = None
 
     def job(self, origin: float) -> TraceJob:
-        return TraceJob(self.job_id, self.submit_time - origin, *self[2:13])
+        return TraceJob(
+            self.job_id,
+            self.submit_time - origin,
+            *self[2:13],
+            restart_overhead=self.restart_overhead,
+            checkpoint_interval=self.checkpoint_interval,
+        )
 
 
 _Parse = Callable[[list[str], dict[str, int], int], _Row]
@@ -420,6 +432,12 @@ def _canonical(cells: list[str], c: dict[str, int], index: int) -> _Row:
         cpus=_number(t, "cpus", floor=0) if (t := opt(cells, c, "cpus")) else None,
         memory_mib=_whole(t, "memory_mib", floor=0) if (t := opt(cells, c, "memory_mib")) else None,
         gpu_models=models,
+        restart_overhead=_number(t, "restart_overhead", floor=0)
+        if (t := opt(cells, c, "restart_overhead"))
+        else None,
+        checkpoint_interval=_positive(t, "checkpoint_interval")
+        if (t := opt(cells, c, "checkpoint_interval"))
+        else None,
     )
 
 

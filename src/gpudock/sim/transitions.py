@@ -6,6 +6,8 @@ Part of the simulator's chain (``state.py``); methods of ``Simulator``.
 
 from __future__ import annotations
 
+import math
+
 from mypy_extensions import mypyc_attr
 
 from gpudock.scheduler.snapshot import (
@@ -63,6 +65,8 @@ class JobTransitions(DynamicPriorities):
         if job.trace.max_gpus is not None:  # elastic: as many as it got, this attempt
             job.granted = len(parts[0].gpu_uuids)
         job.running_views = ()
+        if self.policy.dynamic:  # its rank as it started, until the next refresh
+            job.estimated_end = now + job.ranked_as
         if job.first_start is None:
             job.first_start = now
             indices = [self._uuid_index[u][1] for part in parts for u in part.gpu_uuids]
@@ -80,15 +84,15 @@ class JobTransitions(DynamicPriorities):
         self._release(job, at)
         siblings = self.policy.siblings
         submitted = job.trace.submit_time if siblings else None  # siblings read submit times
-        self._estimator.record(job.trace.queue, job.trace.total_gpus, job.ran, submitted)
+        attained = job.ran - job.wasted  # its run time, without the work it redid
+        self._estimator.record(job.trace.queue, job.trace.total_gpus, attained, submitted)
         if siblings:
             self._swept.pop(job.request.id, None)
             self._unhold(job)
             self._new_sibling(job)
 
     def _stop(self, job: _Job, preemptor: int, now: float) -> None:
-        self._progress(job, now)
-        job.remaining += self.config.restart_overhead
+        self._lose(job, now)
         job.preemptions += 1
         self.record.preemptions += 1
         job.state, job.preempted_for = "stopping", preemptor
@@ -97,20 +101,37 @@ class JobTransitions(DynamicPriorities):
         self._push(now + self.config.preempt_grace, RELEASED, job.request.id, job.version)
 
     def _restart(self, job: _Job, now: float) -> None:
-        """An elastic job stopped to grow (``Plan.resizes``): it keeps the work done (as a
-        checkpointing job would), redoes ``restart_overhead``, and is pending again after
-        ``preempt_grace``, with no preemptor."""
-        self._progress(job, now)
-        job.remaining += self.config.restart_overhead
+        """An elastic job stopped to grow (``Plan.resizes``): it loses what a preemption
+        loses (``_lose``) and is pending again after ``preempt_grace``, with no preemptor."""
+        self._lose(job, now)
         self.record.resizes += 1
         job.state, job.preempted_for = "stopping", None
         job.version += 1
         job.running_views = ()
         self._push(now + self.config.preempt_grace, RELEASED, job.request.id, job.version)
 
+    def _lose(self, job: _Job, now: float) -> None:
+        """What a stop at ``now`` costs ``job``: the run since its last checkpoint (its
+        ``checkpoint`` interval, counted from the start of the run; none without one) and
+        its restart ``overhead`` are work to do again, and it holds its GPUs for
+        ``preempt_grace`` without progress: all of it GPU time lost (``job.lost``)."""
+        run = max(0.0, now - job.attempt_start)
+        self._progress(job, now)
+        redo = job.overhead
+        if job.checkpoint is not None and job.checkpoint > 0.0:
+            redo += math.fmod(run, job.checkpoint) * job.speed
+        job.remaining += redo
+        job.owed += redo
+        job.lost += (redo / job.speed + self.config.preempt_grace) * job.gpus
+
     def _progress(self, job: _Job, now: float) -> None:
         ran = max(0.0, now - job.attempt_start)
-        job.remaining = max(0.0, job.remaining - ran * job.speed)
+        speed = job.speed
+        work = ran * speed
+        redone = job.owed if job.owed < work else work  # the run redid this first
+        job.owed -= redone
+        job.wasted += redone / speed
+        job.remaining = max(0.0, job.remaining - work)
         job.ran += ran
         job.service += ran * job.gpus
         job.attempt_start = now

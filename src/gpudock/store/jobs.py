@@ -57,6 +57,8 @@ def insert_job(
         cpus=spec.cpus,
         max_runtime=spec.max_runtime,
         min_runtime=spec.min_runtime,
+        restart_cost=spec.restart_cost,
+        checkpoint_interval=spec.checkpoint_interval,
         preemptible=spec.preemptible,
         can_preempt=can_preempt,
         node_selector=dict(spec.node_selector),
@@ -479,10 +481,16 @@ def request_resize(session: Session, resize: Resize, now: float) -> bool:
 
 
 def _preemption_event(session: Session, preemption: Preemption, now: float) -> None:
-    """Record who preempted the victim: the preemptor's id, user, queue and class."""
+    """Record who preempted the victim (the preemptor's id, user, queue and class), the
+    cost charged to the victim and the gain the scheduler expected."""
     victim_node = session.scalar(select(JobRow.node).where(JobRow.id == preemption.victim_id))
     preemptor = session.get(JobRow, preemption.preemptor_id)
-    payload: dict[str, Any] = {"preemptor": preemption.preemptor_id, "reason": preemption.reason}
+    payload: dict[str, Any] = {
+        "preemptor": preemption.preemptor_id,
+        "reason": preemption.reason,
+        "cost_s": preemption.cost,  # charged to the victim: its restart and lost work
+        "gain_s": preemption.gain,  # expected; null: unbounded (the victims' ends unknown)
+    }
     if preemptor is not None:
         payload.update(
             preemptor_user=preemptor.user,

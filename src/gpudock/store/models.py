@@ -56,6 +56,8 @@ class JobRow(Base):
     cpus: Mapped[float | None] = mapped_column(Float)
     max_runtime: Mapped[float | None] = mapped_column(Float)
     min_runtime: Mapped[float | None] = mapped_column(Float)
+    restart_cost: Mapped[float | None] = mapped_column(Float)  # declared, seconds
+    checkpoint_interval: Mapped[float | None] = mapped_column(Float)  # declared, seconds
     preemptible: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     can_preempt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

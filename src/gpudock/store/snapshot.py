@@ -239,6 +239,9 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.submitted_at,
             JobRow.max_runtime,
             JobRow.min_runtime,
+            JobRow.restart_cost,
+            JobRow.checkpoint_interval,
+            JobRow.allocated_at,
             JobRow.preemptible,
             JobRow.stop_requested,
             JobRow.preempted_for,
@@ -271,10 +274,21 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             cpus=r.cpus,
             elastic=_restartable(r.gpus, r.max_gpus, r.elastic),
             memory=None if r.memory is None else round(r.memory),
+            restart_cost=r.restart_cost,
+            checkpoint_interval=r.checkpoint_interval,
+            start_seconds=_start_seconds(r.allocated_at, r.started_at),
         )
         for r in session.execute(stmt)
         for node, uuids in _parts(r.node, r.gpu_uuids, r.gang)
     )
+
+
+def _start_seconds(allocated_at: float | None, started_at: float | None) -> float | None:
+    """``RunningJob.start_seconds``: how long its current run took from allocation to
+    running (its container's start), the measured part of what a restart costs it."""
+    if allocated_at is None or started_at is None:
+        return None
+    return max(0.0, started_at - allocated_at)
 
 
 def _parts(

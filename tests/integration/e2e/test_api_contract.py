@@ -36,6 +36,12 @@ def error(response: httpx.Response, status: int) -> dict[str, Any]:
         ({"image": TEST_IMAGE, "gpuz": 2}, "gpuz", "unknown field"),
         ({"gpus": 1}, "image", "field required"),
         ({"image": TEST_IMAGE, "max_runtime": "soon"}, "max_runtime", "expected a duration"),
+        ({"image": TEST_IMAGE, "restart_cost": -5}, "restart_cost", "must not be negative"),
+        (
+            {"image": TEST_IMAGE, "checkpoint_interval": 0},
+            "checkpoint_interval",
+            "checkpoint_interval must be greater than zero",
+        ),
         ({"image": TEST_IMAGE, "env": {"GPUDOCK_JOB_ID": "1"}}, "env", "reserved"),
         ({"image": TEST_IMAGE, "mounts": ["/etc:/x"]}, "mounts", "not in the admin allowlist"),
         (

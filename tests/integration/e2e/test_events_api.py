@@ -16,6 +16,8 @@ CLASSES = [
     {"name": "batch", "value": 0, "preempt": False},
     {"name": "urgent", "value": 100, "preempt": True},
 ]
+RESTART_COST = 45.0  # scheduler.preemption.restart_cost
+PROTECTED = 3.0  # scheduler.preemption.exempt_time
 
 
 def start(server: ServerProcess) -> ServerProcess:
@@ -51,13 +53,27 @@ def summary(events: list[dict[str, Any]]) -> list[str]:
 
 
 def preempted_and_back(server: ServerProcess) -> tuple[int, int, str, str]:
-    """al's batch job runs, bo's urgent job preempts it and ends, al's runs again."""
+    """al's batch job runs, bo's urgent job preempts it once its protected time is over, and
+    ends; al's runs again. While it is protected, ``gpudock show`` says until when."""
     admin = server.api()
     al, bo = token(admin, "al"), token(admin, "bo")
     victim = submit(
-        server.api(al), image=TEST_IMAGE, command=["sleep", "300"], gpus=1, priority_class="batch"
+        server.api(al),
+        image=TEST_IMAGE,
+        command=["sleep", "300"],
+        gpus=1,
+        priority_class="batch",
+        max_runtime="1h",
     )
-    wait_state(admin, victim, {"RUNNING"})
+    running = wait_state(admin, victim, {"RUNNING"})
+    protection = running["preemption"]
+    assert (protection["preemptible"], protection["protected_for"]) == (True, PROTECTED)
+    assert protection["restart_cost_s"] == RESTART_COST  # its own start took less
+    until = protection["protected_until"]  # None once over (a slow machine)
+    assert until is None or until == running["started_at"] + PROTECTED
+    shown = server.cli("show", str(victim), token=al).stdout
+    assert "a restart costs 45s" in shown
+    assert ("protected until" in shown) or ("not protected" in shown)
     urgent = submit(
         server.api(bo), image=TEST_IMAGE, command=["sleep", "2"], gpus=1, priority_class="urgent"
     )
@@ -76,7 +92,8 @@ def test_a_preempted_job_s_events_in_order_and_seen_only_by_its_owner_and_admins
     make_server: Any, db_url: str
 ) -> None:
     """On SQLite and on PostgreSQL (``db_url``)."""
-    config = {**FAST_CONFIG, "scheduler": {"priority_classes": CLASSES}}
+    preemption = {"restart_cost": f"{RESTART_COST:g}s", "exempt_time": f"{PROTECTED:g}s"}
+    config = {**FAST_CONFIG, "scheduler": {"priority_classes": CLASSES, "preemption": preemption}}
     server = start(make_server(emulate="1xH100-80GB", config=config, db_url=db_url))
     victim, urgent, al, bo = preempted_and_back(server)
     mine = server.api(al)
@@ -89,6 +106,10 @@ def test_a_preempted_job_s_events_in_order_and_seen_only_by_its_owner_and_admins
     ]  # fmt: skip
     preempted = log[5]["payload"]
     assert (preempted["preemptor"], preempted["preemptor_user"]) == (urgent, "bo")
+    # the cost charged to al's job (the cluster's restart cost: its own start was quicker)
+    # and the gain expected (what was left of its max_runtime; bo's run unknown)
+    assert preempted["cost_s"] == RESTART_COST
+    assert 3600 - 120 < preempted["gain_s"] <= 3600 - PROTECTED
     assert (preempted["preemptor_queue"], preempted["preemptor_class"]) == ("default", "urgent")
     assert log[6]["payload"]["reason"].startswith(f"preempted by job {urgent}")
     assert log[1]["node"] and log[1]["payload"]["gpus"]

@@ -80,6 +80,12 @@ def test_spec_normalises_sizes_and_durations() -> None:
     assert spec.shared and not JobSpec(image="img", gpus=2).shared
 
 
+def test_what_a_restart_costs_a_job_is_a_duration() -> None:
+    spec = JobSpec(image="img", restart_cost="2m", checkpoint_interval="30m")
+    assert (spec.restart_cost, spec.checkpoint_interval) == (120.0, 1800.0)
+    assert JobSpec(image="img", restart_cost=0).restart_cost == 0.0  # restarts are free
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -108,6 +114,11 @@ def test_spec_normalises_sizes_and_durations() -> None:
         ({"env": {"A\n": "1"}}, "not a valid variable name"),
         ({"labels": {"a\n": "1"}}, "label key"),
         ({"node_selector": {"zone": "eu\n"}}, "label value"),
+        ({"restart_cost": -5}, "duration must not be negative"),
+        ({"restart_cost": "8d"}, "restart_cost must be at most 7 days"),
+        ({"restart_cost": True}, "restart_cost must be a duration, not True"),
+        ({"checkpoint_interval": 0}, "checkpoint_interval must be greater than zero"),
+        ({"checkpoint_interval": "often"}, "expected a duration"),
         ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 0}, "percentage from 1 to 100, got 0"),
         ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 101}, "from 1 to 100, got 101"),
         ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": True}, "must be a number"),

@@ -135,6 +135,11 @@ class JobBuilder:
         self._job = replace(self._job, gpus=low, max_gpus=high)
         return self
 
+    def remaining(self, seconds: float) -> JobBuilder:
+        """Its expected run time, as a caller with estimates sets it (``preemption_rules``)."""
+        self._job = replace(self._job, remaining=seconds)
+        return self
+
     def held_by(self, user: str) -> JobBuilder:
         """Held back from scheduling (``gpudock hold``) by ``user``."""
         self._job = replace(self._job, held_by=user)
@@ -318,6 +323,26 @@ class RunningBuilder:
     def memory(self, size: Size) -> RunningBuilder:
         """It holds ``size`` of its node's host memory (``make_snapshot`` counts it used)."""
         self._fields["memory"] = parse_size(size)
+        return self
+
+    def restart_cost(self, seconds: float) -> RunningBuilder:
+        """It declares what a restart costs it."""
+        self._fields["restart_cost"] = seconds
+        return self
+
+    def checkpoint_interval(self, seconds: float) -> RunningBuilder:
+        """It checkpoints every ``seconds`` of a run: a preemption loses the run since."""
+        self._fields["checkpoint_interval"] = seconds
+        return self
+
+    def start_seconds(self, seconds: float) -> RunningBuilder:
+        """Its current run took ``seconds`` to start (measured)."""
+        self._fields["start_seconds"] = seconds
+        return self
+
+    def ends_at(self, at: float) -> RunningBuilder:
+        """It is expected to end at ``at``, as a caller with estimates says."""
+        self._fields["estimated_end"] = at
         return self
 
     def stopping_for(self, job_id: int) -> RunningBuilder:

@@ -3,6 +3,12 @@
 Each scenario states the expected timeline in its docstring; times are
 seconds on the virtual clock. ``Recorder`` logs every start and stop the
 engine applies, so tests can check *when* a decision was taken and *where*.
+
+The engine's mechanics (grace, restarts, refresh ticks) are seen best where a
+preemption is made whenever it gains more than the restart costs: ``srtf-oracle`` and
+``default`` run here with the server's preemption rules and no hysteresis
+(``EAGER``), not with their protected restarts (``policies.RANKED``, whose effect
+``test_restart_cost.py`` checks).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gpudock.config import SchedulerConfig
 from gpudock.queue.config import QueuesConfig
 from gpudock.scheduler.snapshot import Placement
 from gpudock.sim.cluster import ClusterSpec, NodeGroup, parse_cluster
@@ -27,6 +34,11 @@ from gpudock.sim.traces import TraceJob, load_trace
 
 Job = TraceJob
 Entry = tuple[float, str, str, tuple[str, ...]]
+EAGER = SchedulerConfig.model_validate({"preemption": {"hysteresis": 0}})
+ENGINE = {
+    **POLICIES,
+    **{name: replace(POLICIES[name], scheduler=EAGER) for name in ("srtf-oracle", "default")},
+}
 
 
 class Recorder(Simulator):
@@ -51,14 +63,14 @@ def run(
     policy: str, jobs: Sequence[TraceJob], cluster: str | ClusterSpec = "1x8", **config: Any
 ) -> RunRecord:
     spec = parse_cluster(cluster) if isinstance(cluster, str) else cluster
-    return simulate(jobs, spec, POLICIES[policy], SimConfig(**config))
+    return simulate(jobs, spec, ENGINE[policy], SimConfig(**config))
 
 
 def recorded(
     policy: str, jobs: Sequence[TraceJob], cluster: str | ClusterSpec = "1x8", **config: Any
 ) -> tuple[RunRecord, list[Entry]]:
     spec = parse_cluster(cluster) if isinstance(cluster, str) else cluster
-    sim = Recorder(jobs, spec, POLICIES[policy], SimConfig(**config))
+    sim = Recorder(jobs, spec, ENGINE[policy], SimConfig(**config))
     return sim.run(), sim.log
 
 
@@ -281,7 +293,7 @@ def test_a_job_learns_its_close_sibling_when_that_one_finishes() -> None:
     but further apart than ``SIBLING_GAP``, so no sibling; nor has x, the first."""
     jobs = [Job("x", 0, 50, 8), Job("y", 5, 100, 8), Job("z", 300, 30, 8)]
     jobs.append(Job("w", 300 + SIBLING_GAP + 2, 10, 8))
-    sim = SiblingLog(jobs, parse_cluster("1x8"), POLICIES["default"])
+    sim = SiblingLog(jobs, parse_cluster("1x8"), ENGINE["default"])
     sim.seen = {}
     record = sim.run()
     assert timeline(record) == {"x": (0, 50), "y": (50, 150), "z": (300, 330), "w": (330, 340)}

@@ -47,6 +47,7 @@ def test_the_fast_priority_copy_equals_dataclasses_replace_on_every_field() -> N
         topology="nvlink",
     )
     assert _with_priority(request, -9) == replace(request, priority=-9)
+    assert _with_priority(request, -9, 120.0) == replace(request, priority=-9, remaining=120.0)
 
 
 class _CountingRanks(Simulator):
@@ -134,9 +135,10 @@ class _Uncached(Simulator):
         super()._reprioritize(now, pending, {})
         for job in running.values():
             if job.state == "running" and now >= job.reprioritize_at:
-                ran = job.ran + (now - job.attempt_start)
+                ran = job.attained(now)
                 remaining = self._remaining(job, ran, self._version(job))
-                self._set_priority(job, now, remaining / self.policy.hysteresis)
+                self._set_priority(job, now, remaining + job.owed_at(now))
+                job.estimated_end = now + remaining + job.owed_at(now)
         self._due = None  # the next refresh searched for (``_schedule_tick``)
         if not self.policy.siblings:
             return
@@ -272,6 +274,7 @@ def test_the_positional_running_view_names_every_field() -> None:
     request = JobRequest(7, 2, 3.0, priority=-1, queue="vision", max_runtime=500.0, cpus=4.0)
     job = _Job(trace, request, 100.0, state="stopping", attempt_start=9.0, preempted_for=3)
     job.priority = -42
+    job.restart_cost, job.checkpoint, job.estimated_end = 70.0, 600.0, 400.0
     part = Placement(7, "node-1", ("u0", "u1"), 1024)
     assert _running_view(job, part) == RunningJob(
         id=7,
@@ -287,6 +290,9 @@ def test_the_positional_running_view_names_every_field() -> None:
         stopping=True,
         preempted_for=3,
         cpus=4.0,
+        restart_cost=70.0,
+        checkpoint_interval=600.0,
+        estimated_end=400.0,
     )
 
 

@@ -7,17 +7,16 @@ import json
 import pytest
 
 from gpudock.sim.metrics import (
-    best_deployable,
     compare,
     fairness_gap,
     jct_cdf,
     percentile,
     queue_delay_over_time,
-    recommend,
     step_average,
     summarize,
     utilization_over_time,
 )
+from gpudock.sim.recommendation import best_deployable, recommend
 from gpudock.sim.results import JobRecord, RunRecord
 
 SUMMARY_KEYS = {
@@ -35,6 +34,13 @@ SUMMARY_KEYS = {
     "makespan_s",
     "gpu_utilization",
     "preemptions",
+    "restart_overhead_s",
+    "checkpoint_interval_s",
+    "preempt_grace_s",
+    "preemptions_per_job",
+    "most_preemptions",
+    "lost_gpu_hours",
+    "lost_gpu_share",
     "cycles",
     "sim_seconds",
     "per_queue",

@@ -74,7 +74,7 @@ def one_line_error(result: Result) -> str:
 def test_json_prints_one_object_per_policy_with_exact_figures(trace: Path) -> None:
     data = figures(
         simulate("--trace", trace, "--cluster", "1x8", "--policy", "fifo", "--policy",
-                 "srtf-oracle", "--json")
+                 "srtf-oracle", "--json", "--restart-overhead", "0")
     )  # fmt: skip
     assert [d["policy"] for d in data] == ["fifo", "srtf-oracle"]
     for summary in data:
@@ -92,16 +92,18 @@ def test_json_prints_one_object_per_policy_with_exact_figures(trace: Path) -> No
         "gpu_utilization": 1.0,
         "preemptions": 0,
     }
-    # srtf: a 0-170 (preempted at 10), b 30-80, c,d 20-30 (JCTs 170, 70, 10, 10)
+    # srtf: a restart costs a 10 s (its grace), so a is protected for its first 100 s
+    # (``RANKED``: ten restarts' worth) and runs 0-100; then the shortest first: c,d 100-110,
+    # b 110-160 (JCTs 100, 150, 90, 90)
     assert {key: srtf[key] for key in KEYS - {"per_queue"}} == {
         "jobs": 4,
-        "avg_jct_s": 65.0,
-        "p50_jct_s": 10.0,
-        "p99_jct_s": 170.0,
-        "avg_queue_delay_s": 5.0,
-        "makespan_s": 170.0,
+        "avg_jct_s": 107.5,
+        "p50_jct_s": 90.0,
+        "p99_jct_s": 150.0,
+        "avg_queue_delay_s": 65.0,
+        "makespan_s": 160.0,
         "gpu_utilization": 1.0,
-        "preemptions": 1,
+        "preemptions": 0,
     }
     assert (fifo["oracle"], srtf["oracle"]) == (False, True)
     assert fifo["per_queue"]["y"] == {
@@ -111,6 +113,26 @@ def test_json_prints_one_object_per_policy_with_exact_figures(trace: Path) -> No
         "share_received": 0.0625,  # 8 GPUs for 10 s of 160
         "share_entitled": 0.5,
     }
+
+
+def test_a_restart_costs_a_minute_unless_told_and_the_figures_say_so(trace: Path) -> None:
+    """The default is a realistic cost, said on stderr and in the JSON; the flags set it."""
+    result = simulate("--trace", trace, "--cluster", "1x8", "--policy", "srtf-oracle", "-q")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("each restart costs 1m00s of work redone, no other work")
+    result = simulate("--trace", trace, "--cluster", "1x8", "--policy", "srtf-oracle", "--json")
+    [summary] = figures(result)
+    assert (summary["restart_overhead_s"], summary["checkpoint_interval_s"]) == (60.0, None)
+    result = simulate("--trace", trace, "--cluster", "1x8", "--policy", "srtf-oracle", "--json",
+                      "--restart-overhead", "2m", "--checkpoint-interval", "30m")  # fmt: skip
+    [summary] = figures(result)
+    assert (summary["restart_overhead_s"], summary["checkpoint_interval_s"]) == (120.0, 1800.0)
+    assert {"preemptions_per_job", "most_preemptions", "lost_gpu_hours", "lost_gpu_share"} <= set(
+        summary
+    )
+    result = simulate("--trace", trace, "--cluster", "1x8", "--policy", "fifo", "-q",
+                      "--checkpoint-interval", "30m")  # fmt: skip
+    assert "plus the run since its last checkpoint (every 30m00s)" in result.stderr
 
 
 def test_table_output_names_a_recommendation(trace: Path) -> None:
@@ -209,6 +231,10 @@ def test_skip_bad_rows_reports_each_and_replays_the_rest(tmp_path: Path) -> None
         (["--preempt-grace", "nan"], "error: --preempt-grace must be a finite number of seconds"),
         (["--cycle-interval", "inf"], "error: --cycle-interval must be a finite number of seconds"),
         (["--format", "slurm"], "error: --format must be one of canonical, philly"),
+        (["--restart-overhead", "soon"], "error: --restart-overhead: "),
+        (["--restart-overhead", "-1m"], "error: --restart-overhead: "),
+        (["--checkpoint-interval", "0"], "error: --checkpoint-interval must be greater than 0"),
+        (["--checkpoint-interval", "often"], "error: --checkpoint-interval: "),
     ],
 )
 def test_bad_options_fail_with_one_line(trace: Path, args: list[str], message: str) -> None:

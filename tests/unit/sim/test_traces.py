@@ -114,6 +114,9 @@ def test_a_malformed_row_names_file_line_and_problem(
         ("nodes", "a,0,1,8,2.5", "nodes '2.5' is not a whole number"),
         ("max_runtime", "a,0,1,8,-1", "max_runtime '-1' must be greater than 0"),
         ("priority", "a,0,1,8,high", "priority 'high' is not a number"),
+        ("restart_overhead", "a,0,1,8,-5", "restart_overhead '-5' must be at least 0"),
+        ("restart_overhead", "a,0,1,8,soon", "restart_overhead 'soon' is not a number"),
+        ("checkpoint_interval", "a,0,1,8,0", "checkpoint_interval '0' must be greater than 0"),
     ],
 )
 def test_optional_columns_are_validated_too(
@@ -121,6 +124,18 @@ def test_optional_columns_are_validated_too(
 ) -> None:
     path = write(tmp_path, f"job_id,submit_time,duration,num_gpus,{extra}\n{row}\n")
     assert message(path) == f"trace.csv line 2: {problem}"
+
+
+def test_a_job_s_own_restart_cost_comes_from_the_trace(tmp_path: Path) -> None:
+    """Empty cells leave the run's ``--restart-overhead`` and ``--checkpoint-interval``."""
+    header = "job_id,submit_time,duration,num_gpus,restart_overhead,checkpoint_interval\n"
+    path = write(tmp_path, header + "a,0,10,1,120,1800\nb,1,10,1,0,\nc,2,10,1,,\n")
+    jobs = load_trace(path).jobs
+    assert [(j.restart_overhead, j.checkpoint_interval) for j in jobs] == [
+        (120.0, 1800.0),
+        (0.0, None),
+        (None, None),
+    ]
 
 
 def test_line_numbers_count_the_header_and_blank_lines(tmp_path: Path) -> None:

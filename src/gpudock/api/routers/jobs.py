@@ -11,7 +11,7 @@ from pydantic import WithJsonSchema
 
 from gpudock.api.deps import CurrentUser, Jobs, TokenWatches
 from gpudock.api.routing import OneHop
-from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut
+from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut, PreemptionOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
 from gpudock.core.spec_schema import END
@@ -82,9 +82,21 @@ def list_jobs(
 @router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS)
 def show(job_id: int, user: CurrentUser, jobs: Jobs) -> JobDetailOut:
     """One job with its allocation, pending reasons and state history."""
-    job = JobOut.of(jobs.get(job_id, user))
+    found = jobs.get(job_id, user)
+    job = JobOut.of(found)
     events = [JobEventOut.model_validate(e) for e in jobs.events(job_id, user)]
-    return JobDetailOut(**dict(job), events=events)  # fields as they are: no re-validation
+    protection = jobs.protection(found)
+    preemption = None
+    if protection is not None:
+        preemption = PreemptionOut(
+            preemptible=protection.preemptible,
+            protected_until=protection.protected_until,
+            protected_for=protection.protected_for,
+            restart_cost_s=protection.restart_cost + protection.lost_work,
+            lost_work_s=protection.lost_work,
+        )
+    # the job's fields as they are: no re-validation
+    return JobDetailOut(**dict(job), events=events, preemption=preemption)
 
 
 @router.post(

@@ -8,7 +8,10 @@ nodes carry running jobs that hold whole GPUs or shares of them (or only host
 memory), of several queues, priorities, ages, some protected or already
 stopping; nodes may count host memory, which jobs hold and ask for; blocked jobs of
 several shapes then ask in turn, and each must get exactly the victim set the
-definition gives it over the candidates not taken by the jobs before it.
+definition gives it over the candidates not taken by the jobs before it. Random
+preemption rules (``preemption_rules.py``: restart costs declared, measured or the
+cluster's, checkpoints, estimates, protected time and hysteresis) decide who is
+protected and which sets pay for themselves, on both paths alike.
 The nodes' multi-victim bounds, computed only as far as a search reads them,
 come in the order of computing them all.
 """
@@ -36,6 +39,7 @@ from gpudock.scheduler.preemption import (
     plan_preemptions,
     running_by_node,
 )
+from gpudock.scheduler.preemption_rules import PreemptionRules
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.session import SchedulerSession
@@ -110,6 +114,10 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                     stopping=draw(st.sampled_from([False] * 7 + [True])),
                     max_runtime=draw(st.sampled_from([None, None, 600.0, 3000.0])),
                     memory=held,
+                    restart_cost=draw(st.sampled_from([None, None, 0.0, 30.0, 400.0])),
+                    checkpoint_interval=draw(st.sampled_from([None, None, 40.0])),
+                    start_seconds=draw(st.sampled_from([None, None, 20.0, 90.0])),
+                    estimated_end=draw(st.sampled_from([None, None, now + 20.0, now + 900.0])),
                 )
             )
         gpus = tuple(
@@ -160,9 +168,19 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
                 can_preempt=draw(st.sampled_from([True, True, True, False])),
                 max_runtime=draw(st.sampled_from([None, None, 300.0, 2000.0])),
                 memory=memory,
+                remaining=draw(st.sampled_from([None, None, 10.0, 200.0])),
             )
         )
     return jobs
+
+
+rule_sets = st.builds(
+    PreemptionRules,
+    st.sampled_from([0.0, 60.0]),
+    st.sampled_from([0.0, 0.0, 30.0]),
+    st.sampled_from([0.0, 0.0, 0.5]),
+    st.sampled_from([0.0, 0.0, 2.0]),
+)
 
 
 PROFILE = build_profile(SchedulerConfig())
@@ -176,13 +194,19 @@ def accelerated(state: CycleState, index: RunningIndex) -> tuple[VictimFinder, P
 
 
 def by_definition(
-    blocked: list[JobRequest], nodes: list[NodeView], running: list[RunningJob], now: float
-) -> list[Preemption]:
-    """The priority kind, one job at a time, each over what the jobs before it left."""
+    blocked: list[JobRequest],
+    nodes: list[NodeView],
+    running: list[RunningJob],
+    now: float,
+    rules: PreemptionRules,
+) -> list[tuple[Preemption, float | None, float | None]]:
+    """The priority kind, one job at a time, each over what the jobs before it left: the
+    cheapest set of unprotected victims, made only if it pays for itself and the ranks
+    are far enough apart."""
     state = CycleState(nodes)
     feasibility = FiltersAfter(state, PROFILE)
     taken: set[int] = set()
-    out: list[Preemption] = []
+    out: list[tuple[Preemption, float | None, float | None]] = []
     for job in blocked:
         if not job.can_preempt or not may_preempt(job):
             continue
@@ -194,28 +218,45 @@ def by_definition(
             lambda v, job=job: v.queue == job.queue and v.priority < job.priority,  # type: ignore[misc]
             now,
             feasibility,
+            rules,
         )
         if choice is None:
             continue
+        weighed = rules.weigh(job, choice.victims, now)
+        if not weighed.worth:  # rules 2 and 3: pays for itself, ranks far enough apart
+            continue
         taken |= set(choice.ids)
         why = f"job {job.id} (priority {job.priority})"
-        out.extend(Preemption(v.id, job.id, why) for v in choice.victims)
+        gain = weighed.gain if weighed.gain != float("inf") else None
+        out.extend(
+            (Preemption(v.id, job.id, why), cost, gain)
+            for v, cost in zip(choice.victims, weighed.costs, strict=True)
+        )
     return out
 
 
+def weighed(preemptions: list[Preemption]) -> list[tuple[Preemption, float | None, float | None]]:
+    return [(p, p.cost, p.gain) for p in preemptions]
+
+
 @settings(max_examples=500, deadline=None)
-@given(clusters(), blocked_jobs())
+@given(clusters(), blocked_jobs(), rule_sets)
 def test_each_blocked_job_gets_the_victims_of_the_definition(
-    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+    cluster: tuple[list[NodeView], list[RunningJob], float],
+    blocked: list[JobRequest],
+    rules: PreemptionRules,
 ) -> None:
     nodes, running, now = cluster
-    state, index = CycleState(nodes), RunningIndex(running, now)
+    state, index = CycleState(nodes), RunningIndex(running, now, rules=rules)
     finder, _ = accelerated(state, index)
     preemptions, _ = plan_preemptions(blocked, state, running, now, None, (), index, finder)
-    assert preemptions == by_definition(blocked, nodes, running, now)
-    plain = CycleState(nodes)
+    assert weighed(preemptions) == by_definition(blocked, nodes, running, now, rules)
+    plain, reference = CycleState(nodes), RunningIndex(running, now, rules=rules)
     defined = FiltersAfter(plain, PROFILE)
-    assert plan_preemptions(blocked, plain, running, now, feasibility=defined)[0] == preemptions
+    answers = plan_preemptions(blocked, plain, running, now, index=reference, feasibility=defined)[
+        0
+    ]
+    assert weighed(answers) == weighed(preemptions)
 
 
 @settings(max_examples=300, deadline=None)
@@ -250,33 +291,43 @@ class OtherQueues:
 
 
 @settings(max_examples=300, deadline=None)
-@given(clusters(), blocked_jobs())
+@given(clusters(), blocked_jobs(), rule_sets)
 def test_the_reclaim_kind_gets_the_victims_of_the_definition(
-    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+    cluster: tuple[list[NodeView], list[RunningJob], float],
+    blocked: list[JobRequest],
+    rules: PreemptionRules,
 ) -> None:
     nodes, running, now = cluster
-    state, index = CycleState(nodes), RunningIndex(running, now)
+    state, index = CycleState(nodes), RunningIndex(running, now, rules=rules)
     finder, _ = accelerated(state, index)
     fast, slow = OtherQueues(), OtherQueues()
     answers = plan_preemptions(blocked, state, running, now, fast, blocked, index, finder)
-    plain = CycleState(nodes)
+    plain, reference = CycleState(nodes), RunningIndex(running, now, rules=rules)
     feasibility = FiltersAfter(plain, PROFILE)
-    defined = plan_preemptions(blocked, plain, running, now, slow, blocked, feasibility=feasibility)
+    defined = plan_preemptions(
+        blocked, plain, running, now, slow, blocked, reference, feasibility=feasibility
+    )
     assert answers == defined
+    assert weighed(answers[0]) == weighed(defined[0])
     assert fast.granted_to == slow.granted_to
 
 
 @settings(max_examples=300, deadline=None)
-@given(clusters(), blocked_jobs())
+@given(clusters(), blocked_jobs(), rule_sets)
 def test_a_cycle_with_running_jobs_and_host_memory_gives_the_generic_plan(
-    cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
+    cluster: tuple[list[NodeView], list[RunningJob], float],
+    blocked: list[JobRequest],
+    rules: PreemptionRules,
 ) -> None:
     """Whole cycles (placements, preemptions, the EASY reservation and backfill) on these
-    clusters: the accelerated path's Plan is the generic path's."""
+    clusters, under random preemption rules: the accelerated path's Plan is the generic
+    path's, down to the cost and gain of each preemption."""
     nodes, running, now = cluster
     snapshot = Snapshot(now, tuple(nodes), tuple(blocked), tuple(running))
-    profile = build_profile(SchedulerConfig())
-    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+    profile = replace(build_profile(SchedulerConfig()), preemption=rules)
+    fast, slow = run_cycle(snapshot, profile), run_cycle(snapshot, profile, index=False)
+    assert fast == slow
+    assert weighed(fast.preemptions) == weighed(slow.preemptions)
 
 
 @st.composite
