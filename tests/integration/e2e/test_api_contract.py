@@ -255,7 +255,7 @@ def test_the_inventory_shows_labels_taints_cpus_and_topology(labelled: ServerPro
     ]
     assert [(g["nvlink"], g["numa"]) for g in node["gpus"]] == [(0, 0), (0, 0), (1, 1), (1, 1)]
     assert "node.topology names GPU 5, which gpu-07 does not have (it has 0-3); ignored" in (
-        labelled.log()
+        labelled.log_all()
     )
 
 
