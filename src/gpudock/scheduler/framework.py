@@ -139,6 +139,7 @@ PlacementKey = tuple[
     float | None,
     int,
     int | None,
+    str | None,
 ]
 
 
@@ -146,7 +147,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
     """The only job fields filters and scorers may read.
 
     ``(gpus, gpu_memory, gpu_model, node_selector, tolerations, topology,
-    cpus, nodes, memory)``. Jobs with equal keys get equal verdicts on every node,
+    cpus, nodes, memory, mig)``. Jobs with equal keys get equal verdicts on every node,
     so the cycle shares verdicts between them.
     """
     return (
@@ -159,6 +160,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
         job.cpus,
         job.nodes,
         job.memory,
+        job.mig,
     )
 
 

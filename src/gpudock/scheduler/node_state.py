@@ -9,13 +9,14 @@ has left once it does (what the scorers rank by).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView
+from gpudock.scheduler.snapshot import GpuView, JobRequest, MigView, NodeView
 
 
 @dataclass(slots=True)
@@ -105,6 +106,27 @@ class GpuState:
 
 
 @dataclass(slots=True)
+class MigState:
+    """One MIG device during a cycle (a mutable copy of ``MigView``): ``held`` once taken."""
+
+    uuid: str
+    parent: str
+    profile: str
+    memory_total: int
+    held: bool
+    healthy: bool
+
+    @classmethod
+    def from_view(cls, view: MigView) -> MigState:
+        return cls(view.uuid, view.parent, view.profile, view.memory_total, view.held, view.healthy)
+
+    @property
+    def free(self) -> bool:
+        """Healthy and held by no job: a MIG job of its profile may take it."""
+        return self.healthy and not self.held
+
+
+@dataclass(slots=True)
 class NodeState:
     """One node's remaining capacity during a cycle.
 
@@ -129,6 +151,7 @@ class NodeState:
     free_cpus: float = 0.0
     host_memory: int | None = None
     free_host_memory: int = 0
+    migs: tuple[MigState, ...] = ()  # MIG devices, in the snapshot's order
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -161,6 +184,7 @@ class NodeState:
             free_cpus=free_cpus,
             host_memory=view.host_memory,
             free_host_memory=(view.host_memory or 0) - view.used_host_memory,
+            migs=tuple([MigState.from_view(m) for m in view.migs]) if view.migs else (),
         )
         node.refresh()
         return node
@@ -220,6 +244,11 @@ def usable_now(job: JobRequest, gpu: AnyGpu) -> bool:
     if share is not None and job.gpus > 0:  # job.shared, inlined: this runs per GPU
         return gpu.memory_total - gpu.used_memory >= share
     return gpu.shared_jobs == 0 and gpu.used_memory == 0  # gpu.idle
+
+
+def free_migs(job: JobRequest, migs: Sequence[MigState | MigView]) -> list[MigState | MigView]:
+    """The MIG devices of ``job.mig``'s profile among ``migs`` that it may take now."""
+    return [m for m in migs if m.profile == job.mig and m.healthy and not m.held]
 
 
 def capacity_left(job: JobRequest, node: NodeState) -> float:

@@ -44,6 +44,7 @@ from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
 from gpudock.scheduler.policies.memory_capacity import MemoryCapacity
+from gpudock.scheduler.policies.mig_capacity import MigCapacity
 from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
@@ -64,6 +65,7 @@ FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     MemoryCapacity.name: MemoryCapacity,
     GpuCapacity.name: GpuCapacity,
     GpuTopology.name: GpuTopology,
+    MigCapacity.name: MigCapacity,
 }
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTER_POLICIES)
 """The default filter order: "never" (unresolvable) checks first, then capacity, then topology."""

@@ -51,6 +51,19 @@ class GpuView:
 
 
 @dataclass(frozen=True, slots=True)
+class MigView:
+    """One MIG device: an allocatable unit of its parent GPU (in MIG mode), taken whole
+    by one job that asks for its ``profile`` (``JobRequest.mig``)."""
+
+    uuid: str
+    parent: str  # the parent GPU's uuid
+    profile: str  # e.g. "1g.10gb"
+    memory_total: int  # bytes
+    held: bool = False  # a job holds it
+    healthy: bool = True  # it and its parent GPU are healthy and not cordoned
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     name: str
     gpus: tuple[GpuView, ...]
@@ -62,11 +75,17 @@ class NodeView:
     used_cpus: float = 0.0  # cores held by the jobs placed here (those that asked for CPUs)
     host_memory: int | None = None  # memory bytes jobs may request here; None: not counted
     used_host_memory: int = 0  # memory held by the jobs placed here (those that asked for it)
+    migs: tuple[MigView, ...] = ()  # MIG devices of the node's GPUs in MIG mode
 
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:
-    """What the scheduler needs to know of one pending job."""
+    """What the scheduler needs to know of one pending job.
+
+    A MIG job (``mig``: a profile name) asks for one MIG device of that profile and no
+    GPUs: its ``gpus`` is 0 here, whatever its spec says, so that every GPU rule sees a
+    job that takes no GPU, whole or shared; the MIG device is its unit (``mig_capacity``).
+    """
 
     id: int
     gpus: int
@@ -86,6 +105,7 @@ class JobRequest:
     memory: int | None = None  # host memory bytes per node (the container's limit)
     held_by: str | None = None  # held back by this user (``scheduler/hold.py``)
     max_gpus: int | None = None  # elastic: ``gpus`` is the least, this the most (``elastic.py``)
+    mig: str | None = None  # a MIG profile: the job takes one MIG device of it
 
     @property
     def shared(self) -> bool:
@@ -118,6 +138,7 @@ class RunningJob:
     cpus: float | None = None
     elastic: tuple[int, int] | None = None  # (min, max) GPUs of an ``elastic: restart`` job
     memory: int | None = None  # host memory bytes it holds on its node (``JobRequest.memory``)
+    mig: str | None = None  # the MIG device it holds (its uuid; then ``gpu_uuids`` is empty)
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]
@@ -140,13 +161,20 @@ class Placement:
     """Put job ``job_id`` on ``gpu_uuids`` of ``node``.
 
     ``memory_per_gpu`` is the share taken on each GPU for shared jobs and None
-    for exclusive (whole-GPU) jobs.
+    for exclusive (whole-GPU) jobs. ``mig``: the uuid of the MIG device a MIG job
+    takes (it takes no GPU: ``gpu_uuids`` is empty; the job's devices are ``uuids``).
     """
 
     job_id: int
     node: str
     gpu_uuids: tuple[str, ...]
     memory_per_gpu: int | None = None
+    mig: str | None = None
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        """The devices the job gets: its GPUs, or its MIG device."""
+        return (self.mig,) if self.mig is not None else self.gpu_uuids
 
 
 @dataclass(frozen=True, slots=True)

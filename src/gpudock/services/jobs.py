@@ -13,6 +13,7 @@ from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
 from gpudock.core.gpu_env import EnvRefused, check_job_env
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
 from gpudock.core.job_defaults import with_defaults
+from gpudock.core.mig import unknown_profile_problem
 from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
@@ -24,6 +25,7 @@ from gpudock.services.dependencies import check_dependencies
 from gpudock.services.job_logs import LogReader, open_logs
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
+from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 from gpudock.store.snapshot import load_nodes
 from gpudock.store.tokens import Principal
@@ -58,6 +60,7 @@ class JobService:
             self._check_mounts(spec)
             self._check_env(spec)
             self._check_shares(spec)
+            self._check_mig(spec)
             final, can_preempt = resolve_priority(spec, principal, config.scheduler)
             final = with_defaults(final, config.job_defaults)  # stored: counted and limits
             self._check_feasible(final)
@@ -178,6 +181,17 @@ class JobService:
                 field="gpu_memory",
             )
 
+    def _check_mig(self, spec: JobSpec) -> None:
+        """A MIG job's profile is one that a node's GPUs report or offer (``core/mig.py``:
+        ``known_profiles``); ``InvalidInput`` naming the known ones otherwise."""
+        if spec.mig is None:
+            return
+        with self.ctx.db.read() as session:
+            known = inv_store.known_mig_profiles(session)
+        problem = unknown_profile_problem(spec.mig, known)
+        if problem is not None:
+            raise InvalidInput(problem, field="mig")
+
     def _check_feasible(self, spec: JobSpec) -> None:
         """Raise ``Infeasible`` when no node could ever hold the job (GPUs, CPUs or memory).
 
@@ -189,7 +203,7 @@ class JobService:
         """
         request = JobRequest(
             id=0,
-            gpus=spec.gpus,
+            gpus=0 if spec.mig is not None else spec.gpus,  # as the snapshot loads it
             submitted_at=0.0,
             gpu_memory=spec.gpu_memory,
             gpu_model=spec.gpu_model,
@@ -199,6 +213,7 @@ class JobService:
             tolerations=tuple(parse_toleration(t) for t in spec.tolerations),
             topology=spec.topology,
             memory=spec.memory,
+            mig=spec.mig,
         )
         published = self.ctx.published_snapshot()
         if published is not None and self._never_fits(request, published.nodes) is None:

@@ -23,7 +23,7 @@ from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
 from gpudock.scheduler.snapshot import JobRequest, Preemption, Resize
 from gpudock.store import events as event_store
-from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
+from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow, MigDeviceRow
 
 ACTIVE_STATES = (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
 MAX_JOB_ID = 2**31 - 1  # jobs.id is a 32-bit INTEGER on PostgreSQL
@@ -242,7 +242,7 @@ def transition(
 
 
 def release_allocation(session: Session, job_id: int) -> None:
-    """Give back every GPU (or GPU memory share) the job holds. Idempotent."""
+    """Give back every GPU (or GPU memory share) and MIG device the job holds. Idempotent."""
     rows = list(session.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)))
     for alloc in rows:
         if alloc.memory is None:
@@ -264,6 +264,12 @@ def release_allocation(session: Session, job_id: int) -> None:
                 .execution_options(synchronize_session=False)
             )
         session.delete(alloc)
+    session.execute(
+        update(MigDeviceRow)
+        .where(MigDeviceRow.job_id == job_id)
+        .values(job_id=None, version=MigDeviceRow.version + 1)
+        .execution_options(synchronize_session=False)
+    )
     session.flush()
 
 

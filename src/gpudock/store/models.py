@@ -186,8 +186,9 @@ class GpuRow(Base):
 class MigDeviceRow(Base):
     """A MIG device discovery found: a slice of GPU ``parent_uuid``.
 
-    ``job_id`` is the job holding it (placing MIG jobs is the scheduler's
-    next step; until then always NULL).
+    ``job_id`` is the job holding it: the applier sets it (conditionally, as it
+    takes GPUs) and ``release_allocation`` clears it; a MIG job has no
+    ``allocations`` row (the device is not a ``gpus`` row).
     """
 
     __tablename__ = "mig_devices"

@@ -28,10 +28,17 @@ from sqlalchemy.orm import Session
 from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_toleration
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
+from gpudock.scheduler.snapshot import (
+    GpuView,
+    JobRequest,
+    MigView,
+    NodeView,
+    RunningJob,
+    Snapshot,
+)
 from gpudock.store.inventory import used_cpus_by_node, used_memory_by_node
 from gpudock.store.jobs import ACTIVE_STATES, after_in_order
-from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
+from gpudock.store.models import AllocationRow, GpuRow, JobRow, MigDeviceRow, NodeRow
 
 T = TypeVar("T", NodeView, RunningJob)
 
@@ -66,10 +73,15 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
     is what shares may take: its memory less its ``memory_reserved`` (an
     exclusive job uses all of that), as the applier's WHERE clause counts it.
     A GPU in MIG mode is not ``healthy`` here: its MIG devices are the units
-    jobs get, never the GPU whole or a share of it (the applier agrees).
+    jobs get, never the GPU whole or a share of it (the applier agrees). A MIG
+    device is ``healthy`` when it and its parent GPU are (not quarantined, not
+    cordoned), and ``held`` while a job holds it.
     """
     gpus: dict[str, list[GpuView]] = {}
+    parents_ok: set[str] = set()
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
+        if g.health == GpuHealth.OK.value:
+            parents_ok.add(g.uuid)
         capacity = g.memory_total - (g.memory_reserved or 0)
         gpus.setdefault(g.node, []).append(
             GpuView(
@@ -87,6 +99,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
         )
     cpus_used = used_cpus_by_node(session)
     memory_used = used_memory_by_node(session)
+    migs = _mig_views(session, parents_ok)
     return tuple(
         NodeView(
             name=n.name,
@@ -99,9 +112,30 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             used_cpus=cpus_used.get(n.name, 0.0),
             host_memory=n.memory,
             used_host_memory=memory_used.get(n.name, 0) if n.memory is not None else 0,
+            migs=tuple(migs.get(n.name, ())),
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
+
+
+def _mig_views(session: Session, parents_ok: set[str]) -> dict[str, list[MigView]]:
+    """Each node's MIG devices, by parent GPU and slot (``load_nodes``)."""
+    stmt = select(MigDeviceRow).order_by(
+        MigDeviceRow.node, MigDeviceRow.parent_uuid, MigDeviceRow.slot
+    )
+    migs: dict[str, list[MigView]] = {}
+    for m in session.scalars(stmt):
+        migs.setdefault(m.node, []).append(
+            MigView(
+                uuid=m.uuid,
+                parent=m.parent_uuid,
+                profile=m.profile,
+                memory_total=m.memory_total,
+                held=m.job_id is not None,
+                healthy=m.health == GpuHealth.OK.value and m.parent_uuid in parents_ok,
+            )
+        )
+    return migs
 
 
 def _taints(stored: list[str] | None) -> tuple[Taint, ...]:
@@ -131,6 +165,7 @@ _PENDING_COLUMNS = (
     JobRow.spec["memory"].as_float(),
     JobRow.held_by,
     JobRow.spec["max_gpus"].as_float(),
+    JobRow.spec["mig"].as_string(),
 )
 _IN_ORDER = (JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
 
@@ -162,11 +197,12 @@ def _pending(session: Session, limit: int | None, gpu_share: int = 0) -> tuple[J
 
 
 def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
-    """``JobRequest``s from rows of ``_PENDING_COLUMNS``."""
+    """``JobRequest``s from rows of ``_PENDING_COLUMNS``; a MIG job asks for no GPU (its
+    unit is its MIG device: ``JobRequest.mig``)."""
     return tuple(
         JobRequest(
             id=job_id,
-            gpus=gpus,
+            gpus=0 if mig is not None else gpus,
             submitted_at=submitted_at,
             gpu_memory=gpu_memory,
             gpu_model=gpu_model,
@@ -183,6 +219,7 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             memory=None if memory is None else round(memory),
             held_by=held_by,
             max_gpus=None if max_gpus is None else round(max_gpus),
+            mig=mig,
         )
         for (
             job_id,
@@ -203,6 +240,7 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             memory,
             held_by,
             max_gpus,
+            mig,
         ) in rows
     )
 
@@ -220,7 +258,8 @@ def _tolerations_text(text: str | None) -> tuple[Toleration, ...]:
 
 
 def _running(session: Session) -> tuple[RunningJob, ...]:
-    """Jobs holding GPUs, with the share they hold per GPU (from their allocations)."""
+    """Jobs holding GPUs, with the share they hold per GPU (from their allocations); a
+    MIG job holds its MIG device (``RunningJob.mig``) and no GPU."""
     shares: dict[int, int | None] = {}
     for job_id, memory in session.execute(select(AllocationRow.job_id, AllocationRow.memory)):
         shares[job_id] = memory
@@ -244,6 +283,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.spec["max_gpus"].as_float().label("max_gpus"),
             JobRow.spec["elastic"].as_string().label("elastic"),
             JobRow.spec["memory"].as_float().label("memory"),
+            JobRow.spec["mig"].as_string().label("mig"),
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
         .order_by(JobRow.id)
@@ -254,7 +294,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             queue=r.queue,
             priority=r.priority,
             node=r.node or "",
-            gpu_uuids=tuple(r.gpu_uuids or ()),
+            gpu_uuids=tuple(r.gpu_uuids or ()) if r.mig is None else (),
             memory_per_gpu=shares.get(r.id),
             started_at=r.started_at,
             submitted_at=r.submitted_at,
@@ -267,6 +307,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             cpus=r.cpus,
             elastic=_restartable(r.gpus, r.max_gpus, r.elastic),
             memory=None if r.memory is None else round(r.memory),
+            mig=next(iter(r.gpu_uuids or ()), None) if r.mig is not None else None,
         )
         for r in session.execute(stmt)
     )

@@ -91,7 +91,10 @@ def test_bad_input_gets_a_clear_422_and_nothing_is_stored(api: httpx.Client) -> 
         ({**share, "gpu_compute": 0}, "gpu_compute", "a percentage from 1 to 100, got 0"),
         ({**share, "gpu_compute": 101}, "gpu_compute", "a percentage from 1 to 100, got 101"),
         ({**SLEEP, "gpus": 1, "gpu_compute": 50}, None, "compute share of a shared job"),
-        ({**SLEEP, "gpus": 1, "mig": "1g.10gb"}, "mig", "unknown field"),
+        ({**SLEEP, "mig": "5g.50gb"}, "mig", "not a profile any node's GPUs offer"),
+        ({**SLEEP, "mig": "big"}, None, "is not a MIG profile name"),
+        ({**SLEEP, "gpus": 2, "mig": "1g.10gb"}, None, "cannot be combined with gpus: 2"),
+        ({**share, "mig": "1g.10gb"}, None, "has its own memory; leave gpu_memory out"),
         ({**share, "gpu_memory": "79.6GiB"}, "gpus", "never be scheduled"),  # past the reserve
     ]
     before = len(api.get("/v1/jobs").json())
@@ -215,3 +218,30 @@ def test_mig_plan_prints_the_commands_and_changes_nothing(
     bad = server.cli("mig", "plan", "--want", "1g.10gb", check=False)
     assert bad.returncode == 2 and "must be PROFILE=COUNT" in bad.stderr
     assert "no MIG demand" in server.cli("mig", "plan").stdout
+
+
+def test_a_mig_job_gets_its_mig_device_and_gives_it_back(
+    api: httpx.Client, docker: Any, fake: FakeNvml, server: ServerProcess
+) -> None:
+    small = fake.state["gpus"][2]["mig_devices"][1]["uuid"]  # the only 1g.10gb
+    job = submit(api, **SLEEP, mig="1g.10gb")
+    running = wait_state(api, job, {"RUNNING"})
+    assert running["gpus"] == [small] and running["gpu_layers"] == ["mig"]
+    host = docker.api.inspect_container(running["container"])["HostConfig"]
+    env = docker.api.inspect_container(running["container"])["Config"]["Env"]
+    requests = host.get("DeviceRequests") or []
+    assert f"NVIDIA_VISIBLE_DEVICES={small}" in env
+    assert [r["DeviceIDs"] for r in requests] in ([[small]], [])  # the device request's, if any
+    second = submit(api, **SLEEP, mig="1g.10gb")
+    reasons = wait_for(lambda: job_state(api, second)["pending_reasons"], 10, "a pending reason")
+    assert reasons[0]["message"] == "needs mig 1g.10gb; node " + running["node"] + (
+        " has 1 free 3g.40gb"
+    )
+    devices = {d["uuid"]: d for g in api.get("/v1/gpus").json() for d in g["mig_devices"]}
+    assert devices[small]["job"] == job
+    shown = server.cli("show", str(job)).stdout
+    assert "one 1g.10gb device" in shown and "MIG (the hardware's partition)" in shown
+
+    api.post(f"/v1/jobs/{job}/cancel")
+
+    assert wait_state(api, second, {"RUNNING"})["gpus"] == [small]  # given back, taken again

@@ -34,6 +34,7 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "memory_capacity",
         "gpu_topology",
+        "mig_capacity",
         "fgd",
         "fgd_adaptive",
         "share_price",  # a plugin folder
@@ -50,6 +51,7 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "memory_capacity",
         "gpu_topology",
+        "mig_capacity",
         "fgd",
         "fgd_picker",
         "fgd_adaptive",
@@ -70,6 +72,7 @@ def test_the_config_chooses_the_score_policy(placement: str) -> None:
         "memory_capacity",
         "gpu_capacity",
         "gpu_topology",
+        "mig_capacity",
     ]
 
 
