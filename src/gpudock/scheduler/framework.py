@@ -140,6 +140,7 @@ PlacementKey = tuple[
     int,
     int | None,
     str | None,
+    int | None,
 ]
 
 
@@ -147,7 +148,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
     """The only job fields filters and scorers may read.
 
     ``(gpus, gpu_memory, gpu_model, node_selector, tolerations, topology,
-    cpus, nodes, memory, mig)``. Jobs with equal keys get equal verdicts on every node,
+    cpus, nodes, memory, mig, gpu_compute)``. Jobs with equal keys get equal verdicts on every node,
     so the cycle shares verdicts between them.
     """
     return (
@@ -161,6 +162,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
         job.nodes,
         job.memory,
         job.mig,
+        job.gpu_compute,
     )
 
 

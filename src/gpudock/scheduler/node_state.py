@@ -152,6 +152,7 @@ class NodeState:
     host_memory: int | None = None
     free_host_memory: int = 0
     migs: tuple[MigState, ...] = ()  # MIG devices, in the snapshot's order
+    gpu_sharing: str | None = None  # how it shares a GPU (``NodeView.gpu_sharing``)
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -185,6 +186,7 @@ class NodeState:
             host_memory=view.host_memory,
             free_host_memory=(view.host_memory or 0) - view.used_host_memory,
             migs=tuple([MigState.from_view(m) for m in view.migs]) if view.migs else (),
+            gpu_sharing=view.gpu_sharing,
         )
         node.refresh()
         return node

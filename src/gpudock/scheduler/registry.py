@@ -42,6 +42,7 @@ from gpudock.scheduler.policies.fgd_adaptive import AdaptiveFgd, AdaptiveFgdPick
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
+from gpudock.scheduler.policies.gpu_sharing import GpuSharing
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
 from gpudock.scheduler.policies.memory_capacity import MemoryCapacity
 from gpudock.scheduler.policies.mig_capacity import MigCapacity
@@ -60,6 +61,7 @@ ORDER_POLICIES: Mapping[str, Callable[[], OrderPolicy]] = {
 FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     NodeAffinity.name: NodeAffinity,
     GpuModel.name: GpuModel,
+    GpuSharing.name: GpuSharing,
     NodeHealth.name: NodeHealth,
     CpuCapacity.name: CpuCapacity,
     MemoryCapacity.name: MemoryCapacity,

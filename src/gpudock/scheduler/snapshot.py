@@ -76,6 +76,7 @@ class NodeView:
     host_memory: int | None = None  # memory bytes jobs may request here; None: not counted
     used_host_memory: int = 0  # memory held by the jobs placed here (those that asked for it)
     migs: tuple[MigView, ...] = ()  # MIG devices of the node's GPUs in MIG mode
+    gpu_sharing: str | None = None  # exclusive | mps | time-slice (``GpuSharing``); None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,7 @@ class JobRequest:
     held_by: str | None = None  # held back by this user (``scheduler/hold.py``)
     max_gpus: int | None = None  # elastic: ``gpus`` is the least, this the most (``elastic.py``)
     mig: str | None = None  # a MIG profile: the job takes one MIG device of it
+    gpu_compute: int | None = None  # a shared job's compute share, percent (MPS only)
 
     @property
     def shared(self) -> bool:

@@ -214,6 +214,7 @@ class JobService:
             topology=spec.topology,
             memory=spec.memory,
             mig=spec.mig,
+            gpu_compute=spec.gpu_compute,
         )
         published = self.ctx.published_snapshot()
         if published is not None and self._never_fits(request, published.nodes) is None:

@@ -113,6 +113,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             host_memory=n.memory,
             used_host_memory=memory_used.get(n.name, 0) if n.memory is not None else 0,
             migs=tuple(migs.get(n.name, ())),
+            gpu_sharing=n.gpu_sharing,
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
@@ -166,6 +167,7 @@ _PENDING_COLUMNS = (
     JobRow.held_by,
     JobRow.spec["max_gpus"].as_float(),
     JobRow.spec["mig"].as_string(),
+    JobRow.spec["gpu_compute"].as_float(),
 )
 _IN_ORDER = (JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
 
@@ -220,6 +222,7 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             held_by=held_by,
             max_gpus=None if max_gpus is None else round(max_gpus),
             mig=mig,
+            gpu_compute=None if gpu_compute is None else round(gpu_compute),
         )
         for (
             job_id,
@@ -241,6 +244,7 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             held_by,
             max_gpus,
             mig,
+            gpu_compute,
         ) in rows
     )
 

@@ -34,6 +34,7 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "memory_capacity",
         "gpu_topology",
+        "gpu_sharing",
         "mig_capacity",
         "fgd",
         "fgd_adaptive",
@@ -51,6 +52,7 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "memory_capacity",
         "gpu_topology",
+        "gpu_sharing",
         "mig_capacity",
         "fgd",
         "fgd_picker",
@@ -67,6 +69,7 @@ def test_the_config_chooses_the_score_policy(placement: str) -> None:
     assert [f.name for f in profile.filters] == [
         "node_affinity",
         "gpu_model",
+        "gpu_sharing",
         "node_health",
         "cpu_capacity",
         "memory_capacity",

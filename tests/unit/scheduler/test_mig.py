@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from gpudock.config import SchedulerConfig
 from gpudock.scheduler.capacity import CycleState, ReservationError
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import Plan
 
 from .builders import assert_pending, assert_placed, make_job, make_node, make_snapshot, run
@@ -74,3 +77,19 @@ def test_reserve_changes_nothing_when_no_device_is_free() -> None:
     else:
         raise AssertionError("a held device was taken")
     assert state.nodes["gpu-0"].free_cpus == 8
+
+
+def test_the_index_and_the_generic_path_place_mig_jobs_alike() -> None:
+    nodes = [
+        make_node("a").gpus(2, model=H100).mig(0, "1g.10gb", "1g.10gb", "3g.40gb", held=1),
+        make_node("b").gpus(1, model=H100).mig(0, "3g.40gb", "3g.40gb"),
+        make_node("c").gpus(2, model=H100).cpus(4),
+    ]
+    jobs = [make_job(i).mig(p) for i, p in enumerate(["1g.10gb", "3g.40gb"] * 3, start=1)]
+    jobs += [make_job(9).gpus(1), make_job(10).mig("1g.10gb").cpus(8)]
+    snapshot = make_snapshot(nodes, jobs)
+    profile = build_profile(SchedulerConfig())
+    fast, generic = (run_cycle(snapshot, profile, index=i) for i in (True, False))
+    assert fast.placements == generic.placements
+    assert fast.pending == generic.pending
+    assert len([p for p in fast.placements if p.mig]) == 4  # 1 + 3 free devices of the two
