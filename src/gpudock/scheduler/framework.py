@@ -141,6 +141,7 @@ PlacementKey = tuple[
     int | None,
     str | None,
     int | None,
+    str | None,
 ]
 
 
@@ -148,8 +149,8 @@ def placement_key(job: JobRequest) -> PlacementKey:
     """The only job fields filters and scorers may read.
 
     ``(gpus, gpu_memory, gpu_model, node_selector, tolerations, topology,
-    cpus, nodes, memory, mig, gpu_compute)``. Jobs with equal keys get equal verdicts on every node,
-    so the cycle shares verdicts between them.
+    cpus, nodes, memory, mig, gpu_compute, cuda_require)``. Jobs with equal keys get
+    equal verdicts on every node, so the cycle shares verdicts between them.
     """
     return (
         job.gpus,
@@ -163,6 +164,7 @@ def placement_key(job: JobRequest) -> PlacementKey:
         job.memory,
         job.mig,
         job.gpu_compute,
+        job.cuda_require,
     )
 
 

@@ -153,6 +153,8 @@ class NodeState:
     free_host_memory: int = 0
     migs: tuple[MigState, ...] = ()  # MIG devices, in the snapshot's order
     gpu_sharing: str | None = None  # how it shares a GPU (``NodeView.gpu_sharing``)
+    cuda_version: str | None = None  # ``NodeView.cuda_version``
+    driver_version: str | None = None  # ``NodeView.driver_version``
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -187,6 +189,8 @@ class NodeState:
             free_host_memory=(view.host_memory or 0) - view.used_host_memory,
             migs=tuple([MigState.from_view(m) for m in view.migs]) if view.migs else (),
             gpu_sharing=view.gpu_sharing,
+            cuda_version=view.cuda_version,
+            driver_version=view.driver_version,
         )
         node.refresh()
         return node

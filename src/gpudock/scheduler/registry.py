@@ -37,6 +37,7 @@ from gpudock.scheduler.framework import (
 )
 from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
+from gpudock.scheduler.policies.cuda_compat import CudaCompat
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
 from gpudock.scheduler.policies.fgd_adaptive import AdaptiveFgd, AdaptiveFgdPicker
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
@@ -62,6 +63,7 @@ FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     NodeAffinity.name: NodeAffinity,
     GpuModel.name: GpuModel,
     GpuSharing.name: GpuSharing,
+    CudaCompat.name: CudaCompat,
     NodeHealth.name: NodeHealth,
     CpuCapacity.name: CpuCapacity,
     MemoryCapacity.name: MemoryCapacity,

@@ -77,6 +77,8 @@ class NodeView:
     used_host_memory: int = 0  # memory held by the jobs placed here (those that asked for it)
     migs: tuple[MigView, ...] = ()  # MIG devices of the node's GPUs in MIG mode
     gpu_sharing: str | None = None  # exclusive | mps | time-slice (``GpuSharing``); None: unknown
+    cuda_version: str | None = None  # the newest CUDA its driver supports ("12.4"); None: unknown
+    driver_version: str | None = None  # its NVIDIA driver's version; None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,7 @@ class JobRequest:
     max_gpus: int | None = None  # elastic: ``gpus`` is the least, this the most (``elastic.py``)
     mig: str | None = None  # a MIG profile: the job takes one MIG device of it
     gpu_compute: int | None = None  # a shared job's compute share, percent (MPS only)
+    cuda_require: str | None = None  # its image's NVIDIA_REQUIRE_* (``ImageRequirements.text``)
 
     @property
     def shared(self) -> bool:

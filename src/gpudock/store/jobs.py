@@ -36,8 +36,11 @@ def insert_job(
     now: float,
     can_preempt: bool = False,
     array: ArrayTask | None = None,
+    cuda_require: str | None = None,
 ) -> Job:
     """Store a new PENDING job and return it (with its id).
+
+    ``cuda_require``: its image's requirements (``ImageRequirements.text``), when known.
 
     ``spec.priority`` must already hold the priority class's value, if any;
     ``can_preempt`` comes from the class (jobs without a preempting one may not
@@ -70,6 +73,7 @@ def insert_job(
         pending_reasons=[],
         after=list(spec.after) or None,
         after_ok=list(spec.after_ok) or None,
+        cuda_require=cuda_require,
     )
     session.add(row)
     session.flush()

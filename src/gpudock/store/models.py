@@ -94,6 +94,8 @@ class JobRow(Base):
     array_limit: Mapped[int | None] = mapped_column(Integer)
     # the memory-isolation layers its current attempt started with ("mps", "watchdog", "hints")
     gpu_layers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    # its image's NVIDIA_REQUIRE_* (ImageRequirements.text), learnt at submit; None: unknown/none
+    cuda_require: Mapped[str | None] = mapped_column(Text)
 
 
 class JobEventRow(Base):

@@ -114,6 +114,8 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             used_host_memory=memory_used.get(n.name, 0) if n.memory is not None else 0,
             migs=tuple(migs.get(n.name, ())),
             gpu_sharing=n.gpu_sharing,
+            cuda_version=n.cuda_version,
+            driver_version=n.driver_version,
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
@@ -168,6 +170,7 @@ _PENDING_COLUMNS = (
     JobRow.spec["max_gpus"].as_float(),
     JobRow.spec["mig"].as_string(),
     JobRow.spec["gpu_compute"].as_float(),
+    JobRow.cuda_require,
 )
 _IN_ORDER = (JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
 
@@ -223,6 +226,7 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             max_gpus=None if max_gpus is None else round(max_gpus),
             mig=mig,
             gpu_compute=None if gpu_compute is None else round(gpu_compute),
+            cuda_require=cuda_require,
         )
         for (
             job_id,
@@ -245,6 +249,7 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             max_gpus,
             mig,
             gpu_compute,
+            cuda_require,
         ) in rows
     )
 
