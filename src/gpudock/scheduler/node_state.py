@@ -155,6 +155,7 @@ class NodeState:
     gpu_sharing: str | None = None  # how it shares a GPU (``NodeView.gpu_sharing``)
     cuda_version: str | None = None  # ``NodeView.cuda_version``
     driver_version: str | None = None  # ``NodeView.driver_version``
+    out_of_service: tuple[tuple[int, str], ...] = ()  # ``NodeView.out_of_service``
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -191,6 +192,7 @@ class NodeState:
             gpu_sharing=view.gpu_sharing,
             cuda_version=view.cuda_version,
             driver_version=view.driver_version,
+            out_of_service=view.out_of_service,
         )
         node.refresh()
         return node

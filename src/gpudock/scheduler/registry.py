@@ -41,6 +41,7 @@ from gpudock.scheduler.policies.cuda_compat import CudaCompat
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
 from gpudock.scheduler.policies.fgd_adaptive import AdaptiveFgd, AdaptiveFgdPicker
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
+from gpudock.scheduler.policies.gpu_health import GpuHealth
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
 from gpudock.scheduler.policies.gpu_sharing import GpuSharing
@@ -65,6 +66,7 @@ FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     GpuSharing.name: GpuSharing,
     CudaCompat.name: CudaCompat,
     NodeHealth.name: NodeHealth,
+    GpuHealth.name: GpuHealth,
     CpuCapacity.name: CpuCapacity,
     MemoryCapacity.name: MemoryCapacity,
     GpuCapacity.name: GpuCapacity,

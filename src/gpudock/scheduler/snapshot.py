@@ -79,6 +79,8 @@ class NodeView:
     gpu_sharing: str | None = None  # exclusive | mps | time-slice (``GpuSharing``); None: unknown
     cuda_version: str | None = None  # the newest CUDA its driver supports ("12.4"); None: unknown
     driver_version: str | None = None  # its NVIDIA driver's version; None: unknown
+    # GPUs out of service (not ``healthy``, not in MIG mode): (index, "quarantined: XID 48 …")
+    out_of_service: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,13 +75,18 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
     A GPU in MIG mode is not ``healthy`` here: its MIG devices are the units
     jobs get, never the GPU whole or a share of it (the applier agrees). A MIG
     device is ``healthy`` when it and its parent GPU are (not quarantined, not
-    cordoned), and ``held`` while a job holds it.
+    cordoned), and ``held`` while a job holds it. ``out_of_service`` names the
+    GPUs not ``ok`` (MIG mode aside) with their health and its reason.
     """
     gpus: dict[str, list[GpuView]] = {}
     parents_ok: set[str] = set()
+    out: dict[str, list[tuple[int, str]]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
         if g.health == GpuHealth.OK.value:
             parents_ok.add(g.uuid)
+        elif not g.mig_mode:
+            why = g.health + (f": {g.health_reason}" if g.health_reason else "")
+            out.setdefault(g.node, []).append((g.index, why))
         capacity = g.memory_total - (g.memory_reserved or 0)
         gpus.setdefault(g.node, []).append(
             GpuView(
@@ -116,6 +121,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             gpu_sharing=n.gpu_sharing,
             cuda_version=n.cuda_version,
             driver_version=n.driver_version,
+            out_of_service=tuple(out.get(n.name, ())),
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
