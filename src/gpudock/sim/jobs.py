@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpudock.scheduler.snapshot import (
     GpuView,
@@ -150,6 +150,7 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
         if trace.elastic_restart and trace.max_gpus is not None
         else None,
         request.memory,
+        part.mig,
     )
 
 
@@ -157,6 +158,8 @@ def _with_gpus(view: NodeView, gpus: tuple[GpuView, ...], used_cpus: float) -> N
     """``replace(view, gpus=gpus, used_cpus=used_cpus)``, without ``dataclasses.replace``'s
     introspection (a Plan's every start and end makes one). A test pins it to ``replace``."""
     v = view
+    if v.migs:  # the rare node with MIG devices keeps them
+        return replace(v, gpus=gpus, used_cpus=used_cpus)
     return NodeView(
         v.name, gpus, v.available, v.unavailable_reason, v.labels, v.taints, v.cpus, used_cpus
     )
@@ -186,6 +189,9 @@ def _with_priority(request: JobRequest, priority: int) -> JobRequest:
         r.memory,
         r.held_by,
         r.max_gpus,
+        r.mig,
+        r.gpu_compute,
+        r.cuda_require,
     )
 
 

@@ -20,6 +20,11 @@ from tests.kit.docker import TEST_IMAGE
 from tests.kit.fake_nvml import GIB, FakeNvml, add_event, fake_gpu, fake_mig, make_fake_nvml
 from tests.kit.server import FAST_CONFIG, ServerProcess, job_state, submit, wait_for, wait_state
 
+from gpudock.sim.cluster import parse_cluster
+from gpudock.sim.engine import Simulator
+from gpudock.sim.policies import POLICIES
+from gpudock.sim.traces import TraceJob
+
 pytestmark = pytest.mark.docker
 
 SLEEP = {"image": TEST_IMAGE, "command": ["sleep", "300"]}
@@ -245,3 +250,76 @@ def test_a_mig_job_gets_its_mig_device_and_gives_it_back(
     api.post(f"/v1/jobs/{job}/cancel")
 
     assert wait_state(api, second, {"RUNNING"})["gpus"] == [small]  # given back, taken again
+
+
+# (whole GPUs, share in GiB, MIG profile): whole and MIG jobs and shares, mixed
+STREAM: list[tuple[int, int | None, str | None]] = [
+    (1, None, "1g.10gb"),
+    (1, 20, None),
+    (1, None, None),
+    (1, None, "3g.40gb"),
+    (1, 40, None),
+    (1, None, "1g.10gb"),  # its one device is taken: waits
+    (1, 10, None),
+    (1, None, None),  # no idle GPU is left: waits
+]
+
+
+def test_the_simulator_places_mig_jobs_and_shares_like_the_server(
+    api: httpx.Client, tmp_path: Any
+) -> None:
+    gpus = api.get("/v1/gpus").json()
+    index = {g["uuid"]: (g["index"],) for g in gpus}
+    index.update({d["uuid"]: (g["index"], d["slot"]) for g in gpus for d in g["mig_devices"]})
+    live: list[tuple[int, ...] | None] = []
+    for whole, share, mig in STREAM:
+        spec: dict[str, Any] = {**SLEEP, "gpus": whole}
+        if share is not None:
+            spec["gpu_memory"] = f"{share}GiB"
+        if mig is not None:
+            spec = {**SLEEP, "mig": mig}
+        job = submit(api, **spec)
+        state = wait_for(
+            lambda job=job: (
+                (
+                    (j := job_state(api, job))["state"] == "RUNNING"
+                    or (j["state"] == "PENDING" and j["pending_reasons"])
+                )
+                and j
+            ),
+            60,
+            f"job {job} to run or to get a pending reason",
+        )
+        live.append(index[state["gpus"][0]] if state["state"] == "RUNNING" else None)
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "nodes: [{count: 1, gpus: 3, model: NVIDIA-H100-80GB-HBM3, gpu_memory: 80GiB,"
+        " mig: [3g.40gb, 1g.10gb], mig_gpus: 1}]\n"
+    )
+    jobs = [
+        TraceJob(
+            job_id=str(i),
+            submit_time=float(i),
+            duration=1e9,
+            num_gpus=whole,
+            gpu_fraction=None if share is None else share / 80,
+            mig=mig,
+        )
+        for i, (whole, share, mig) in enumerate(STREAM)
+    ]
+    sim = Simulator(jobs, parse_cluster(str(cluster)), POLICIES["priority"])
+    run = sim.run()
+    placed, migs = sim.first_placements(), sim.first_migs()
+    started = {r.job_id for r in run.jobs if r.start is not None and r.start < len(STREAM)}
+    simulated: list[tuple[int, ...] | None] = []
+    for i in range(len(STREAM)):
+        if str(i) not in started:
+            simulated.append(None)
+        elif str(i) in migs:  # node-0000-gpu2-mig1: GPU 2, slot 1
+            gpu, slot = migs[str(i)].rsplit("-gpu", 1)[1].split("-mig")
+            simulated.append((int(gpu), int(slot)))
+        else:
+            simulated.append(placed[str(i)])
+    assert simulated == live
+    assert live.count(None) == 2 and (2, 1) in live and (2, 0) in live
