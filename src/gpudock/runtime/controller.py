@@ -144,7 +144,7 @@ class Controller:
                 job_store.set_backlog_reason(session, window[limit - 1], reason)
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
         for placement in result.committed:  # GPU jobs' launches go first in the lane
-            job_id, gpus = placement.job_id, bool(placement.gpu_uuids)
+            job_id, gpus = placement.job_id, bool(placement.uuids)  # a MIG device too
             launch = functools.partial(launcher.launch, ctx, job_id)
             ctx.run_once("launch", job_id, launch, gpus=gpus)
         if result.rejected:

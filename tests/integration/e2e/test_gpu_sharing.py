@@ -323,3 +323,21 @@ def test_the_simulator_places_mig_jobs_and_shares_like_the_server(
             simulated.append(placed[str(i)])
     assert simulated == live
     assert live.count(None) == 2 and (2, 1) in live and (2, 0) in live
+
+
+def test_a_fatal_xid_on_a_mig_gpu_requeues_its_mig_job(api: httpx.Client, fake: FakeNvml) -> None:
+    job = submit(api, **SLEEP, mig="3g.40gb")
+    node = wait_state(api, job, {"RUNNING"})["node"]
+    add_event(fake.state, 2, "xid", 48)  # GPU 2 holds the MIG devices
+    fake.write()
+
+    requeued = wait_for(
+        lambda: (j := job_state(api, job))["attempt"] == 1 and j["pending_reasons"] and j,
+        30,
+        "the MIG job requeued, waiting",
+    )
+
+    assert requeued["state"] == "PENDING"  # its GPU is quarantined: no device of it is free
+    assert requeued["pending_reasons"][0]["message"] == (
+        f"needs mig 3g.40gb; node {node} has no free MIG device"
+    )
