@@ -9,7 +9,6 @@ has left once it does (what the scorers rank by).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
@@ -252,11 +251,6 @@ def usable_now(job: JobRequest, gpu: AnyGpu) -> bool:
     if share is not None and job.gpus > 0:  # job.shared, inlined: this runs per GPU
         return gpu.memory_total - gpu.used_memory >= share
     return gpu.shared_jobs == 0 and gpu.used_memory == 0  # gpu.idle
-
-
-def free_migs(job: JobRequest, migs: Sequence[MigState | MigView]) -> list[MigState | MigView]:
-    """The MIG devices of ``job.mig``'s profile among ``migs`` that it may take now."""
-    return [m for m in migs if m.profile == job.mig and m.healthy and not m.held]
 
 
 def capacity_left(job: JobRequest, node: NodeState) -> float:
