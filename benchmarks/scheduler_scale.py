@@ -64,9 +64,13 @@ before GPUs on nodes full of shares: the path of jobs asking for CPUs
 holds the drain's figures without ``--mig`` and with it, from the same run, and their
 ratio.
 
-``--extra-filter noop`` registers a filter the capacity index does not know (it admits
-every node) and appends it to the profile: the drain runs without it, then with it, and
-``extra_filter`` in the JSON holds both figures and their ratio (a new policy's cost).
+``--extra-filter noop`` registers a filter the capacity index does not know (it declares
+nothing, and admits every node) and appends it to the profile: the drain runs without
+it, then with it, and ``extra_filter`` in the JSON holds both figures and their ratio (a
+new policy's cost). ``--extra-filter half`` registers one that rejects half of the nodes
+by a hash of their name ("not now", as a cordon). ``--extra-scorer noop`` registers a
+scorer that declares nothing (every node scores 0) and adds it, weight 1, to the
+placement scorer: ``extra_scorer`` holds the same figures for it.
 
 Usage: ``benchmarks/scheduler_scale.py --nodes 1000 --gpus-per-node 8 --queued 100000 --json``;
 ``--profile`` prints the hottest functions of the schedule() calls to stderr
@@ -88,6 +92,7 @@ import statistics
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -100,9 +105,9 @@ from _meta import build_info
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.core.job import PendingReason
 from gpudock.scheduler import registry
-from gpudock.scheduler.capacity import NodeState
+from gpudock.scheduler.capacity import CycleState, NodeState
 from gpudock.scheduler.cycle import schedule
-from gpudock.scheduler.framework import SUCCESS, FilterPolicy, Rejection, Status
+from gpudock.scheduler.framework import SUCCESS, FilterPolicy, Rejection, ScorePolicy, Status
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
@@ -318,7 +323,7 @@ def order_key(job: JobRequest) -> tuple[int, float, int]:
 
 
 class NoopFilter:
-    """A filter the capacity index does not know: it admits every node (``--extra-filter``)."""
+    """A filter that declares nothing: it admits every node (``--extra-filter noop``)."""
 
     name = "noop"
     layer = "devices"
@@ -332,26 +337,65 @@ class NoopFilter:
         return None
 
 
-EXTRA_FILTERS: dict[str, Callable[[], FilterPolicy]] = {NoopFilter.name: NoopFilter}
+class HalfFilter:
+    """A filter that declares nothing and rejects half of the nodes, by a hash of their name,
+    as "not now" (``--extra-filter half``)."""
+
+    name = "half"
+    layer = "health"
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        if zlib.crc32(node.name.encode()) % 2 == 0:
+            return SUCCESS
+        return Status.unschedulable(self.layer, f"node {node.name} is kept for others")
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        return PendingReason(self.layer, f"{len(rejections)} nodes are kept for others")
 
 
-def register_extra(name: str | None) -> None:
-    """Register ``--extra-filter`` as a new policy would be: one registry line."""
-    if name is not None:
-        cast(dict[str, Callable[[], FilterPolicy]], registry.FILTER_POLICIES)[name] = EXTRA_FILTERS[
-            name
-        ]
+class NoopScorer:
+    """A scorer that declares nothing: every node scores 0 (``--extra-scorer noop``)."""
+
+    name = "noop_scorer"
+
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
+        return 0.0
+
+
+EXTRA_FILTERS: dict[str, Callable[[], FilterPolicy]] = {
+    NoopFilter.name: NoopFilter,
+    HalfFilter.name: HalfFilter,
+}
+EXTRA_SCORERS: dict[str, Callable[[], ScorePolicy]] = {"noop": NoopScorer}
+
+
+def register_extra(args: argparse.Namespace) -> None:
+    """Register ``--extra-filter`` and ``--extra-scorer`` as a new policy would be: one registry
+    line each."""
+    if args.extra_filter is not None:
+        filters = cast(dict[str, Callable[[], FilterPolicy]], registry.FILTER_POLICIES)
+        filters[args.extra_filter] = EXTRA_FILTERS[args.extra_filter]
+    if args.extra_scorer is not None:
+        scorers = cast(dict[str, Callable[[], ScorePolicy]], registry.SCORE_POLICIES)
+        scorers[NoopScorer.name] = EXTRA_SCORERS[args.extra_scorer]
 
 
 def config_of(args: argparse.Namespace) -> SchedulerConfig:
-    """``--placement``, with ``--no-price-shares`` binpack's ``price_shares`` option off, and
-    ``--extra-filter`` after the default filters."""
+    """``--placement``, with ``--no-price-shares`` binpack's ``price_shares`` option off,
+    ``--extra-filter`` after the default filters and ``--extra-scorer`` beside the placement
+    scorer."""
     extra = getattr(args, "extra_filter", None)
     filters = None if extra is None else [*registry.DEFAULT_FILTERS, extra]
     if args.price_shares:
-        return SchedulerConfig(placement=args.placement, policies=PoliciesConfig(filters=filters))
-    scorer = ScorerWeight(name="binpack", options={"price_shares": False})
-    return SchedulerConfig(policies=PoliciesConfig(filters=filters, scorers=[scorer]))
+        scorer = ScorerWeight(name=args.placement)
+    else:
+        scorer = ScorerWeight(name="binpack", options={"price_shares": False})
+    scorers = [scorer]
+    if getattr(args, "extra_scorer", None) is not None:
+        scorers.append(ScorerWeight(name=NoopScorer.name))
+    return SchedulerConfig(policies=PoliciesConfig(filters=filters, scorers=scorers))
 
 
 def timer_of(args: argparse.Namespace) -> Timer:
@@ -675,18 +719,16 @@ def reference_ms() -> float:
     return 1000 * (time.perf_counter() - start)
 
 
-def without_and_with(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
-    """The drain's decisions/s (wall and CPU) without ``--extra-filter``, then with it (by
-    ``timer``, which ``main`` resets and drains again for the full figures), and the ratios."""
-    without = drain(
-        argparse.Namespace(**{**vars(args), "extra_filter": None}),
-        timer_of(argparse.Namespace(**{**vars(args), "extra_filter": None})),
-    )
-    extra = drain(args, timer)
-    timer.reset()
+def without_and_with(args: argparse.Namespace, which: str) -> dict[str, Any]:
+    """The drain's decisions/s (wall and CPU) without either extra, then with the ``which``
+    one alone (``extra_filter`` or ``extra_scorer``), and the ratios."""
+    plain = argparse.Namespace(**{**vars(args), "extra_filter": None, "extra_scorer": None})
+    without = drain(plain, timer_of(plain))
+    alone = argparse.Namespace(**{**vars(plain), which: getattr(args, which)})
+    extra = drain(alone, timer_of(alone))
     keys = ("decisions_per_s", "decisions_per_cpu_s", "schedule_s")
     return {
-        "name": args.extra_filter,
+        "name": getattr(args, which),
         "without": {k: without[k] for k in keys},
         "with": {k: extra[k] for k in keys},
         "ratio": round(extra["decisions_per_s"] / without["decisions_per_s"], 3),
@@ -765,7 +807,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--extra-filter",
         choices=tuple(EXTRA_FILTERS),
         default=None,
-        help="also drain with this filter the capacity index does not know; report the ratio",
+        help="also drain with this filter, which declares nothing; report the ratio",
+    )
+    add(
+        "--extra-scorer",
+        choices=tuple(EXTRA_SCORERS),
+        default=None,
+        help="also drain with this scorer, which declares nothing; report the ratio",
     )
     add("--skip-drain", action="store_true", help="only the 1000-job latency cycles")
     add(
@@ -806,7 +854,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    register_extra(args.extra_filter)
+    register_extra(args)
     if args.cycle_times:  # a later run of ``--repeats``
         _, cycle_ms = latency(args, timer_of(args))
         print(json.dumps({"cycle_ms": cycle_ms}))
@@ -818,8 +866,9 @@ def main(argv: list[str] | None = None) -> None:
         "python": sys.version.split()[0],
         **build_info(),
     }
-    if args.extra_filter is not None and not args.skip_drain:
-        result["extra_filter"] = without_and_with(args, timer)
+    for which in ("extra_filter", "extra_scorer"):
+        if getattr(args, which) is not None and not args.skip_drain:
+            result[which] = without_and_with(args, which)
     if args.mig and not args.skip_drain:
         result["mig_ratio"] = mig_ratio(args)
     with profiling(args.profile, timer):

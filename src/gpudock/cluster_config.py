@@ -2,10 +2,12 @@
 
 Pure. ``ClusterConfig`` is the part of the server config that may change
 without a restart: priority classes, queues (cohorts, groups, quotas,
-members, per-user limits, fair share) and each node's labels and taints::
+members, per-user limits, fair share), the queueing strategies the cycle
+walks the queues with, and each node's labels and taints::
 
     priority_classes:
       - {name: urgent, value: 100}
+    queueing: [borrow-last, strict-fifo]
     queues:
       cohorts: [research]
       queues:
@@ -26,9 +28,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpudock.config import NodeConfig, PriorityClass, ServerConfig, unique_classes
+from gpudock.config import (
+    NodeConfig,
+    PriorityClass,
+    ServerConfig,
+    checked_queueing,
+    unique_classes,
+)
 from gpudock.core.spec_schema import AFFINITY_KEY, AFFINITY_VALUE, END, TAINT_PATTERN
 from gpudock.queue.config import QueuesConfig
+from gpudock.queue.strategies import DEFAULT as DEFAULT_QUEUEING
 
 
 class NodeTraitsConfig(BaseModel):
@@ -68,6 +77,10 @@ class ClusterConfig(BaseModel):
 
     priority_classes: list[PriorityClass] = Field(default_factory=list)
     queues: QueuesConfig = Field(default_factory=QueuesConfig)
+    queueing: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_QUEUEING),
+        description="queueing strategies, in order (borrow-last, strict-fifo)",
+    )
     nodes: dict[str, NodeTraitsConfig] = Field(
         default_factory=dict, description="node name -> labels and taints; unnamed: none"
     )
@@ -77,6 +90,11 @@ class ClusterConfig(BaseModel):
     def _unique(cls, value: list[PriorityClass]) -> list[PriorityClass]:
         return unique_classes(value)
 
+    @field_validator("queueing")
+    @classmethod
+    def _strategies(cls, value: list[str]) -> list[str]:
+        return checked_queueing(value)
+
     @classmethod
     def of_server(cls, config: ServerConfig, node: str) -> ClusterConfig:
         """The server config's scheduling part, with ``node``'s labels and taints."""
@@ -84,13 +102,18 @@ class ClusterConfig(BaseModel):
         return cls(
             priority_classes=config.scheduler.priority_classes,
             queues=config.scheduler.queues,
+            queueing=config.scheduler.queueing,
             nodes={node: traits} if traits.labels or traits.taints else {},
         )
 
     def into(self, config: ServerConfig, node: str) -> ServerConfig:
         """``config`` with this scheduling part in force (a new value; ``config`` unchanged)."""
         scheduler = config.scheduler.model_copy(
-            update={"priority_classes": self.priority_classes, "queues": self.queues}
+            update={
+                "priority_classes": self.priority_classes,
+                "queues": self.queues,
+                "queueing": self.queueing,
+            }
         )
         traits = self.nodes.get(node, NodeTraitsConfig())
         node_config = config.node.model_copy(

@@ -23,6 +23,8 @@ Example::
         registry.example.com: {username: puller, password_file: /etc/gpudock/registry.pw}
     scheduler:
       placement: binpack
+      queueing: [borrow-last]  # add strict-fifo for head-of-line blocking per queue
+      never_fits: refuse       # or pending: a job no node could run waits for a node
       queues:
         cohorts: [research]
         queues:
@@ -63,6 +65,8 @@ from gpudock.core.units import parse_duration, parse_size
 from gpudock.docfile import DocumentError, load_document
 from gpudock.gpus.config import GpuNodeConfig
 from gpudock.queue.config import QueuesConfig
+from gpudock.queue.strategies import DEFAULT as DEFAULT_QUEUEING
+from gpudock.queue.strategies import strategies
 
 
 class ExecutorConfig(BaseModel):
@@ -228,11 +232,25 @@ class SchedulerConfig(BaseModel):
         default_factory=QueuesConfig,
         description="declared queues, cohorts and fair share; none declared: no quotas",
     )
+    queueing: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_QUEUEING),
+        description="queueing strategies, in order (borrow-last, strict-fifo)",
+    )
+    never_fits: Literal["refuse", "pending"] = Field(
+        default="refuse",
+        description="a job no node could ever run: refused at submit (422), or kept pending "
+        "with the reason (for clusters that nodes may join later)",
+    )
 
     @field_validator("priority_classes")
     @classmethod
     def _unique(cls, value: list[PriorityClass]) -> list[PriorityClass]:
         return unique_classes(value)
+
+    @field_validator("queueing")
+    @classmethod
+    def _strategies(cls, value: list[str]) -> list[str]:
+        return checked_queueing(value)
 
     def priority_class(self, name: str) -> PriorityClass | None:
         return next((c for c in self.priority_classes if c.name == name), None)
@@ -439,6 +457,16 @@ class ServerConfig(BaseModel):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value)
+
+
+def checked_queueing(names: list[str]) -> list[str]:
+    """``names`` when every one is a known queueing strategy, each once; else ``ValueError``
+    listing the known ones (``gpudock.queue.strategies``)."""
+    strategies(names)  # ValueError for an unknown name, listing the known ones
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"queueing strategies must be unique; repeated: {', '.join(repeated)}")
+    return names
 
 
 def load_config(path: str | Path | None) -> ServerConfig:

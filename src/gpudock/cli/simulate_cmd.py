@@ -17,6 +17,8 @@ from gpudock.cli.progress import ProgressLine
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from gpudock.sim.results import RunRecord
+
 # The simulator (NumPy, SciPy, the scheduler) loads when the command runs, not
 # when ``gpudock`` starts: these names are for the help text, and a test holds
 # them equal to ``gpudock.sim.policies.POLICIES`` and ``gpudock.sim.traces.FORMATS``.
@@ -146,6 +148,7 @@ def simulate_command(
             err.print(f"simulating {chosen.name} on {len(jobs)} jobs ...")
         shown = None if quiet or not sys.stderr.isatty() else ProgressLine(sys.stderr, chosen.name)
         runs.append(simulate(jobs, spec, chosen, config, shown.update if shown else None))
+        _refused(runs[-1])
     summaries = compare(runs)
     if as_json:
         typer.echo(json.dumps(summaries, indent=2))
@@ -162,6 +165,22 @@ def simulate_command(
         except OSError as exc:
             raise _fail(f"--report {report}: cannot write the report ({exc})", 1) from None
         err.print(f"report: {index}")
+
+
+def _refused(run: RunRecord) -> None:
+    """On stderr: the jobs a server would refuse at submit (no node could ever run them, or
+    their queue never admit them), by reason, in the server's words:
+    ``refused N jobs (ids): can never be scheduled: reason``."""
+    from rich.markup import escape
+
+    for why, ids in sorted(run.refused.items(), key=lambda item: (-len(item[1]), item[0])):
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        label = "job" if len(ids) == 1 else "jobs"
+        err.print(
+            f"{run.policy}: refused {len(ids)} {label} ({escape(shown)}): can never be "
+            f"scheduled: {escape(why)}",
+            highlight=False,
+        )
 
 
 FIELDS = (

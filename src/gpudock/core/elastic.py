@@ -17,10 +17,7 @@ no ``topology`` (a larger size could need another NVLink domain).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from gpudock.core.job import Job, JobSpec
+from typing import Any, Literal
 
 ElasticMode = Literal["restart"]
 GPU_COUNT = r"0*(?:[1-9][0-9]{0,2}|10[01][0-9]|102[0-4])"
@@ -95,9 +92,9 @@ def range_problem(
     return None
 
 
-def size_env(spec: JobSpec, job: Job) -> dict[str, str]:
-    """``WORLD_SIZE``, the number of GPUs an elastic job got this attempt; ``{}`` for a
-    fixed count (``GPUDOCK_GPUS`` lists the uuids of every job's GPUs)."""
-    if spec.elastic_range is None:
+def size_env(elastic_range: tuple[int, int] | None, gpus: int) -> dict[str, str]:
+    """``WORLD_SIZE``: ``gpus``, the number of GPUs an elastic job (``elastic_range`` set) got
+    this attempt; ``{}`` for a fixed count (``GPUDOCK_GPUS`` lists every job's GPU uuids)."""
+    if elastic_range is None:
         return {}
-    return {"WORLD_SIZE": str(len(job.gpu_uuids))}
+    return {"WORLD_SIZE": str(gpus)}

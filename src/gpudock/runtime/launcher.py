@@ -195,7 +195,11 @@ def build_request(
         name=job.container_name or container_name(ctx.instance_id, job.id, job.attempt),
         image=spec.image,
         command=spec.command,
-        env={**spec.env, **array_env(job.array_id, job.array_index), **size_env(spec, job)},
+        env={
+            **spec.env,
+            **array_env(job.array_id, job.array_index),
+            **size_env(spec.elastic_range, len(job.gpu_uuids)),
+        },
         gpu_uuids=job.gpu_uuids,
         gpu_memory=job.gpu_memory_per_gpu,
         gpu_memory_total=gpu_memory_total,

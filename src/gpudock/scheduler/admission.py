@@ -102,7 +102,7 @@ def never_admitted_on(
 ) -> NeverAdmitted | None:
     """Why ``job`` could never be admitted into its queue on ``nodes``, or None.
 
-    ``queue.never_admitted`` with ``job`` priced as ``Admission.estimate``
+    ``queue.never_admitted`` with ``job`` priced as ``QueueAdmission.estimate``
     prices it, over every GPU of ``nodes`` (availability and health ignored:
     what a node that is down may bring back counts), as the submit check and
     the simulator's skip ask it. None without declared queues.
@@ -142,7 +142,7 @@ def _cpus(nodes: Iterable[NodeView]) -> float:
     return sum((n.cpus for n in nodes if n.cpus is not None), 0.0)
 
 
-class Admission:
+class QueueAdmission:
     """Steps 1 and 3 for one cycle; mutable (the ledger), never touches the snapshot."""
 
     def __init__(

@@ -1,24 +1,24 @@
 """EASY backfill: the first blocked job gets a reservation; later jobs may not delay it.
 
-Step 3e of the cycle. When the first job of the cycle's order is blocked for
+Step 3c of the cycle. When the first job of the cycle's order is blocked for
 lack of capacity, ``Reservation.make`` finds where and when it could start:
 
-1. on each node that could ever hold it, walk the running jobs' expected
-   ends (``started_at + max_runtime``; stopping jobs end now) in time order
-   until the job fits (GPUs, and CPUs and host memory where the node counts
-   them): that is the node's shadow time;
+1. on each node whose filters would admit it with nothing running there
+   (``PostFilter.admits_empty``), walk the running jobs' expected ends
+   (``started_at + max_runtime``; stopping jobs end now) in time order until the
+   profile's filters admit it on the node as it would be once they ended
+   (``PostFilter.first_fit``): that is the node's shadow time;
 2. take the node with the earliest shadow time (ties to the name), or, when
    no running job there has a ``max_runtime``, the first node where it fits
    once everything ends, with an unknown start;
-3. reserve the GPUs it would take there, preferring ones busy now, so that
-   GPUs that are free now stay free for others where possible.
+3. reserve the lowest-indexed GPUs it could use there then.
 
 Step 1 on every node would cost O(nodes x running jobs x GPUs) per blocked
 job, so nodes are tried in order of a lower bound of their shadow time
 (``_earliest``: the end of the k-th running job to end, where k jobs at the
-least must release GPUs for the job to fit), stopping once the earliest found
-is before the next bound; each try counts usable GPUs with
-``release.Release``. The answer is the same.
+least must release GPUs for the job's GPUs to be usable, as the capacity model
+requires), stopping once the earliest found is before the next bound. The
+answer is the same.
 
 The reserved GPUs that are free now are *held* in the cycle's capacity
 model, so later jobs cannot take them. A later job whose ``max_runtime``
@@ -32,21 +32,18 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudock.core.job import PendingReason
 from gpudock.core.units import format_duration
 from gpudock.scheduler.capacity import CycleState, usable_now
-from gpudock.scheduler.preemption import could_fit_if_freed, fits_after, usable_after
+from gpudock.scheduler.post_filter import PostFilter, node_after
 from gpudock.scheduler.release import (
-    Release,
     RunningOn,
-    expected_end,
     releases_needed,
     usable_bound,
 )
-from gpudock.scheduler.snapshot import JobRequest, ReservedGpus, RunningJob
+from gpudock.scheduler.snapshot import JobRequest, ReservedGpus
 from gpudock.scheduler.wording import UNKNOWN_START, clock, expected_start, gpus_of
 
 
@@ -60,7 +57,9 @@ class Reservation:
     held: tuple[int, ...] = ()  # indices held now in the capacity model
 
     @classmethod
-    def make(cls, job: JobRequest, state: CycleState, running: RunningOn) -> Reservation | None:
+    def make(
+        cls, job: JobRequest, state: CycleState, running: RunningOn, feasibility: PostFilter
+    ) -> Reservation | None:
         """Steps 1-3; None when no node could ever hold the job.
 
         The node with the earliest ``(shadow time, name)``. Nodes are tried in
@@ -79,12 +78,11 @@ class Reservation:
             elif name in holders:
                 order.append((first_end(name), name, False))
         heapq.heapify(order)
-        best: tuple[float, str] | None = None
-        views = state.views
-        while order and (best is None or order[0][:2] < best):
+        best: tuple[float, str, int] | None = None  # (start, node, jobs it waits for)
+        while order and (best is None or order[0][:2] < best[:2]):
             bound, name, tight = heapq.heappop(order)
             if not tight:
-                if not could_fit_if_freed(job, views[name]):
+                if not feasibility.admits_empty(job, name):
                     continue
                 earliest = _earliest(job, state, running, name)
                 if earliest is None:
@@ -92,12 +90,12 @@ class Reservation:
                 if earliest > bound:
                     heapq.heappush(order, (earliest, name, True))
                     continue
-            start = _shadow_time(job, state, running, name)
-            if start is not None and (best is None or (start, name) < best):
-                best = (start, name)
+            shadow = _shadow_time(job, state, running, name, feasibility)
+            if shadow is not None and (best is None or shadow[:2] < best[:2]):
+                best = shadow
         if best is None:
             return None
-        return _shadow(job, state, best[1], running.holders.get(best[1], ()), now)
+        return _shadow(job, state, running, best)
 
     def hold(self, state: CycleState) -> None:
         """Keep the reserved GPUs that are free now away from later jobs."""
@@ -171,30 +169,26 @@ def _earliest(job: JobRequest, state: CycleState, running: RunningOn, name: str)
     return running.now if count == 0 else jobs.ends[count - 1]
 
 
-def _shadow_time(job: JobRequest, state: CycleState, running: RunningOn, name: str) -> float | None:
-    """``_shadow(...).start`` (step 1 on one node), counting with ``Release``."""
-    release = Release.on(job, state, name)
+def _shadow_time(
+    job: JobRequest, state: CycleState, running: RunningOn, name: str, feasibility: PostFilter
+) -> tuple[float, str, int] | None:
+    """``(shadow time, name, k)`` of step 1 on one node, where the job fits once the ``k``
+    running jobs that end first there have ended; None when it never fits there."""
     jobs = running.jobs(name, state.nodes.gpus_of(name), state.unique_uuids)
-    count = release.first_fit(jobs.in_end_order())
+    count = feasibility.first_fit(job, name, jobs.in_end_order())
     if count is None:
         return None
-    return running.now if count == 0 else jobs.ends[count - 1]
+    return (running.now if count == 0 else jobs.ends[count - 1], name, count)
 
 
 def _shadow(
-    job: JobRequest, state: CycleState, name: str, running: Sequence[RunningJob], now: float
-) -> Reservation | None:
-    node = state.nodes[name]
-    ends = sorted(((expected_end(r, now), r.id, r) for r in running), key=lambda e: e[:2])
-    released: list[RunningJob] = []
-    steps: list[tuple[float, RunningJob | None]] = [(now, None)]
-    steps += [(end, r) for end, _, r in ends]
-    for end, victim in steps:
-        if victim is not None:
-            released.append(victim)
-        if fits_after(job, node, released):
-            usable = usable_after(job, node, released)
-            gpus = sorted(usable, key=lambda g: (usable_now(job, g), g.index))[: job.gpus]
-            indices = tuple(sorted(g.index for g in gpus))
-            return Reservation(job, name, end, indices, tuple(sorted(r.id for r in released)))
-    return None
+    job: JobRequest, state: CycleState, running: RunningOn, found: tuple[float, str, int]
+) -> Reservation:
+    """Step 3: the reservation on the node ``_shadow_time`` found: the lowest-indexed GPUs
+    the job could use there once those jobs have ended."""
+    start, name, count = found
+    jobs = running.jobs(name, state.nodes.gpus_of(name), state.unique_uuids)
+    released = jobs.in_end_order()[:count]
+    after = node_after(state.nodes[name], released)
+    gpus = [g.index for g in after.gpus if usable_now(job, g)][: job.gpus]
+    return Reservation(job, name, start, tuple(gpus), tuple(sorted(r.id for r in released)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gpudock.scheduler.node_fit import ANY_MODEL, NodeFit, node_fit, refit
 from gpudock.scheduler.node_state import (
@@ -103,6 +104,8 @@ class NodeStates(Mapping[str, NodeState]):
         return (view.host_memory or 0) - view.used_host_memory
 
 
+T = TypeVar("T")
+
 ViewFits = dict[int, tuple[tuple[GpuView, ...], NodeFit]]
 """``node_fit(gpus, ANY_MODEL)`` of snapshot GPU tuples, by ``id``; each entry keeps its tuple."""
 
@@ -128,9 +131,16 @@ class FitMemo:
 class CycleState:
     """Per-cycle capacity of every node, by name.
 
-    Only ``reserve`` changes capacity; ``changes`` logs the name of every node
-    it changed, in order, so readers can catch up on what changed since.
+    ``reserve`` and ``hold`` take capacity, ``release`` gives a hold back; ``changes`` logs
+    the name of every node they changed, in order, so readers can catch up on what
+    changed since, and ``released`` counts the releases: while it stays the same,
+    capacity only shrinks.
     ``views`` are the snapshot's nodes (never changed), by name.
+
+    It also carries the cycle's plugin data (kube-scheduler's ``CycleState``): a
+    pre-score plugin ``write``s what it computed once per cycle (share prices, a learned
+    workload), before any job is tried; scorers and pickers ``read`` it. Nothing else
+    writes it, and nothing written changes during the cycle.
 
     ``fit`` of a node not copied yet reuses the summary that the previous
     cycle given the same ``memo`` made of the very same GPU tuple (``FitMemo.fits``;
@@ -150,6 +160,7 @@ class CycleState:
             self.views[view.name] = view
         self.nodes = NodeStates(self.views)
         self.changes: list[str] = []
+        self.released = 0
         self._fits: dict[str, NodeFit] = {}
         self._stale: dict[str, NodeFit] = {}  # fits of nodes changed since, to refit from
         self._unique_uuids: bool | None = None
@@ -157,6 +168,17 @@ class CycleState:
         self._known = self._memo.fits  # the snapshot GPU tuples the last cycle fitted
         self._fitted: ViewFits = {}  # those this cycle fits, for the next one
         self._memo.fits = self._fitted
+        self._data: dict[type, object] = {}
+
+    def write(self, value: object) -> None:
+        """Record this cycle's ``value``, under its type (a pre-score plugin, before step 2
+        ends; a second value of the same type replaces the first)."""
+        self._data[type(value)] = value
+
+    def read(self, kind: type[T]) -> T | None:
+        """This cycle's value of type ``kind``, or None when no plugin wrote one."""
+        found = self._data.get(kind)
+        return found if isinstance(found, kind) else None
 
     @property
     def unique_uuids(self) -> bool:
@@ -295,6 +317,7 @@ class CycleState:
                 gpu.exclusive = False
                 gpu.used_memory = 0
         node.refresh()
+        self.released += 1
         self._changed(node.name)
 
     def _take(self, job: JobRequest, node: NodeState, chosen: Sequence[GpuState]) -> int | None:

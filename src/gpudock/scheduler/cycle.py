@@ -68,7 +68,7 @@ from gpudock.core.job import PendingReason
 from gpudock.gcpause import collector_paused
 from gpudock.queue.strategies import DEFAULT, Walk, strategies
 from gpudock.scheduler.acceleration import Accelerator, Reference
-from gpudock.scheduler.admission import Admission, QueuePolicy
+from gpudock.scheduler.admission import QueueAdmission, QueuePolicy
 from gpudock.scheduler.backfill import Reservation
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.elastic import grow, shrink
@@ -77,6 +77,7 @@ from gpudock.scheduler.explain import explain_blocked, explain_gangs, explain_re
 from gpudock.scheduler.framework import OrderPolicy, Profile
 from gpudock.scheduler.hold import withhold
 from gpudock.scheduler.placing import backfill, hold_for_preemptor, place_gang, place_job
+from gpudock.scheduler.post_filter import PostFilter
 from gpudock.scheduler.preemption import plan_preemptions
 from gpudock.scheduler.registry import ACCELERATOR, build_profile
 from gpudock.scheduler.release import RunningOn
@@ -112,7 +113,8 @@ def schedule(
     worked out for the snapshot objects they share; the Plan is the same.
     """
     policy = QueuePolicy.from_config(config.queues, snapshot.queue_history)
-    return run_cycle(snapshot, build_profile(config), queues=policy, session=session)
+    profile = build_profile(config)
+    return run_cycle(snapshot, profile, queues=policy, queueing=config.queueing, session=session)
 
 
 def run_cycle(
@@ -156,10 +158,11 @@ class Cycle:
     state: CycleState
     cache: VerdictCache
     running: RunningIndex
-    admission: Admission | None
+    admission: QueueAdmission | None
     walks: tuple[Walk[JobRequest], ...]  # the queueing strategies' walks (step 1, 3a)
     reserves: bool  # False when a strategy forbids EASY reservations
     holders: RunningOn  # for the EASY reservation (step 3c)
+    feasibility: PostFilter  # the filters on nodes as they would be (steps 3c, 5, 6)
     accelerator: Accelerator  # for step 5's victim finder
     session: SchedulerSession
     plan: Plan = field(default_factory=Plan)
@@ -183,8 +186,6 @@ def _run_cycle(
     """The numbered steps of the module doc, in order; ``reasons``: ``run_cycle``'s
     ``explain``."""
     snapshot, held = withhold(snapshot)  # 0
-    for plugin in profile.pre_scorers:  # 2, first: per-cycle data (framework.PreScorePolicy)
-        profile = plugin.pre_score(snapshot, profile, session.plugins)
     cycle = start(snapshot, profile, index, queues, queueing, session)  # 2
     cycle.plan.pending.update(held)
     for job in order(cycle):  # 1
@@ -193,7 +194,14 @@ def _run_cycle(
     eta = explain(cycle, reasons)  # 4
     preempt(cycle, eta)  # 5
     if not (cycle.blocked or cycle.gangs_blocked or cycle.plan.preemptions):  # 6
-        grow(cycle.state, cycle.plan, cycle.elastic, snapshot.running, cycle.admission)
+        grow(
+            cycle.state,
+            cycle.plan,
+            cycle.elastic,
+            snapshot.running,
+            cycle.admission,
+            cycle.feasibility,
+        )
     return cycle.plan
 
 
@@ -205,11 +213,15 @@ def start(
     queueing: Sequence[str],
     session: SchedulerSession,
 ) -> Cycle:
-    """Step 2: the cycle's capacity model and verdict cache, admission and queue walks."""
+    """Step 2: the cycle's capacity model, with the pre-score plugins' data written into it
+    (``framework.PreScorePolicy``); the verdict cache, admission and queue walks."""
     state = CycleState(snapshot.nodes, session.fits)
+    for plugin in profile.pre_scorers:
+        plugin.pre_score(snapshot, profile, state, session.plugins)
     accelerator: Accelerator = ACCELERATOR() if index else Reference()
     cache: VerdictCache = accelerator.verdicts(state, profile, session)
-    admission = Admission(queues, snapshot) if queues is not None else None
+    feasibility = accelerator.post_filter(state, profile, session)
+    admission = QueueAdmission(queues, snapshot) if queues is not None else None
     chosen = strategies(queueing)
     borrows = admission.borrows if admission is not None else None
     running = RunningIndex.of(snapshot.running, snapshot.now, session.running)
@@ -223,6 +235,7 @@ def start(
         walks=tuple(s.walk(borrows) for s in chosen),
         reserves=all(s.reserves for s in chosen),
         holders=RunningOn(running),
+        feasibility=feasibility,
         accelerator=accelerator,
         session=session,
     )
@@ -335,7 +348,7 @@ def reserve(cycle: Cycle, job: JobRequest) -> None:
         and cycle.reservation_tries < RESERVATION_TRIES
     ):
         cycle.reservation_tries += 1
-        cycle.reservation = Reservation.make(job, cycle.state, cycle.holders)
+        cycle.reservation = Reservation.make(job, cycle.state, cycle.holders, cycle.feasibility)
         if cycle.reservation is not None:
             cycle.reservation.hold(cycle.state)
 
@@ -385,9 +398,12 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
     )
     if not (blocked or quota_blocked) or not snapshot.running:
         return
-    finder = cycle.accelerator.victims(cycle.state, cycle.running, cycle.session)
+    feasibility = cycle.feasibility
+    finder = cycle.accelerator.victims(cycle.state, cycle.running, feasibility)
     waiting = frozenset(cycle.running.preempted_for)
-    left = shrink(blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan)
+    left = shrink(
+        blocked, cycle.state, snapshot.running, snapshot.now, waiting, finder, plan, feasibility
+    )
     shrinking = {job.id for job in blocked} - {job.id for job in left}
     blocked = left
     preemptions, reasons = plan_preemptions(
@@ -399,6 +415,7 @@ def preempt(cycle: Cycle, eta: PendingReason | None) -> None:
         quota_blocked,
         cycle.running,
         finder,
+        feasibility,
     )
     plan.preemptions.extend(preemptions)
     for job_id, reason in reasons.items():

@@ -4,12 +4,13 @@ waits for, and give back what they hold above their minimum before anyone is pre
 Step 3 places an elastic job as a job of its minimum (``JobRequest.gpus``); nothing
 else of the cycle knows a job is elastic. Two steps here do:
 
-* **5, first: shrink** (``shrink``). A blocked job that would fit on a node if the
-  ``elastic: restart`` jobs there gave back their GPUs above their minimum
-  preempts those jobs (the cheapest such set, by ``preemption.choose_victims``
-  over views that hold only those GPUs). They restart at their minimum, as the
-  next cycle places them. Only then does ordinary preemption (priority,
-  reclaim) run, for the jobs still blocked.
+* **5, first: shrink** (``shrink``). A blocked job that the profile's filters
+  would admit on a node once the ``elastic: restart`` jobs there gave back their
+  GPUs above their minimum preempts those jobs (the cheapest such set, by
+  ``preemption.choose_victims`` over views that hold only those GPUs, asking
+  the cycle's ``PostFilter``). They restart at their minimum, as the next cycle
+  places them. Only then does ordinary preemption (priority, reclaim) run, for
+  the jobs still blocked.
 * **6: grow** (``grow``), only when no job of the cycle is blocked and nothing is
   preempted: every elastic job placed this cycle takes the free GPUs of its
   node up to its ``max_gpus``; then every running ``elastic: restart`` job below
@@ -17,10 +18,13 @@ else of the cycle knows a job is elastic. Two steps here do:
   ``Resize``: it is restarted (the store requeues it without using a retry)
   and the next cycle places it again, grown to what is free then. The GPUs it
   would grow into are held, so no two jobs count them. Its queue's quota and
-  user cap bound the growth as they bound any placement.
+  user cap bound the growth as they bound any placement, and the profile's
+  filters must admit the job at its grown size on the node with its own GPUs
+  counted free (``PostFilter.fits_after``; a running job is asked with the
+  fields it carries: GPUs, CPUs, memory, queue and user).
 
 Pure, like the whole cycle; the same on the generic and accelerated paths
-(neither reads the verdict cache or the accelerator's index).
+(neither reads the verdict cache; the ``PostFilter`` is the accelerator's).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from dataclasses import replace
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.admission import Admission
+from gpudock.scheduler.admission import QueueAdmission
 from gpudock.scheduler.capacity import CycleState, GpuState, usable_now
-from gpudock.scheduler.preemption import choose_victims, could_fit_if_freed, running_by_node
+from gpudock.scheduler.post_filter import PostFilter
+from gpudock.scheduler.preemption import choose_victims, may_preempt, running_by_node
 from gpudock.scheduler.snapshot import JobRequest, Placement, Plan, Preemption, Resize, RunningJob
 from gpudock.scheduler.victim_sets import VictimSet
 
@@ -55,14 +60,14 @@ def surplus(job: RunningJob) -> RunningJob | None:
     """``job`` holding only its GPUs above its minimum, or None (not elastic, or at it).
 
     Only ``elastic: restart`` jobs (``RunningJob.elastic`` set) are shrunk; the
-    view frees no CPUs, since the job keeps them when it restarts.
+    view frees no CPUs and no host memory, since the job keeps them when it restarts.
     """
     if job.elastic is None or job.memory_per_gpu is not None:
         return None
     low = job.elastic[0]
     if len(job.gpu_uuids) <= low:
         return None
-    return replace(job, gpu_uuids=job.gpu_uuids[low:], cpus=None)
+    return replace(job, gpu_uuids=job.gpu_uuids[low:], cpus=None, memory=None)
 
 
 def shrink(
@@ -73,6 +78,7 @@ def shrink(
     waiting: frozenset[int],
     finder: Taker,
     plan: Plan,
+    feasibility: PostFilter,
 ) -> list[JobRequest]:
     """Step 5, first: blocked jobs take back elastic jobs' GPUs above their minimum.
 
@@ -80,7 +86,8 @@ def shrink(
     still stopping) that fits once some elastic jobs of one node gave those GPUs
     back preempts them (``plan.preemptions``, with a ``priority`` reason first);
     ``finder`` takes them, so that ordinary preemption does not choose them again.
-    Returns the jobs still blocked, for ordinary preemption.
+    ``feasibility``: the cycle's ``PostFilter``. Returns the jobs still blocked, for
+    ordinary preemption.
     """
     by_id = {job.id: job for job in running}
     spare = [s for s in map(surplus, running) if s is not None]
@@ -90,11 +97,10 @@ def shrink(
     left: list[JobRequest] = []
     for job in blocked:
         choice = None
-        if job.id not in waiting:
+        if job.id not in waiting and may_preempt(job):
             holders = running_by_node([s for s in spare if s.id not in taken])
-            fit = [v.name for v in state.views.values() if could_fit_if_freed(job, v)]
-            nodes = [state.nodes[name] for name in fit]
-            choice = choose_victims(job, nodes, holders, lambda _: True, now)
+            nodes = [name for name in holders if name in state.views]
+            choice = choose_victims(job, nodes, holders, lambda _: True, now, feasibility)
         if choice is None:
             left.append(job)
             continue
@@ -118,21 +124,27 @@ def grow(
     plan: Plan,
     placed: dict[int, JobRequest],
     running: Sequence[RunningJob],
-    admission: Admission | None,
+    admission: QueueAdmission | None,
+    feasibility: PostFilter,
 ) -> None:
     """Step 6 (module doc); the caller checks that no job of the cycle is blocked.
 
-    ``placed``: the cycle's elastic placements' requests, by job id.
+    ``placed``: the cycle's elastic placements' requests, by job id; ``feasibility``: the
+    cycle's ``PostFilter``.
     """
-    grow_placements(state, plan, placed, admission)
-    plan.resizes.extend(resizes(state, running, admission))
+    grow_placements(state, plan, placed, admission, feasibility)
+    plan.resizes.extend(resizes(state, running, admission, feasibility))
 
 
 def grow_placements(
-    state: CycleState, plan: Plan, placed: dict[int, JobRequest], admission: Admission | None
+    state: CycleState,
+    plan: Plan,
+    placed: dict[int, JobRequest],
+    admission: QueueAdmission | None,
+    feasibility: PostFilter,
 ) -> None:
     """Step 6a: each elastic placement of ``plan`` takes free GPUs of its node, up to its
-    ``max_gpus``; the lowest free indices."""
+    ``max_gpus``, as many as its quota and the filters admit; the lowest free indices."""
     for i, placement in enumerate(plan.placements):
         job = placed.get(placement.job_id)
         if job is None or job.max_gpus is None:
@@ -140,6 +152,11 @@ def grow_placements(
         node = state.nodes[placement.node]
         free = [g.index for g in node.gpus if usable_now(job, g)]
         more = _allowed(job, min(job.max_gpus - job.gpus, len(free)), admission)
+        own = RunningJob(
+            job.id, job.queue, job.priority, placement.node, placement.gpu_uuids, None, None,
+            cpus=job.cpus, memory=job.memory,
+        )  # fmt: skip
+        more = _admitted(job, more, own, feasibility)
         if more == 0:
             continue
         extra = replace(job, gpus=more, cpus=None, memory=None)  # CPUs and memory: taken
@@ -151,7 +168,10 @@ def grow_placements(
 
 
 def resizes(
-    state: CycleState, running: Sequence[RunningJob], admission: Admission | None
+    state: CycleState,
+    running: Sequence[RunningJob],
+    admission: QueueAdmission | None,
+    feasibility: PostFilter,
 ) -> list[Resize]:
     """Step 6b: ``elastic: restart`` jobs below their ``max_gpus`` that could grow on
     their node now; the GPUs they would take are held for them."""
@@ -160,16 +180,20 @@ def resizes(
         if job.elastic is None or job.stopping or job.memory_per_gpu is not None:
             continue
         held = len(job.gpu_uuids)
-        if held >= job.elastic[1] or not state.views[job.node].available:
+        if held >= job.elastic[1] or job.node not in state.views:
             continue
         node = state.nodes[job.node]
         own = {g.name for g in node.gpus if g.uuid in job.gpu_uuids}
-        request = JobRequest(job.id, 1, job.submitted_at, queue=job.queue, user=job.user)
+        request = JobRequest(
+            job.id, held, job.submitted_at, queue=job.queue, user=job.user,
+            cpus=job.cpus, memory=job.memory,
+        )  # fmt: skip
         free = [g.index for g in node.gpus if g.name in own and usable_now(request, g)]
-        more = _allowed(request, min(job.elastic[1] - held, len(free)), admission)
+        more = _allowed(replace(request, gpus=1), min(job.elastic[1] - held, len(free)), admission)
+        more = _admitted(request, more, job, feasibility)
         if more == 0:
             continue
-        extra = replace(request, gpus=more)
+        extra = replace(request, gpus=more, cpus=None, memory=None)
         state.hold(extra, job.node, free[:more])
         if admission is not None:
             admission.charge(extra, Placement(job.id, job.node, _uuids(node.gpus, free[:more])))
@@ -177,7 +201,18 @@ def resizes(
     return out
 
 
-def _allowed(job: JobRequest, more: int, admission: Admission | None) -> int:
+def _admitted(job: JobRequest, more: int, own: RunningJob, feasibility: PostFilter) -> int:
+    """The most of ``more`` extra GPUs (down to 0) with which the profile's filters admit
+    ``job`` on its node, its own GPUs (``own``) counted free."""
+    while more > 0:
+        grown = replace(job, gpus=job.gpus + more, max_gpus=None)
+        if feasibility.fits_after(grown, own.node, (own,)):
+            return more
+        more -= 1
+    return 0
+
+
+def _allowed(job: JobRequest, more: int, admission: QueueAdmission | None) -> int:
     """The most of ``more`` extra GPUs (down to 0) the job's queue and user cap admit."""
     if admission is None:
         return max(0, more)

@@ -18,6 +18,7 @@ cache"; the purity contract is what makes this one safe.)
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
@@ -66,7 +67,9 @@ def fallback_reason(total_nodes: int) -> PendingReason:
     return PendingReason("devices", f"no node can take it now ({total_nodes} checked)")
 
 
-def _never_constraint(status: Status) -> bool:
+def never_constraint(status: Status) -> bool:
+    """A "never on this node" rejection of the ``constraints`` layer (selector, taints,
+    model)."""
     return status.code is StatusCode.UNRESOLVABLE and status.layer == "constraints"
 
 
@@ -130,6 +133,11 @@ class KeyVerdicts:
         scores = self._scores
         return sorted(scores, key=lambda name: (-scores[name], name))
 
+    def rejected(self) -> Mapping[str, tuple[int, Status]]:
+        """Each rejected node's first failing filter (its position in the profile) and
+        status, as of the last ``catch_up``; read-only."""
+        return self._rejected
+
     def reasons(self) -> list[PendingReason]:
         """Why no node can take a job with this key: at least one reason, memoized.
 
@@ -149,7 +157,8 @@ class KeyVerdicts:
             if not status.ok:
                 self._rejected[node.name] = (i, status)
                 return
-        score = sum(w * policy.score(self._job, node) for policy, w in self._profile.scorers)
+        state = self._state
+        score = sum(w * policy.score(self._job, node, state) for policy, w in self._profile.scorers)
         self._scores[node.name] = score
         heapq.heappush(self._heap, (-score, node.name))
 
@@ -176,7 +185,7 @@ class KeyVerdicts:
                 reasons.append(reason)
         if not reasons and len(self._rejected) == total:
             statuses = [self._rejected[name][1] for name in sorted(self._rejected)]
-            if all(_never_constraint(status) for status in statuses):
+            if all(never_constraint(status) for status in statuses):
                 return [constraints_reason(statuses)]  # each rules out some, together all
         return reasons or [fallback_reason(total)]
 

@@ -1,124 +1,84 @@
-"""Can a job *ever* run on this inventory? Checked at submit time (HTTP 422).
+"""Can a job *ever* run on these nodes? Asked at submit time (HTTP 422), by the profile.
 
-Unlike the cycle's filters, this ignores current allocations, node
-availability and GPU health: a busy, unavailable or unhealthy node may come
-back, so only what no amount of waiting can fix is reported.
+The question is the one every step asks (``post_filter.py``): do the profile's filters
+admit the job on a node as it would be, here with nothing running there
+(``post_filter.emptied``). A node some filter rejects as ``UNRESOLVABLE`` ("never on
+this node": a label it lacks, a model it has not, too few GPUs or CPUs in all, an old
+driver) can never run the job; one rejected as ``UNSCHEDULABLE`` (down, cordoned) may
+come back. A job no node could ever run is refused, in the words the filters give its
+pending reasons (their own ``explain``), whatever the filters are, built in or new. A
+multi-node gang needs ``nodes`` such nodes. With no node registered nothing is refused:
+the cluster is still forming.
+
+Where nodes may join later (a Swarm), the server keeps such jobs pending with those
+reasons instead (``scheduler.never_fits: pending``): the cycle words the same reasons.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from gpudock.core.inventory import gpu_model_matches
-from gpudock.core.units import format_size
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView
+from gpudock.core.job import PendingReason
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.equivalence import KeyVerdicts
+from gpudock.scheduler.framework import Profile, StatusCode
+from gpudock.scheduler.post_filter import emptied
+from gpudock.scheduler.snapshot import JobRequest, NodeView
+
+__all__ = ["Refusal", "blamed", "never_fits"]
+
+LISTED = 3  # the other nodes' rejections a gang's refusal names
 
 
-def _gpus(n: int, model: str | None) -> str:
-    """``4 GPUs``, ``1 GPU``, ``4 H100 GPUs``."""
-    label = f"{model} " if model else ""
-    return f"{n} {label}{'GPU' if n == 1 else 'GPUs'}"
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a job can never run: the filters' reasons, one line for humans (``message``),
+    and the job field to blame (the declared ``field`` of the first filter that rules out
+    a node; None when it declares none)."""
+
+    reasons: tuple[PendingReason, ...]
+    field: str | None
+
+    @property
+    def message(self) -> str:
+        """The reasons' messages, joined: ``needs 16 GPUs; the largest node has 8 (n0)``."""
+        return "; ".join(r.message for r in self.reasons)
 
 
-def never_fits(job: JobRequest, nodes: Sequence[NodeView]) -> str | None:
-    """The reason ``job`` can never fit ``nodes`` even when all are idle, or None.
+def never_fits(job: JobRequest, nodes: Sequence[NodeView], profile: Profile) -> Refusal | None:
+    """The ``Refusal`` of a job no node of ``nodes`` could ever run (module doc), or None.
 
-    Messages (one line, for humans)::
-
-        needs 16 GPUs but no node has GPUs
-        no node has GPU model H100 (have: A100-40GB)
-        needs 16 GPUs but the largest node has 8
-        needs 4 H100 GPUs but the largest node has 2 H100
-        needs 100GiB per GPU but the largest GPU has 80GiB
-        needs 4 GPUs with 20GiB but the largest node has 2 such GPUs
-
-        needs 2 nodes (a gang) but the cluster has 1 node
-
-    Counts are per node (a gang needs ``gpus`` on each of ``nodes`` nodes). CPU-only jobs
-    (``gpus == 0``) always fit. Pure; O(total GPUs).
+    Pure; O(nodes x filters).
     """
-    if job.nodes > 1 and job.nodes > len(nodes):
-        count = f"{len(nodes)} node" + ("" if len(nodes) == 1 else "s")
-        return f"needs {job.nodes} nodes (a gang) but the cluster has {count}"
-    if job.gpus == 0:
+    if not nodes:
         return None
-    model = job.gpu_model
-    if not any(n.gpus for n in nodes):
-        return f"needs {_gpus(job.gpus, model)} but no node has GPUs"
-    per_node = [_model_gpus(n, model) for n in nodes]
-    if not any(per_node):
-        have = sorted({g.name for n in nodes for g in n.gpus})
-        return f"no node has GPU model {model} (have: {', '.join(have)})"
-    if job.shared:
-        return _never_fits_shared(job, per_node)
-    most = max(len(gpus) for gpus in per_node)
-    if most < job.gpus:
-        suffix = f" {model}" if model else ""
-        return f"needs {_gpus(job.gpus, model)} but the largest node has {most}{suffix}"
-    return None
-
-
-def _model_gpus(node: NodeView, model: str | None) -> list[GpuView]:
-    if model is None:
-        return list(node.gpus)
-    return [g for g in node.gpus if gpu_model_matches(model, g.name)]
-
-
-def _never_fits_shared(job: JobRequest, per_node: list[list[GpuView]]) -> str | None:
-    """Shared jobs: is some GPU big enough, and are there enough big ones on one node?"""
-    share = job.gpu_memory
-    assert share is not None
-    size = format_size(share)
-    largest = max(g.memory_total for gpus in per_node for g in gpus)
-    if largest < share:
-        label = f"{job.gpu_model} " if job.gpu_model else ""
-        return f"needs {size} per GPU but the largest {label}GPU has {format_size(largest)}"
-    most = max(sum(1 for g in gpus if g.memory_total >= share) for gpus in per_node)
-    if most < job.gpus:
-        return (
-            f"needs {_gpus(job.gpus, job.gpu_model)} with {size} "
-            f"but the largest node has {most} such GPUs"
-        )
-    return None
-
-
-def never_fits_cpus(
-    job: JobRequest, nodes: Sequence[NodeView], host_cpus: Mapping[str, float]
-) -> str | None:
-    """Why ``job``'s ``cpus`` exceed every node's CPU capacity, or None.
-
-    A node's capacity is its configured ``cpus``, else its host's CPU count from
-    ``host_cpus`` (by node name). A node whose capacity is unknown may fit
-    anything, so then nothing is refused. Message: ``needs 64 CPUs but the
-    largest node has 16``. Pure.
-    """
-    if job.cpus is None or not nodes:
+    state = CycleState([emptied(view) for view in nodes])
+    verdicts = KeyVerdicts(job, state, profile)
+    rejected = verdicts.rejected()
+    never = {n for n, (_, s) in rejected.items() if s.code is StatusCode.UNRESOLVABLE}
+    could = len(state.views) - len(never)
+    if could >= job.nodes:
         return None
-    capacities = []
-    for node in nodes:
-        capacity = node.cpus if node.cpus is not None else host_cpus.get(node.name)
-        if capacity is None:
-            return None
-        capacities.append(capacity)
-    largest = max(capacities)
-    if job.cpus <= largest:
-        return None
-    return f"needs {job.cpus:g} CPUs but the largest node has {largest:g}"
+    reasons = verdicts.reasons()
+    if job.nodes > 1 and could > 0:
+        size = f"{job.gpus} GPU" + ("" if job.gpus == 1 else "s")
+        need, total = f"needs {job.nodes} nodes (a gang) that can each take {size}", len(nodes)
+        named = sorted(never)
+        if named:
+            why = "; ".join(rejected[name][1].reason for name in named[:LISTED])
+            more = f"; and {len(named) - LISTED} more" if len(named) > LISTED else ""
+            gang = PendingReason("gang", f"{need}; {could} of {total} can ({why}{more})")
+        else:
+            noun = "node" if total == 1 else "nodes"
+            gang = PendingReason("gang", f"{need}; the cluster has {total} {noun}")
+        reasons = [gang]
+    first = min(rejected[name][0] for name in never) if never else None
+    field = None if first is None else blamed(profile, first)
+    return Refusal(tuple(reasons), field)
 
 
-def never_fits_memory(job: JobRequest, nodes: Sequence[NodeView]) -> str | None:
-    """Why ``job``'s ``memory`` exceeds every node's memory, or None.
-
-    A node that does not count memory (``host_memory`` None) may fit anything,
-    so then nothing is refused. Message: ``needs 64GiB memory but the largest
-    node has 16GiB``. Pure.
-    """
-    if job.memory is None or not nodes:
-        return None
-    capacities = [node.host_memory for node in nodes]
-    if any(c is None for c in capacities):
-        return None
-    largest = max(c for c in capacities if c is not None)
-    if job.memory <= largest:
-        return None
-    return f"needs {format_size(job.memory)} memory but the largest node has {format_size(largest)}"
+def blamed(profile: Profile, position: int) -> str | None:
+    """The job field the filter at ``position`` declares it checks (its ``field``)."""
+    found = getattr(profile.filters[position], "field", None)
+    return found if isinstance(found, str) else None

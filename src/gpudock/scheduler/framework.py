@@ -4,13 +4,13 @@ Policy is separated from mechanism as in kube-scheduler: the cycle
 (``cycle.py``) only walks the extension points below, in this order, and every
 policy lives in its own module under ``policies/``, listed in ``registry.py``::
 
-    PreScorePolicy once per cycle: per-cycle data for scorers (what they read this cycle)
+    PreScorePolicy once per cycle: writes per-cycle data into the CycleState
     OrderPolicy   sort key for pending jobs                 (who goes first)
     FilterPolicy  (job, node) -> Status                      (which nodes can take it)
                   + explain(rejections) -> PendingReason     (why none could)
                   + optional skips(job) -> bool              (it admits every node: skip it)
-    ScorePolicy   (job, node) -> float, higher is better     (which feasible node)
-    GpuPicker     (job, node) -> GPU indices                 (which GPUs on it)
+    ScorePolicy   (job, node, state) -> float, higher is better (which feasible node)
+    GpuPicker     (job, node, state) -> GPU indices          (which GPUs on it)
 
 Reserving the picked GPUs is mechanism, not policy: ``CycleState.reserve``.
 
@@ -22,27 +22,30 @@ ignores it (running the filter gives the same answer); an accelerator may
 leave the filter out for that job (``skipped``).
 
 ``PreScorePolicy`` is kube-scheduler's PreScore with its ``CycleState``: a
-plugin that computes, once per cycle, what its scorers and picker read (the
-share-price plugin: the LP prices of the job mix), and keeps what it learns
-between a caller's cycles in that caller's session (``PluginState``), never
-in class variables. Scorers and pickers stay functions of (job, node): the
-plugin hands its data to them by returning the cycle's ``Profile`` with
-policies that carry it.
+plugin that computes, once per cycle, what scorers and pickers read (the
+share-price plugin: the LP prices of the job mix) and ``write``s it into the
+cycle's ``CycleState``; scorers and pickers ``read`` it there. What it learns
+between a caller's cycles it keeps in that caller's session (``PluginState``),
+never in class variables. No plugin replaces or rebuilds another.
 
 Contract for every filter and score policy: a pure function of the job's
-``placement_key`` (what it asks for: GPU count, memory share, model) and of
-the one node's state. It never mutates the ``NodeState`` it is given, does no
-I/O and reads no clock. The cycle relies on that to evaluate each node once
-per distinct request and then re-evaluate only the node a reservation
-changed (``equivalence.py``). A policy that needs another job field must add
-it to ``placement_key``.
+``placement_key`` (what it asks for: GPU count, memory share, model), of the
+one node's state and of the cycle's plugin data. It never mutates the
+``NodeState`` or the ``CycleState`` it is given, does no I/O and reads no
+clock. The cycle relies on that to evaluate each node once per distinct
+request and then re-evaluate only the node a reservation changed
+(``equivalence.py``). A policy that needs another job field must add it to
+``placement_key``.
 
-The built-in filters and ``binpack``/``spread`` are also answered by the
-capacity index (``scheduler/accel/``) from its buckets; any other filter in
-the profile it runs through ``filter`` on the candidates it returns, so a new
-filter is correct and fast with nothing else touched. Changing what a
-built-in one checks means changing the index too;
-``tests/unit/scheduler/accel/test_indexed.py`` catches a mismatch.
+The same filters decide every step's feasibility question, not only
+placement: preemption, the EASY reservation, elastic jobs and the submit-time
+check ask them about a node as it would be once some jobs left
+(``post_filter.py``, kube-scheduler's PostFilter).
+
+How a policy may be answered faster is something it declares
+(``declarations.py``): an accelerator reads declarations and never a policy's
+class. A policy that declares nothing is still correct and fast: an
+accelerator runs its own methods on the candidates it finds.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ __all__ = [
     "Status",
     "StatusCode",
     "placement_key",
+    "reads",
     "skipped",
 ]
 
@@ -182,7 +186,12 @@ class OrderPolicy(Protocol):
 
 
 class FilterPolicy(Protocol):
-    """Decides whether a node can take a job, and explains rejections."""
+    """Decides whether a node can take a job, and explains rejections.
+
+    Optional: ``skips(job)`` (module doc); ``declared``, how it may be accelerated
+    (``declarations.py``); ``field``, the job field its rejections are about (``gpus``,
+    ``node_selector``...), which a refusal at submit names (``feasibility.py``).
+    """
 
     name: str
     layer: str
@@ -218,8 +227,9 @@ class ScorePolicy(Protocol):
 
     name: str
 
-    def score(self, job: JobRequest, node: NodeState) -> float:
-        """Only compared between nodes for the same job, so units are free."""
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
+        """Only compared between nodes for the same job, so units are free. ``state`` is
+        read only for this cycle's plugin data (``state.read``)."""
         ...
 
 
@@ -228,13 +238,21 @@ class GpuPicker(Protocol):
 
     name: str
 
-    def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
+    def pick(self, job: JobRequest, node: NodeState, state: CycleState) -> list[int] | None:
         """``job.gpus`` distinct GPU indices usable now, or None if impossible.
 
         Must succeed whenever every filter passed. Never reserves: the cycle
-        does that through ``CycleState.reserve``.
+        does that through ``CycleState.reserve``. ``state`` as for ``ScorePolicy``.
         """
         ...
+
+
+def reads(policy: object) -> tuple[type, ...]:
+    """The kinds of cycle data ``policy`` reads (its optional ``reads`` attribute: a tuple of
+    types); empty when it reads none. A pre-score plugin computes its data only when a
+    policy of the profile reads it."""
+    found = getattr(policy, "reads", ())
+    return tuple(found) if isinstance(found, tuple) else ()
 
 
 T = TypeVar("T")
@@ -272,12 +290,14 @@ class PreScorePolicy(Protocol):
 
     name: str
 
-    def pre_score(self, snapshot: Snapshot, profile: Profile, state: PluginState) -> Profile:
-        """The profile this cycle runs: ``profile`` itself when there is nothing to compute,
-        else a copy whose policies carry this cycle's data. Called before step 2, once per
-        cycle; never mutates ``profile`` or ``snapshot``, does no I/O. What it keeps goes in
-        ``state.get(...)``; unless ``state.learn``, the result is a function of
-        ``snapshot`` and ``profile`` alone."""
+    def pre_score(
+        self, snapshot: Snapshot, profile: Profile, state: CycleState, kept: PluginState
+    ) -> None:
+        """``state.write`` this cycle's data, when a policy of ``profile`` ``reads`` it;
+        nothing otherwise. Called in step 2, once per cycle, before any job is tried;
+        never mutates ``profile`` or ``snapshot``, does no I/O. What it keeps between
+        cycles goes in ``kept.get(...)``; unless ``kept.learn``, what it writes is a
+        function of ``snapshot`` and ``profile`` alone."""
         ...
 
     def prepare(self, profile: Profile) -> None:

@@ -31,7 +31,7 @@ def place_job(
     name = cache.verdicts(job).best()  # filter, score, select
     if name is None:
         return None
-    gpus = profile.picker.pick(job, state.nodes[name])  # pick
+    gpus = profile.picker.pick(job, state.nodes[name], state)  # pick
     if gpus is None:
         return _internal_error(job, name, f"picker {profile.picker.name} found no GPUs")
     try:
@@ -56,7 +56,7 @@ def place_gang(
         return None
     picks: list[tuple[str, list[int]]] = []
     for name in nodes:
-        gpus = profile.picker.pick(job, state.nodes[name])
+        gpus = profile.picker.pick(job, state.nodes[name], state)
         if gpus is None:
             return _internal_error(job, name, f"picker {profile.picker.name} found no GPUs")
         picks.append((name, gpus))
@@ -75,14 +75,15 @@ def backfill(
     The job was blocked everywhere, so only the reservation's node can take it
     once the held GPUs are released; it is checked there directly with the
     profile's filters and picker (not the verdict cache, which assumes
-    capacity only shrinks). The net change is a shrink: the hold is restored
-    on whatever the job did not take.
+    capacity only shrinks). The hold is then restored on what the reserved job
+    can still use; the release is counted (``CycleState.released``), so no verdict
+    takes a key as blocked across it.
     """
     node = state.nodes[reservation.node]
     reservation.release(state)
     try:
         if all(f.filter(job, node).ok for f in profile.filters):
-            gpus = profile.picker.pick(job, node)
+            gpus = profile.picker.pick(job, node, state)
             if gpus is not None:
                 return state.reserve(job, reservation.node, gpus)
         return None

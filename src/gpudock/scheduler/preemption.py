@@ -3,13 +3,16 @@
 Pure functions over the cycle's capacity model. Who *may* be preempted is the
 caller's rule (``eligible``): within a queue, a lower priority, and only for a
 job whose priority class may preempt (``may_priority_preempt``); across
-queues, a borrower that the reclaiming queue may take back from. This module only
-answers "which eligible victims, on which node, lose the least work":
+queues, a borrower that the reclaiming queue may take back from. Who may
+preempt at all: a single-node job that asks for GPUs (``may_preempt``). This
+module only answers "which eligible victims, on which node, lose the least
+work":
 
-1. on each node the job could use if capacity freed up, add eligible victims
-   in preference order (lowest priority, then youngest, then highest id)
-   until the job fits (its GPUs and, on nodes that count them, its CPUs and
-   host memory: what is free plus what the victims hold);
+1. on each node whose filters would admit the job were nothing running there
+   (``PostFilter.admits_empty``), add eligible victims in preference order
+   (lowest priority, then youngest, then highest id) until the profile's
+   filters admit the job on the node as it would be once they stopped
+   (``PostFilter.fits_after``: the same filters as placement, built in or new);
 2. drop every victim the job does not actually need (reverse order);
 3. pick the node whose victim set costs least: lowest top victim priority,
    then fewest victims, then least work lost (seconds run), then node name.
@@ -29,12 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import CycleState, GpuState, NodeState, matches_model, usable_now
-from gpudock.scheduler.policies.node_affinity import admits
-from gpudock.scheduler.release import Release, pick_victims
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.post_filter import PostFilter
 from gpudock.scheduler.running import RunningIndex, victim_order
-from gpudock.scheduler.snapshot import JobRequest, NodeView, Preemption, RunningJob
-from gpudock.scheduler.topology import largest_group
+from gpudock.scheduler.snapshot import JobRequest, Preemption, RunningJob
 from gpudock.scheduler.victim_sets import VictimSet, cost_of, preemptible_now
 
 __all__ = [
@@ -43,101 +44,52 @@ __all__ = [
     "VictimFinder",
     "VictimSet",
     "choose_victims",
-    "could_fit_if_freed",
-    "fits_after",
+    "may_preempt",
     "may_priority_preempt",
     "plan_preemptions",
     "preemptible_now",
     "running_by_node",
-    "usable_after",
     "victim_order",
 ]
 
 
 def choose_victims(
     job: JobRequest,
-    nodes: Iterable[NodeState],
+    nodes: Iterable[str],
     holders: Mapping[str, Sequence[RunningJob]],
     eligible: Callable[[RunningJob], bool],
     now: float,
+    feasibility: PostFilter,
 ) -> VictimSet | None:
     """The cheapest victim set on one node that lets ``job`` fit, or None.
 
-    ``nodes`` are the nodes that pass every filter except capacity;
-    ``holders[node]`` the running jobs holding GPUs there. The definition;
-    the cycle gets the same answers from its accelerator's ``VictimFinder``.
+    ``nodes``: the names of the nodes to try (steps 1-3 of the module doc);
+    ``holders[node]`` the running jobs holding GPUs there; ``feasibility`` the
+    cycle's ``PostFilter``. The definition; the cycle gets the same answers from
+    its accelerator's ``VictimFinder``.
     """
     best: tuple[tuple[float, int, float, str], VictimSet] | None = None
-    for node in nodes:
-        candidates = [
-            v for v in holders.get(node.name, ()) if preemptible_now(v, now) and eligible(v)
-        ]
-        victims = _victims_on(job, node, candidates)
+    for name in nodes:
+        candidates = [v for v in holders.get(name, ()) if preemptible_now(v, now) and eligible(v)]
+        if not candidates or not feasibility.admits_empty(job, name):
+            continue
+        victims = feasibility.victims(job, name, sorted(candidates, key=victim_order))
         if victims is None:
             continue
-        cost = cost_of(victims, node.name, now)
+        cost = cost_of(victims, name, now)
         if best is None or cost < best[0]:
-            best = (cost, VictimSet(node.name, tuple(sorted(victims, key=lambda v: v.id))))
+            best = (cost, VictimSet(name, tuple(sorted(victims, key=lambda v: v.id))))
     return None if best is None else best[1]
 
 
-def _victims_on(
-    job: JobRequest, node: NodeState, candidates: Sequence[RunningJob]
-) -> list[RunningJob] | None:
-    """Steps 1 and 2 on one node: a minimal victim list, or None if even all do not suffice."""
-    release = Release(
-        job, node.gpus, node.cpus, node.free_cpus, node.host_memory, node.free_host_memory
-    )
-    return pick_victims(release, sorted(candidates, key=victim_order))
-
-
-def fits_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> bool:
-    """Would ``job`` fit on ``node`` once ``victims`` released what they hold?
-
-    GPUs (in one NVLink domain or NUMA node when the job requires it) and,
-    on nodes that count them, cores and host memory.
-    """
-    if job.cpus and node.cpus is not None:
-        freed = sum(v.cpus or 0.0 for v in victims)
-        if node.free_cpus + freed + 1e-9 < job.cpus:
-            return False
-    if job.memory and node.host_memory is not None:
-        freed_memory = sum(v.memory or 0 for v in victims)
-        if node.free_host_memory + freed_memory < job.memory:
-            return False
-    usable = usable_after(job, node, victims)
-    if job.topology is not None and job.gpus >= 2:
-        return largest_group(usable, job.topology) >= job.gpus
-    return len(usable) >= job.gpus
-
-
-def usable_after(job: JobRequest, node: NodeState, victims: Sequence[RunningJob]) -> list[GpuState]:
-    """The node's GPUs ``job`` could use after ``victims`` stop (node untouched).
-
-    GPUs no victim holds are tested as they are; the others on copies.
-    """
-    released: dict[str, list[RunningJob]] = {}
-    for victim in victims:
-        for uuid in victim.gpu_uuids:
-            released.setdefault(uuid, []).append(victim)
-    usable = []
-    for gpu in node.gpus:
-        holders = released.get(gpu.uuid)
-        if holders:
-            gpu = gpu.copy()
-            for victim in holders:
-                if victim.memory_per_gpu is None:
-                    gpu.exclusive, gpu.used_memory = False, 0
-                else:
-                    gpu.used_memory = max(0, gpu.used_memory - victim.memory_per_gpu)
-                    gpu.shared_jobs = max(0, gpu.shared_jobs - 1)
-        if usable_now(job, gpu):
-            usable.append(gpu)
-    return usable
+def may_preempt(job: JobRequest) -> bool:
+    """A job may take victims at all: one that asks for GPUs, on one node (a CPU-only job
+    and a multi-node gang never preempt)."""
+    return job.gpus > 0 and job.nodes == 1
 
 
 class Reclaimer(Protocol):
-    """Queue-level reclaim rights (``admission.Admission`` implements it)."""
+    """Queue-level reclaim rights (``admission.QueueAdmission`` implements it)."""
 
     def reclaim_rule(self, job: JobRequest) -> Callable[[RunningJob], bool] | None:
         """Which running jobs ``job`` may reclaim from now, or None."""
@@ -163,8 +115,8 @@ class VictimFinder(Protocol):
         ...
 
     def choose(self, job: JobRequest) -> VictimSet | None:
-        """The priority kind: ``choose_victims`` over the nodes ``could_fit_if_freed``,
-        with candidates of ``job``'s queue of a lower priority, not yet taken."""
+        """The priority kind: ``choose_victims`` over every node, with candidates of
+        ``job``'s queue of a lower priority, not yet taken."""
         ...
 
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
@@ -178,10 +130,12 @@ class VictimFinder(Protocol):
 
 
 class Definition:
-    """``VictimFinder`` by the definition: ``choose_victims`` on every node, per job."""
+    """``VictimFinder`` by the definition: ``choose_victims`` on every node, per job, with
+    the cycle's ``PostFilter``."""
 
-    def __init__(self, state: CycleState, running: RunningIndex) -> None:
+    def __init__(self, state: CycleState, running: RunningIndex, feasibility: PostFilter) -> None:
         self._state = state
+        self._feasibility = feasibility
         self._now = running.now
         self._running = running.running
         self._taken: set[int] = set()
@@ -199,10 +153,10 @@ class Definition:
         return self.any_rule(job, lambda v: v.queue == job.queue and v.priority < job.priority)
 
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
-        taken, nodes = self._taken, self._state.nodes
+        taken = self._taken
         holders = running_by_node([v for v in self._running if v.id not in taken])
-        usable = [nodes[n.name] for n in self._state.views.values() if could_fit_if_freed(job, n)]
-        return choose_victims(job, usable, holders, eligible, self._now)
+        feasibility, now = self._feasibility, self._now
+        return choose_victims(job, self._state.views, holders, eligible, now, feasibility)
 
     def take(self, choice: VictimSet) -> None:
         self._taken.update(choice.ids)
@@ -217,6 +171,7 @@ def plan_preemptions(
     quota_blocked: Sequence[JobRequest] = (),
     index: RunningIndex | None = None,
     search: VictimFinder | None = None,
+    feasibility: PostFilter | None = None,
 ) -> tuple[list[Preemption], dict[int, PendingReason]]:
     """Step 5 of the cycle: preemptions for blocked jobs, highest order first.
 
@@ -234,19 +189,23 @@ def plan_preemptions(
     lent) may only reclaim. Returns the preemptions and, per affected job, a
     ``priority`` or ``fairness`` reason. ``index`` is ``running`` at ``now``
     indexed (``RunningIndex.of``), when the caller has it; ``search`` finds the
-    victims (the cycle's accelerator's; default ``Definition``: try every node).
+    victims (the cycle's accelerator's; default ``Definition`` with ``feasibility``: try
+    every node). A job that may not preempt at all (``may_preempt``) is passed over.
     """
     if index is None:
         index = RunningIndex.of(running, now)
     stopping = index.preempted_for
     if search is None:
-        search = Definition(state, index)
+        assert feasibility is not None, "the definition needs the cycle's PostFilter"
+        search = Definition(state, index, feasibility)
     floor = search.floor  # per queue, the lowest priority that may be preempted now
     preemptions: list[Preemption] = []
     reasons: dict[int, PendingReason] = {}
     for job in blocked:
         if job.id in stopping:
             reasons[job.id] = _waiting(stopping[job.id])
+            continue
+        if not may_preempt(job):
             continue
         if may_priority_preempt(job, floor):
             choice = search.choose(job)
@@ -263,7 +222,7 @@ def plan_preemptions(
         if reclaim is not None:
             _reclaim(job, search, reclaim, preemptions, reasons)
     for job in quota_blocked:
-        if reclaim is not None and job.id not in stopping:
+        if reclaim is not None and job.id not in stopping and may_preempt(job):
             _reclaim(job, search, reclaim, preemptions, reasons)
     return preemptions, reasons
 
@@ -314,26 +273,6 @@ def running_by_node(running: Sequence[RunningJob]) -> dict[str, list[RunningJob]
     for job in running:
         holders.setdefault(job.node, []).append(job)
     return holders
-
-
-def could_fit_if_freed(job: JobRequest, node: NodeState | NodeView) -> bool:
-    """The node is available, admits the job (labels, taints, CPUs and host memory in
-    all) and has enough healthy GPUs of the model, free or not."""
-    if not node.available or job.gpus == 0 or job.nodes > 1:
-        return False
-    if not admits(job, node.labels, node.taints):
-        return False
-    if job.cpus and node.cpus is not None and node.cpus + 1e-9 < job.cpus:
-        return False
-    if job.memory and node.host_memory is not None and node.host_memory < job.memory:
-        return False
-    share = job.gpu_memory if job.shared else None
-    count = sum(
-        1
-        for g in node.gpus
-        if g.healthy and matches_model(job, g) and (share is None or g.memory_total >= share)
-    )
-    return count >= job.gpus
 
 
 def _waiting(stopping: Sequence[RunningJob]) -> PendingReason:

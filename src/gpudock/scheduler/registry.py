@@ -4,10 +4,10 @@ Every policy module in ``policies/`` is listed here once, by name, with its
 factory (kube-scheduler's ``plugins/registry.go``). Which policies run, in
 which order and with which weights, is configuration: ``profile_spec``
 (kube-scheduler's ``default_plugins.go``). The cycle runs the policies of
-the ``Profile`` built here and walks only the extension points; the one
-policy function the scheduler's mechanism still imports is
-``node_affinity.admits`` (in preemption). The capacity index
-(``accel/``) knows the built-in filters and ``binpack``/``spread`` by class.
+the ``Profile`` built here and walks only the extension points; the
+scheduler's mechanism imports no policy. How a policy may be accelerated is
+what it declares (``declarations.py``): the accelerator named here reads
+declarations, never classes.
 
 To add a policy: write one module under ``policies/`` (a class with ``name``
 and the methods of its ``framework`` Protocol) and add one line to its
@@ -39,7 +39,7 @@ from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
 from gpudock.scheduler.policies.cuda_compat import CudaCompat
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
-from gpudock.scheduler.policies.fgd_adaptive import AdaptiveFgd, AdaptiveFgdPicker
+from gpudock.scheduler.policies.fgd_adaptive import AdaptiveFgd, AdaptiveFgdPicker, LearnWorkload
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
 from gpudock.scheduler.policies.gpu_health import GpuHealth
 from gpudock.scheduler.policies.gpu_model import GpuModel
@@ -88,6 +88,7 @@ GPU_PICKERS: Mapping[str, Callable[[], GpuPicker]] = {
 }
 PRE_SCORE_POLICIES: Mapping[str, Callable[[], PreScorePolicy]] = {
     SharePrice.name: SharePrice,
+    LearnWorkload.name: LearnWorkload,
 }
 DEFAULT_PRE_SCORERS: tuple[str, ...] = tuple(PRE_SCORE_POLICIES)
 """Every profile runs these (each does nothing for a profile it has no data for)."""
@@ -215,7 +216,6 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
         for name, weight, options in spec.scorers
     )
     picker = _make(GPU_PICKERS, "GPU picker", spec.picker)
-    _bind(picker, scorers)
     return Profile(
         order=_make(ORDER_POLICIES, "order", spec.order),
         filters=filters,
@@ -223,16 +223,3 @@ def build_profile(config: SchedulerConfig, spec: ProfileSpec | None = None) -> P
         picker=picker,
         pre_scorers=tuple(_make(PRE_SCORE_POLICIES, "pre-score", n) for n in spec.pre_scorers),
     )
-
-
-def _bind(picker: GpuPicker, scorers: tuple[tuple[ScorePolicy, float], ...]) -> None:
-    """Give an ``fgd_adaptive_picker`` the learned workload of the ``fgd_adaptive`` scorer.
-
-    Both learn the workload from the jobs they see; sharing one learner
-    makes the picker take the GPUs the scorer scored.
-    """
-    if isinstance(picker, AdaptiveFgdPicker):
-        for scorer, _ in scorers:
-            if isinstance(scorer, AdaptiveFgd):
-                picker.follow(scorer)
-                return

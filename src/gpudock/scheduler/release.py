@@ -1,14 +1,16 @@
 """What a job could use on one node once some of the node's running jobs stop: exact and cheap.
 
-``preemption.fits_after`` answers "would ``job`` fit on ``node`` once
-``victims`` released what they hold?" by copying every GPU of the node.
-Preemption (step 5) and the EASY reservation (step 3e) ask it for many
-victim sets on many nodes per cycle, so ``Release`` answers the same
-question, with the same result, from the GPUs the victims hold alone:
+``post_filter.node_after`` answers "what would ``node`` be once ``victims``
+released what they hold?" by copying every GPU of the node. Preemption
+(step 5) and the EASY reservation (step 3c) ask the capacity model's rules
+(``rules.py``) about many victim sets on many nodes per cycle, so ``Release``
+answers them, with the same result, from the GPUs the victims hold alone:
 O(GPUs of the node) once per node and job, then O(GPUs the victims hold)
 per question. It never mutates the node or its GPUs. ``pick`` (preemption's
-greedy choice, ``pick_victims``) and ``first_fit`` (the EASY shadow step)
-ask their sequences of questions adding or dropping one job at a time.
+greedy choice, ``post_filter.greedy_victims``) and ``first_fit`` (the EASY
+shadow step) ask their sequences of questions adding or dropping one job at
+a time. An accelerator's ``PostFilter`` answers the filters that declare these
+rules with it (``accel/post_filter.py``).
 
 ``RunningOn`` keeps, per node, what the bounds of ``backfill.py`` and
 ``victims.py`` read of the running jobs there: their end times and how many
@@ -24,8 +26,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches, usable_now
+from gpudock.scheduler.capacity import (
+    AnyGpu,
+    CycleState,
+    matches_model,
+    model_name_matches,
+    usable_now,
+)
 from gpudock.scheduler.node_fit import NodeFit
+from gpudock.scheduler.post_filter import greedy_victims
 from gpudock.scheduler.snapshot import JobRequest, RunningJob
 from gpudock.scheduler.topology import group_of
 
@@ -38,18 +47,24 @@ _EPSILON = 1e-9  # as in ``fits_after``
 class Release:
     """``fits_after(job, node, victims)`` for one job and one node, without copying GPUs.
 
+    It answers the capacity model's rules (``rules.py``): ``GPUS`` always (the GPUs that
+    could ever take a share included); ``GPU_GROUP`` when ``group`` (and the job needs
+    it); ``CPUS`` and ``HOST_MEMORY`` when the node counts them and they are given.
     ``gpus`` are the node's GPUs as they are now (its ``NodeState``'s, or its
     view's while it has not been copied: same fields, same answers);
-    ``cpus``/``free_cpus`` the node's CPU count (None: not counted) and free cores;
-    ``memory``/``free_memory`` its host memory bytes (None: not counted) and those free.
+    ``cpus``/``free_cpus`` the node's CPU count (None: not counted, or not checked) and
+    free cores; ``memory``/``free_memory`` its host memory bytes (None: not counted, or
+    not checked) and those free.
     """
 
     __slots__ = (
         "_by_uuid",
         "_cpus",
+        "_ever",
         "_free_cpus",
         "_free_memory",
         "_gpus",
+        "_group",
         "_job",
         "_memory",
         "usable",
@@ -63,6 +78,7 @@ class Release:
         free_cpus: float,
         memory: int | None = None,
         free_memory: int = 0,
+        group: bool = True,
     ) -> None:
         self._job = job
         self._gpus = gpus
@@ -70,6 +86,7 @@ class Release:
         self._free_cpus = free_cpus
         self._memory = memory
         self._free_memory = free_memory
+        self._group = group and job.topology is not None and job.gpus >= 2
         by_uuid: dict[str, list[tuple[AnyGpu, bool]]] = {}  # each GPU, usable now or not
         usable = 0
         for gpu in gpus:
@@ -78,24 +95,33 @@ class Release:
             usable += now
         self._by_uuid = by_uuid
         self.usable = usable  # GPUs the job could use now
+        share = job.gpu_memory
+        self._ever = True  # a share's GPUs are large enough (``rules.gpus_ever``)
+        if share is not None and job.gpus > 0:
+            large = [g for g in gpus if g.memory_total >= share and matches_model(job, g)]
+            self._ever = len(large) >= job.gpus
 
     @classmethod
-    def on(cls, job: JobRequest, state: CycleState, name: str) -> Release:
-        """The release for ``job`` on node ``name`` as ``state`` has it now."""
+    def on(
+        cls, job: JobRequest, state: CycleState, name: str, host: bool = True, group: bool = True
+    ) -> Release:
+        """The release for ``job`` on node ``name`` as ``state`` has it now; ``host`` False
+        leaves CPUs and memory unchecked."""
         nodes, view = state.nodes, state.views[name]
         return cls(
             job,
             nodes.gpus_of(name),
-            view.cpus,
+            view.cpus if host else None,
             nodes.free_cpus_of(name),
-            view.host_memory,
+            view.host_memory if host else None,
             nodes.free_host_memory_of(name),
+            group,
         )
 
     def fits(self, victims: Sequence[RunningJob]) -> bool:
         """Would the job fit once ``victims`` (in this order) released what they hold?"""
         job = self._job
-        if not self._host_fits(victims):
+        if not self._ever or not self._host_fits(victims):
             return False
         released: dict[str, list[RunningJob]] = {}
         by_uuid = self._by_uuid
@@ -107,7 +133,7 @@ class Release:
                         released[uuid] = [victim]
                     else:
                         holders.append(victim)
-        if job.topology is not None and job.gpus >= 2:
+        if self._group:
             return self._largest_group(released) >= job.gpus
         usable = self.usable
         for uuid, holders in released.items():
@@ -116,10 +142,11 @@ class Release:
         return usable >= job.gpus
 
     def pick(self, candidates: Sequence[RunningJob]) -> list[RunningJob] | None:
-        """``pick_victims(self, candidates)``, testing only the GPUs each step changes."""
+        """``greedy_victims(self.fits, candidates)``, testing only the GPUs each step
+        changes."""
         job = self._job
-        if job.topology is not None and job.gpus >= 2:
-            return pick_victims(self, candidates)
+        if self._group or not self._ever:
+            return greedy_victims(self.fits, candidates)
         if not candidates:
             return None
         released: dict[str, list[RunningJob]] = {}  # uuid -> its holders released, in order
@@ -158,7 +185,7 @@ class Release:
         ``fits(jobs[:k])`` for k = 0, 1, ..., adding one job's GPUs at a time.
         """
         job = self._job
-        if job.topology is not None and job.gpus >= 2:
+        if self._group or not self._ever:
             return next((k for k in range(len(jobs) + 1) if self.fits(jobs[:k])), None)
         released: dict[str, list[RunningJob]] = {}
         gained: dict[str, int] = {}
@@ -222,28 +249,6 @@ class Release:
             if ok and key is not None:
                 counts[key] = counts.get(key, 0) + 1
         return max(counts.values(), default=0)
-
-
-def pick_victims(release: Release, candidates: Sequence[RunningJob]) -> list[RunningJob] | None:
-    """A minimal victim list among ``candidates`` (in victim order), or None if all do not suffice.
-
-    1. add candidates in order until the job fits; 2. drop every victim it
-    does not need, in reverse order.
-    """
-    if not candidates:
-        return None
-    chosen: list[RunningJob] = []
-    for victim in candidates:
-        chosen.append(victim)
-        if release.fits(chosen):
-            break
-    else:
-        return None
-    for victim in reversed(list(chosen)):
-        trial = [v for v in chosen if v.id != victim.id]
-        if trial and release.fits(trial):
-            chosen = trial
-    return chosen
 
 
 def released_state(gpu: AnyGpu, holders: Sequence[RunningJob]) -> tuple[bool, int, int]:

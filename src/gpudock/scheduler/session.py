@@ -13,12 +13,14 @@ starts from what the previous one worked out for those very objects::
 The session holds summaries and indexes of immutable snapshot objects,
 looked up by identity (each entry keeps its object, so an id is never
 mistaken), and each part is brought up to date or rebuilt when those
-objects change; and what pre-score plugins keep (``plugins``, a
-``framework.PluginState``). No answer depends on it: a cycle with a session
-returns the Plan a fresh call returns (``tests/unit/scheduler/test_session.py``),
-unless the caller asks plugins to learn from earlier cycles
-(``SchedulerSession(learn=True)``, as the controller and the simulator do:
-share prices then follow the job mix as tracked over the cycles).
+objects change; what the registry's accelerator keeps, in a slot of its
+own (``accelerator``: the session names no accelerator's class); and what
+pre-score plugins keep (``plugins``, a ``framework.PluginState``). No answer
+depends on it: a cycle with a session returns the Plan a fresh call returns
+(``tests/unit/scheduler/test_session.py``), unless the caller asks plugins to
+learn from earlier cycles (``SchedulerSession(learn=True)``, as the controller
+and the simulator do: share prices then follow the job mix as tracked over the
+cycles, and ``fgd_adaptive`` learns the workload over them).
 
 A session belongs to one caller and one cycle at a time; it holds no lock.
 Two callers (two simulator runs, a benchmark beside a server) each own one.
@@ -28,8 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudock.scheduler.accel.catalog import CatalogMemo
-from gpudock.scheduler.accel.victims import VictimMemo
 from gpudock.scheduler.capacity import FitMemo
 from gpudock.scheduler.framework import PluginState
 from gpudock.scheduler.running import RunningMemo
@@ -41,19 +41,19 @@ class SchedulerSession:
 
     * ``fits``: ``CycleState``'s capacity summaries of snapshot GPU tuples,
       and whether the GPU uuids were unique;
-    * ``catalog``: the capacity index's per-product indexes (``catalog.py``);
     * ``running``: the latest ``RunningIndex`` of ``snapshot.running``;
-    * ``victims``: ``VictimSearch``'s "could the job fit if freed" answers;
+    * ``accelerator``: what the accelerator keeps (one value per kind, of its own
+      classes; ``acceleration.py``), never read by anything else;
     * ``plugins``: what pre-score plugins keep (``framework.PluginState``);
       ``learn`` lets them carry what they saw into later Plans.
     """
 
     fits: FitMemo = field(default_factory=FitMemo)
-    catalog: CatalogMemo = field(default_factory=CatalogMemo)
     running: RunningMemo = field(default_factory=RunningMemo)
-    victims: VictimMemo = field(default_factory=VictimMemo)
     learn: bool = False
+    accelerator: PluginState = field(init=False)
     plugins: PluginState = field(init=False)
 
     def __post_init__(self) -> None:
+        self.accelerator = PluginState()
         self.plugins = PluginState(self.learn)

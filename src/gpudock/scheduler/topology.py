@@ -44,9 +44,14 @@ def groups(gpus: Sequence[GpuState], level: str) -> dict[int, list[GpuState]]:
     return out
 
 
-def largest_group(gpus: Sequence[GpuState], level: str) -> int:
+def largest_group(gpus: Sequence[AnyGpu], level: str) -> int:
     """The most GPUs of ``gpus`` in one group at ``level`` (0 when none has a group)."""
-    return max((len(v) for v in groups(gpus, level).values()), default=0)
+    counts: dict[int, int] = {}
+    for g in gpus:
+        key = group_of(g, level)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)
 
 
 def _tightest(gpus: Sequence[GpuState], level: str, k: int) -> list[GpuState] | None:

@@ -119,6 +119,7 @@ class AdminService:
         live = ClusterConfig(
             priority_classes=config.scheduler.priority_classes,
             queues=config.scheduler.queues,
+            queueing=config.scheduler.queueing,
             nodes=nodes,
         )
         applied = store.latest(session)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 
 from sqlalchemy.orm import Session
 
@@ -18,8 +17,9 @@ from gpudock.core.mig import unknown_profile_problem
 from gpudock.core.mounts import MountRefused, check_mount
 from gpudock.executors.base import EngineTimeout, Executor, ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
-from gpudock.scheduler.feasibility import never_fits, never_fits_cpus, never_fits_memory
-from gpudock.scheduler.snapshot import JobRequest, NodeView
+from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.registry import build_profile
+from gpudock.scheduler.snapshot import JobRequest
 from gpudock.services.admissible import check_admissible
 from gpudock.services.arrays import insert_tasks, plan_array
 from gpudock.services.config_guard import write_checked
@@ -67,10 +67,11 @@ class JobService:
 
         Raises ``InvalidInput`` for a mount outside the admin allowlist (or
         ``:rw`` under a read-only entry) and for env keys the GPU policy refuses,
-        ``Infeasible`` for a job no node could ever hold (GPUs, CPUs or memory;
-        after ``job_defaults`` filled in its unset ``cpus`` and ``memory``) or its
-        queue could never admit (an unknown queue when queues are declared, a
-        limit or per-user cap it exceeds: ``admissible.py``), and ``Forbidden`` for
+        ``Infeasible`` for a job no node could ever run, in the profile's filters' words
+        (after ``job_defaults`` filled in its unset ``cpus`` and ``memory``; unless
+        ``scheduler.never_fits`` is ``pending``) or its queue could never admit (an
+        unknown queue when queues are declared, a limit or per-user cap it exceeds:
+        ``admissible.py``), and ``Forbidden`` for
         a priority or priority class the caller may not use (``priority.py``) or
         a queue the caller is not a member of, and ``TooManyRequests`` over
         the queue's ``max_pending_per_user`` (``queue_access.py``). ``NotFound``
@@ -219,14 +220,19 @@ class JobService:
             raise InvalidInput(problem, field="mig")
 
     def _check_feasible(self, spec: JobSpec, cuda_require: str | None = None) -> None:
-        """Raise ``Infeasible`` when no node could ever hold the job (GPUs, CPUs or memory).
+        """Raise ``Infeasible`` when no node could ever run the job, in the words of the
+        profile's filters (``scheduler.feasibility.never_fits``: the filters on each node as
+        it would be with nothing running); nothing when ``scheduler.never_fits`` is
+        ``pending`` (the cycle then keeps the job pending with the same reasons).
 
-        Every placement constraint goes into the request (CPU-only jobs too: a
-        selector or the nodes' taints may rule out every node). A job that fits
-        the nodes of the controller's latest snapshot is accepted without a
-        read; a refusal is always decided on nodes read from the store now, so
-        a node that joined since that snapshot is counted.
+        Every placement constraint goes into the request. A job that fits the nodes of
+        the controller's latest snapshot is accepted without a read; a refusal is always
+        decided on nodes read from the store now, so a node that joined since that
+        snapshot is counted.
         """
+        config = self.ctx.config.scheduler
+        if config.never_fits == "pending":
+            return
         request = JobRequest(
             id=0,
             gpus=0 if spec.mig is not None else spec.gpus,  # as the snapshot loads it
@@ -243,26 +249,13 @@ class JobService:
             gpu_compute=spec.gpu_compute,
             cuda_require=cuda_require,
         )
+        profile = build_profile(config)
         published = self.ctx.published_snapshot()
-        if published is not None and self._never_fits(request, published.nodes) is None:
+        if published is not None and never_fits(request, published.nodes, profile) is None:
             return
         with self.ctx.db.read() as session:
             nodes = load_nodes(session)
-        refused = self._never_fits(request, nodes)
-        if refused is not None:
-            why, field = refused
-            raise Infeasible(f"job can never be scheduled: {why}", field=field)
-
-    def _never_fits(
-        self, request: JobRequest, nodes: tuple[NodeView, ...]
-    ) -> tuple[str, str] | None:
-        """Why no node of ``nodes`` could ever hold ``request``, and the field to blame."""
-        why = never_fits(request, nodes)
-        if why is not None:
-            return why, "gpus"
-        host = {self.ctx.node_name: float(os.cpu_count() or 1)}  # the server runs on its node
-        why = never_fits_cpus(request, nodes, host)
-        if why is not None:
-            return why, "cpus"
-        why = never_fits_memory(request, nodes)
-        return None if why is None else (why, "memory")
+        refusal = never_fits(request, nodes, profile)
+        if refusal is not None:
+            field = refusal.field or "gpus"
+            raise Infeasible(f"job can never be scheduled: {refusal.message}", field=field)

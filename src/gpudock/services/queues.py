@@ -7,7 +7,7 @@ from typing import Any
 from gpudock.queue import QueueLoad, QueuesConfig, Resources, UsageHistory, build_report
 from gpudock.queue.report import QueuesReport
 from gpudock.runtime.context import RuntimeContext
-from gpudock.scheduler.admission import Admission, QueuePolicy, queue_usage, usable_capacity
+from gpudock.scheduler.admission import QueueAdmission, QueuePolicy, queue_usage, usable_capacity
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.services.queue_access import add_standing
 from gpudock.store.snapshot import load_snapshot
@@ -37,7 +37,7 @@ def queue_report(
     """The queue report for ``snapshot`` (pure; ``/v1/queues`` and ``/metrics`` share it)."""
     policy = QueuePolicy.build(config, history)
     usage = queue_usage(snapshot)
-    admission = Admission(policy, snapshot, usage)
+    admission = QueueAdmission(policy, snapshot, usage)
     running: dict[str, int] = {}
     for job in snapshot.running:
         running[job.queue] = running.get(job.queue, 0) + 1

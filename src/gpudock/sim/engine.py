@@ -38,6 +38,7 @@ from mypy_extensions import mypyc_attr
 from gpudock.scheduler.admission import never_admitted_on, queue_usage
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.feasibility import never_fits
+from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.snapshot import (
     Snapshot,
 )
@@ -125,23 +126,10 @@ class Simulator(JobTransitions):
 
     def _run(self) -> RunRecord:
         started = time.perf_counter()
-        nodes = tuple(self._nodes.values())
-        queues = self._queues.config if self._queues is not None else None
-        refused: dict[tuple[object, ...], bool] = {}  # by what the two checks read of a job
+        self._refuse()
         for number, job in enumerate(self._jobs, start=1):
-            r = job.request
-            share = r.gpu_memory if r.shared else None
-            key = (r.nodes, r.gpus, r.gpu_model, share, r.queue, r.user, r.cpus)
-            never = refused.get(key)
-            if never is None:  # what the server refuses at submit: no node, or never admitted
-                never = refused[key] = never_fits(r, nodes) is not None or (
-                    queues is not None and never_admitted_on(queues, r, nodes) is not None
-                )
-            if never:
-                job.state = "skipped"
-                self.record.skipped_jobs += 1
-                continue
-            self._push(job.trace.submit_time, ARRIVE, number, 0)
+            if job.state != "skipped":
+                self._push(job.trace.submit_time, ARRIVE, number, 0)
         if self.policy.siblings:
             self._sweeps()
         self._note_usage(0.0)
@@ -210,6 +198,31 @@ class Simulator(JobTransitions):
         self.record.jobs = [self._job_record(j) for j in self._jobs if j.state != "skipped"]
         return self.record
 
+    def _refuse(self) -> None:
+        """Refuse, as a server would at submit, the jobs it could never run: no node of
+        the cluster ever admits them (``scheduler.feasibility.never_fits``, with the
+        policy's profile; not under ``scheduler.never_fits: pending``, where such jobs wait
+        unfinished), or their queue could never admit them (``never_admitted_on``, with
+        declared queues). They are not replayed; ``record.refused`` keeps the reason, in
+        the server's words and order (nodes first), with their trace ids."""
+        nodes = tuple(self._nodes.values())
+        profile = self._profile
+        nodes_asked = self.policy.scheduler.never_fits != "pending"
+        queues = self._queues.config if self._queues is not None else None
+        found: dict[tuple[PlacementKey, str, str], str | None] = {}  # by what the checks read
+        for job in self._jobs:
+            r = job.request
+            key = (placement_key(r), r.queue, r.user)
+            if key not in found:
+                refusal = never_fits(r, nodes, profile) if nodes_asked else None
+                queue = never_admitted_on(queues, r, nodes) if queues is not None else None
+                found[key] = next((w.message for w in (refusal, queue) if w is not None), None)
+            why = found[key]
+            if why is not None:
+                job.state = "skipped"
+                self.record.skipped_jobs += 1
+                self.record.refused.setdefault(why, []).append(job.trace.job_id)
+
     def _schedule_tick(self, now: float, running: dict[int, _Job]) -> None:
         """Dynamic priorities: wake up when a running job's priority is due for a refresh.
 
@@ -248,7 +261,7 @@ class Simulator(JobTransitions):
             snapshot,
             self._profile,
             queues=self._queues,
-            queueing=self.policy.queueing,
+            queueing=self.policy.scheduler.queueing,
             explain=False,  # the simulator reads no pending reasons
             session=self._session,
         )

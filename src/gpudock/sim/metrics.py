@@ -123,6 +123,7 @@ def summarize(run: RunRecord) -> dict[str, object]:
         "jobs": len(finished),
         "unfinished": len(run.jobs) - len(finished),
         "skipped_jobs": run.skipped_jobs,
+        "refused": {why: len(ids) for why, ids in sorted(run.refused.items())},
         "avg_jct_s": _round(_mean(jcts), 1),
         "p50_jct_s": _round(percentile(jcts, 50), 1),
         "p99_jct_s": _round(percentile(jcts, 99), 1),

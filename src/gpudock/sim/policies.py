@@ -7,7 +7,8 @@ only chooses its inputs:
 ``static``     each queue owns a fixed partition of nodes, as pinned devices
                do: nodes carry a ``gpudock.sim/partition`` label and jobs
                select their queue's partition (the ``node_affinity`` filter)
-``fifo``       strict FIFO with head-of-line blocking (queueing ``strict-fifo``)
+``fifo``       strict FIFO with head-of-line blocking (``scheduler.queueing``
+               adds ``strict-fifo``, as a server's config would)
 ``priority``   priority order, EASY backfill, priority preemption
 ``fair-share`` declared queues: DRF order, quotas, borrowing and reclaim
 ``sjf-oracle`` shortest true duration first (oracle; non-preemptive)
@@ -37,6 +38,9 @@ A YAML file may define a policy too::
     base: fair-share          # one of the names above
     scheduler:                # a gpudock server ``scheduler:`` section
       placement: spread
+
+A policy's scheduler section is what a server would run, queueing strategies
+included (``scheduler.queueing``); a file that sets no ``queueing`` keeps its base's.
 """
 
 from __future__ import annotations
@@ -68,13 +72,12 @@ class SimPolicy:
     ``order``: ``priority`` (the profile's order) or ``sjf`` (true duration:
     oracle). ``queues``: use the cluster's declared queues (quotas, fair
     share, reclaim). ``partition``: static partitions per queue.
-    ``queueing``: the cycle's queueing strategies (``gpudock.queue.strategies``).
+    ``scheduler``: the server config it runs, its queueing strategies included.
     """
 
     name: str
     description: str
     oracle: bool = False
-    queueing: tuple[str, ...] = DEFAULT
     priority: str = "static"
     order: str = "priority"
     queues: bool = False
@@ -87,7 +90,7 @@ class SimPolicy:
     @property
     def strict(self) -> bool:
         """Strict FIFO: a queue's blocked head holds back its later jobs."""
-        return "strict-fifo" in self.queueing
+        return "strict-fifo" in self.scheduler.queueing
 
     @property
     def dynamic(self) -> bool:
@@ -123,7 +126,9 @@ POLICIES: dict[str, SimPolicy] = {
             partition=True,
         ),
         SimPolicy(
-            "fifo", "strict FIFO with head-of-line blocking", queueing=(*DEFAULT, "strict-fifo")
+            "fifo",
+            "strict FIFO with head-of-line blocking",
+            scheduler=SchedulerConfig(queueing=[*DEFAULT, "strict-fifo"]),
         ),
         SimPolicy("priority", "priority order with EASY backfill and priority preemption"),
         SimPolicy(
@@ -200,6 +205,8 @@ def load_policy(spec: str) -> SimPolicy:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ValueError(f"policy file {spec}: scheduler.{where}: {first['msg']}") from None
+    if "queueing" not in scheduler.model_fields_set:
+        scheduler = scheduler.model_copy(update={"queueing": list(base.scheduler.queueing)})
     name = str(data.get("name") or path.stem)
     description = str(data.get("description") or f"{base.description} ({path.name})")
     policy = replace(base, name=name, description=description, scheduler=scheduler)

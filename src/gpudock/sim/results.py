@@ -66,4 +66,5 @@ class RunRecord:
     horizon: float = 0.0  # virtual time when the run ended
     cycles: int = 0  # scheduling cycles run
     sim_seconds: float = 0.0  # wall-clock seconds the run took
-    skipped_jobs: int = 0  # trace jobs that could never run (never fit, or never admitted)
+    skipped_jobs: int = 0  # trace jobs a server would refuse at submit (not replayed)
+    refused: dict[str, list[str]] = field(default_factory=dict)  # reason -> their trace ids

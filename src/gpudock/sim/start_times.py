@@ -2,7 +2,8 @@
 
 ``estimate_starts`` takes a server ``Snapshot`` (nodes, pending and running
 jobs) and replays it on a virtual clock with the scheduler's own cycle
-(``run_cycle`` as ``schedule`` runs it, without wording pending reasons)
+(``run_cycle`` as ``schedule`` runs it, with the config's queueing strategies,
+without wording pending reasons)
 and the gates' own ``gate`` (dependencies and array limits,
 ``queue/gates.py``)::
 
@@ -20,7 +21,8 @@ A running job ends ``max_runtime`` after it started (its bound), or after its
 queue's default in ``defaults``; a job without either has no known end.
 Each estimate says which it used (``basis``): ``now`` (it would start at
 the next cycle), ``max_runtime``, ``queue_default``, or ``unknown`` (a
-running job it waits behind has no bound, or it never fits, or a dependency
+running job it waits behind has no bound; or no node could ever run it,
+worded by the profile's filters, ``scheduler.feasibility``; or a dependency
 will fail). Replayed jobs are assumed to run to their bound and succeed;
 preemptions in a Plan are not applied. Pure: no I/O, never mutates the
 snapshot, and it runs without the controller's ``SchedulerSession``.
@@ -38,6 +40,8 @@ from gpudock.core.job import JobState
 from gpudock.queue.gates import Gated, gate
 from gpudock.scheduler.admission import QueuePolicy
 from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.feasibility import Refusal, never_fits
+from gpudock.scheduler.framework import PlacementKey, placement_key
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Placement, RunningJob, Snapshot
@@ -182,7 +186,14 @@ def estimate_starts(
         eligible = tuple(j for i, j in pending.items() if i not in verdict.excluded)
         if eligible:
             cycle = replay.snapshot(eligible, snapshot)
-            plan = run_cycle(cycle, profile, queues=queues, explain=False, session=session)
+            plan = run_cycle(
+                cycle,
+                profile,
+                queues=queues,
+                queueing=config.queueing,
+                explain=False,
+                session=session,
+            )
             started: list[tuple[int, tuple[Placement, ...]]]
             started = [(p.job_id, (p,)) for p in plan.placements]
             started += [(g.job_id, g.parts) for g in plan.gangs]
@@ -192,8 +203,17 @@ def estimate_starts(
                 waiting.discard(job_id)
         if not waiting or not replay.advance(resolution):
             break
-    for job_id in pending:
-        out[job_id] = _unknown(job_id, replay)
+    refusals: dict[PlacementKey, Refusal | None] = {}
+    for job_id, job in pending.items():
+        key = placement_key(job)
+        if key not in refusals:
+            refusals[key] = never_fits(job, snapshot.nodes, profile)
+        found = refusals[key]
+        if found is not None:
+            detail = f"unknown: no node could ever run it: {found.message}"
+            out[job_id] = StartEstimate(job_id, None, "unknown", detail)
+        else:
+            out[job_id] = _unknown(job_id, replay)
     return out
 
 

@@ -36,7 +36,9 @@ def config_in_force(api: httpx.Client) -> dict[str, Any]:
 def test_apply_and_diff_while_jobs_run(
     make_server: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
-    server = make_server(config={**FAST_CONFIG, "scheduler": SCHEDULER}).start()
+    # a node may get the label later: such jobs wait rather than being refused at submit
+    scheduler = {**SCHEDULER, "never_fits": "pending"}
+    server = make_server(config={**FAST_CONFIG, "scheduler": scheduler}).start()
     api = server.api()
     node = api.get("/v1/nodes").json()[0]["name"]
     running = [submit(api, **sleeper("vision")) for _ in range(2)]
@@ -44,6 +46,11 @@ def test_apply_and_diff_while_jobs_run(
         wait_state(api, job_id, {"RUNNING"})
     picky = submit(api, **sleeper("default", node_selector={"zone": "a"}))  # no node has it
     assert api.post("/v1/jobs", json=sleeper("nlp")).status_code == 422  # not declared yet
+    waits = wait_for(
+        lambda: (j := api.get(f"/v1/jobs/{picky}").json())["pending_reasons"] and j,
+        what="a constraints reason",
+    )
+    assert waits["pending_reasons"][0]["message"] == "no node matches node selector zone=a"
 
     lower = tmp_path / "cluster.yaml"
     lower.write_text(
@@ -88,6 +95,12 @@ def test_apply_and_diff_while_jobs_run(
     refused = server.cli("admin", "apply", "-f", str(bad), check=False)
     assert refused.returncode == 2
     assert "queues.queues[0].members[0]: unknown user 'nobody'" in refused.stderr
+    assert config_in_force(api)["version"] == 1
+    lifo = api.put("/v1/admin/config", json={"queueing": ["borrow-last", "lifo"]})
+    assert lifo.status_code == 422, lifo.text
+    assert lifo.json()["error"]["message"] == (
+        "queueing: unknown queueing strategy 'lifo' (known: borrow-last, strict-fifo)"
+    )
     assert config_in_force(api)["version"] == 1
 
     events = api.get("/v1/events", params={"type": "config.applied"}).json()["events"]

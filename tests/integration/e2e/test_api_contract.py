@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -69,7 +70,10 @@ def test_bad_specs_get_a_422_that_names_the_field(
 
 def test_a_job_that_can_never_fit_is_rejected_with_the_reason(api: httpx.Client) -> None:
     body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 16}), 422)
-    assert body["message"] == "job can never be scheduled: needs 16 GPUs but the largest node has 4"
+    assert re.fullmatch(
+        r"job can never be scheduled: needs 16 GPUs; node \S+ has only 4", body["message"]
+    ), body["message"]
+    assert body["field"] == "gpus"
     body = error(
         api.post("/v1/jobs", json={"image": TEST_IMAGE, "gpus": 1, "gpu_model": "A100"}), 422
     )
@@ -81,7 +85,15 @@ def test_a_job_that_can_never_fit_is_rejected_with_the_reason(api: httpx.Client)
     assert "100GiB" in body["message"] and "79.5GiB" in body["message"]
     body = error(api.post("/v1/jobs", json={"image": TEST_IMAGE, "cpus": 4096}), 422)
     assert body["code"] == "Infeasible" and body["field"] == "cpus"
-    assert body["message"].startswith("job can never be scheduled: needs 4096 CPUs but")
+    assert body["message"].startswith(
+        "job can never be scheduled: needs 4096 CPUs; the largest node has"
+    )
+    picky = {"image": TEST_IMAGE, "gpus": 1, "node_selector": {"zone": "nowhere"}}
+    body = error(api.post("/v1/jobs", json=picky), 422)
+    assert (body["code"], body["field"]) == ("Infeasible", "node_selector")
+    assert body["message"] == (
+        "job can never be scheduled: no node matches node selector zone=nowhere"
+    )
     assert api.get("/v1/jobs").json() == []  # nothing was stored
 
 

@@ -9,7 +9,9 @@ real containers and XID events, and watch the server act on them.
 from __future__ import annotations
 
 import copy
+import io
 import subprocess
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -341,3 +343,61 @@ def test_a_fatal_xid_on_a_mig_gpu_requeues_its_mig_job(api: httpx.Client, fake: 
     assert requeued["pending_reasons"][0]["message"] == (
         f"needs mig 3g.40gb; node {node} has no free MIG device"
     )
+
+
+@pytest.fixture(scope="module")
+def cuda_image(docker: Any) -> Iterator[str]:
+    """The test image with ``NVIDIA_REQUIRE_CUDA=cuda>=12.8`` (the stand-in's driver
+    supports 12.4), built here and removed after."""
+    tag = f"gpudock-test/cuda-require:{uuid.uuid4().hex[:8]}"
+    require = "cuda>=12.8 brand=tesla,driver>=470,driver<471"
+    dockerfile = f'FROM {TEST_IMAGE}\nENV NVIDIA_REQUIRE_CUDA="{require}"\n'
+    docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, rm=True)
+    yield tag
+    docker.images.remove(tag, force=True)
+
+
+def test_what_no_node_can_run_is_refused_at_submit_saying_why(
+    api: httpx.Client, cuda_image: str, server: ServerProcess
+) -> None:
+    node = api.get("/v1/nodes").json()[0]["name"]
+    before = len(api.get("/v1/jobs").json())
+    computed = {**SLEEP, "gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 50}
+    refused = api.post("/v1/jobs", json=computed)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["field"] == "gpu_compute"
+    assert error["message"] == (
+        f"job can never be scheduled: node {node} time-slices its GPUs (executor.sharing: "
+        "time-slice), which cannot hold a job to a compute share: gpu_compute needs MPS"
+    )
+    old_driver = api.post("/v1/jobs", json={**SLEEP, "image": cuda_image, "gpus": 1})
+    assert old_driver.status_code == 422, old_driver.text
+    error = old_driver.json()["error"]
+    assert error["field"] == "image"
+    assert error["message"] == (
+        f"job can never be scheduled: image needs CUDA ≥ 12.8; node {node} driver supports 12.4"
+    )
+    assert len(api.get("/v1/jobs").json()) == before  # nothing stored
+    cpu_only = submit(api, **{**SLEEP, "image": cuda_image, "command": ["true"]})
+    assert wait_state(api, cpu_only, {"SUCCEEDED"})  # no GPU: the toolkit checks nothing
+    own = {"NVIDIA_REQUIRE_CUDA": "cuda>=12.0"}  # the job's env overrides the image's
+    fits = submit(api, **{**SLEEP, "image": cuda_image, "gpus": 1, "env": own, "command": ["true"]})
+    assert wait_state(api, fits, {"SUCCEEDED"})
+
+
+def test_an_old_driver_blocks_placement_with_both_versions(
+    make_server: Any, tmp_path_factory: pytest.TempPathFactory, cuda_image: str
+) -> None:
+    fake = make_fake_nvml(tmp_path_factory.mktemp("nvml-pending"))
+    fake.state["gpus"] = [fake_gpu(0)]
+    fake.write()
+    env = {"LD_LIBRARY_PATH": str(fake.lib_dir), "GPUDOCK_FAKE_NVML_STATE": str(fake.state_path)}
+    config = {**CONFIG, "scheduler": {"never_fits": "pending"}}  # a Swarm's: nodes may join
+    api = make_server(emulate=None, config=config, env=env).start().api()
+    node = api.get("/v1/nodes").json()[0]["name"]
+    job = submit(api, **{**SLEEP, "image": cuda_image, "gpus": 1})
+    reasons = wait_for(lambda: job_state(api, job)["pending_reasons"], 30, "a pending reason")
+    assert [(r["layer"], r["message"]) for r in reasons] == [
+        ("constraints", f"image needs CUDA ≥ 12.8; node {node} driver supports 12.4")
+    ]

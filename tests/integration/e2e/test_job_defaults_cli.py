@@ -99,8 +99,8 @@ def test_a_job_larger_than_the_node_is_refused_at_submit(small: ServerProcess) -
         assert response.status_code == 422, response.text
         error = response.json()["error"]
         assert (error["code"], error["field"]) == ("Infeasible", "memory")
-        assert "needs 9GiB memory but the largest node has 8GiB" in error["message"]
+        assert "needs 9GiB memory; the largest node has 8GiB" in error["message"]
         response = api.post("/v1/jobs", json={"image": TEST_IMAGE, "cpus": 3})
         assert response.status_code == 422, response.text
-        assert "needs 3 CPUs but the largest node has 2" in response.json()["error"]["message"]
+        assert "needs 3 CPUs; the largest node has 2" in response.json()["error"]["message"]
         assert api.get("/v1/jobs").json() == []

@@ -168,3 +168,22 @@ def test_a_cohorts_guarantees_may_not_exceed_the_clusters_gpus() -> None:
             "the queue guarantees 6 gpus in total but the cluster has 4",
         ),
     ]
+
+
+def test_an_unknown_queueing_strategy_is_refused_listing_the_known_ones() -> None:
+    assert refusal(queueing=["borrow-last", "lifo"]) == (
+        "queueing: unknown queueing strategy 'lifo' (known: borrow-last, strict-fifo)"
+    )
+    assert refusal(queueing=["strict-fifo", "strict-fifo"]) == (
+        "queueing: queueing strategies must be unique; repeated: strict-fifo"
+    )
+
+
+def test_the_queueing_strategies_are_live_and_round_trip() -> None:
+    server = ServerConfig.model_validate({"scheduler": {"queueing": ["borrow-last"]}})
+    assert ClusterConfig.of_server(server, "n1").queueing == ["borrow-last"]
+    strict = cluster(queueing=["borrow-last", "strict-fifo"]).into(server, "n1")
+    assert strict.scheduler.queueing == ["borrow-last", "strict-fifo"]
+    assert server.scheduler.queueing == ["borrow-last"], "the old value is untouched"
+    changes = diff(ClusterConfig.of_server(server, "n1"), ClusterConfig.of_server(strict, "n1"))
+    assert [c.path for c in changes] == ["queueing"]

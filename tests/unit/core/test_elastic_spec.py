@@ -56,8 +56,6 @@ def test_a_bad_range_is_refused_naming_the_problem(fields: dict[str, object], me
 def test_an_elastic_job_learns_its_size_from_world_size() -> None:
     spec = JobSpec(image="a", gpus="2-4")  # type: ignore[arg-type]
     job = Job(1, spec, "al", JobState.STARTING, 0.0, gpu_uuids=("G0", "G1", "G2"))
-    assert size_env(spec, job) == {"WORLD_SIZE": "3"}
+    assert size_env(spec.elastic_range, len(job.gpu_uuids)) == {"WORLD_SIZE": "3"}
     fixed = JobSpec(image="a", gpus=2)
-    assert (
-        size_env(fixed, Job(2, fixed, "al", JobState.STARTING, 0.0, gpu_uuids=("G0", "G1"))) == {}
-    )
+    assert size_env(fixed.elastic_range, 2) == {}

@@ -30,6 +30,7 @@ from gpudock.config import SchedulerConfig
 from gpudock.core.affinity import Taint, Topology, parse_taint, parse_toleration
 from gpudock.core.job import PendingReason
 from gpudock.core.units import parse_size
+from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.snapshot import (
     GpuView,
@@ -44,6 +45,11 @@ from gpudock.scheduler.snapshot import (
 
 GiB = 2**30
 Size = str | int
+
+
+def no_data() -> CycleState:
+    """A cycle with no nodes and no plugin data: to call a scorer or picker on its own."""
+    return CycleState(())
 
 
 def gpu_uuid(node: str, index: int) -> str:

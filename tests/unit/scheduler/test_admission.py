@@ -15,7 +15,7 @@ from tests.unit.scheduler.builders import (
 
 from gpudock.config import SchedulerConfig
 from gpudock.queue import QueuesConfig
-from gpudock.scheduler.admission import Admission, QueuePolicy
+from gpudock.scheduler.admission import QueueAdmission, QueuePolicy
 from gpudock.scheduler.snapshot import Placement
 
 
@@ -164,7 +164,7 @@ def test_a_reclaim_answer_follows_what_the_cycle_charged() -> None:
     pending = [make_job(i).queue("vision").gpus(2).build() for i in (1, 2, 3)]
     nodes = [make_node("n0").gpus(4), make_node("n1").gpus(4)]
     snapshot = make_snapshot(nodes, pending, running=running)
-    admission = Admission(QueuePolicy.build(config(*queues).queues), snapshot)
+    admission = QueueAdmission(QueuePolicy.build(config(*queues).queues), snapshot)
     rule = admission.reclaim_rule(pending[0])
     assert rule is not None and rule(running[1].build()) and not rule(running[0].build())
     admission.charge(pending[1], Placement(2, "n1", (gpu_uuid("n1", 0), gpu_uuid("n1", 1))))
@@ -180,7 +180,7 @@ def test_a_grant_counts_against_the_next_reclaim_of_the_same_shape() -> None:
     running = [make_running(11).on("n0", 0, 1, 2, 3).queue("nlp")]
     pending = [make_job(i).queue("vision").gpus(2).build() for i in (1, 2)]
     snapshot = make_snapshot([make_node("n0").gpus(4)], pending, running=running)
-    admission = Admission(QueuePolicy.build(config(*queues).queues), snapshot)
+    admission = QueueAdmission(QueuePolicy.build(config(*queues).queues), snapshot)
     assert admission.reclaim_rule(pending[0]) is not None  # 2 of a fair share of 3
     admission.granted(pending[0])
     assert admission.reclaim_rule(pending[1]) is None  # 2 promised + 2 would pass it

@@ -12,6 +12,9 @@ from tests.unit.scheduler.builders import (
     run,
 )
 
+from gpudock.config import SchedulerConfig
+from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import ReservedGpus
 
 NOW = 1000.0
@@ -155,3 +158,27 @@ def test_a_reserved_job_that_preempts_publishes_no_reservation() -> None:
     big = make_job(1).gpus(4).priority(10)
     plan = run(make_snapshot([make_node("n0").gpus(4)], [big], now=NOW, running=running))
     assert plan.preemptions and plan.reservations == []
+
+
+def test_a_share_backfilled_onto_held_gpus_frees_what_the_hold_no_longer_needs() -> None:
+    """The hold is restored only on GPUs the reserved job can still use: once a backfilled
+    share leaves 20GiB on GPU 7, the 40GiB job no longer holds it, and a later share of
+    the same shape fits again. The accelerated path does not keep the shape blocked
+    across that release (``CycleState.released``): both paths place job 1."""
+    node = make_node("n0").gpus(8, model="H100").exclusive(0, 1, 2, 3, 4, 6)
+    running = [make_running(1002).on("n0", 0, 1, 2, 6).started(NOW)]
+    running += [make_running(1003).on("n0", 3).started(NOW)]
+    running += [make_running(1004).on("n0", 4).started(NOW)]
+    share = make_job(2).gpus(2).gpu_memory("20GiB").priority(1)
+    jobs = [
+        share,
+        make_job(3).gpus(2).gpu_memory("20GiB").priority(1).submitted(2),
+        make_job(4).gpus(4).gpu_memory("40GiB").priority(1).submitted(3).cannot_preempt(),
+        make_job(5).gpus(2).gpu_memory("20GiB").priority(1).submitted(4).max_runtime(300),
+        make_job(1).gpus(2).gpu_memory("20GiB"),
+    ]
+    snapshot = make_snapshot([node], jobs, now=NOW, running=running)
+    profile = build_profile(SchedulerConfig())
+    accelerated, generic = run_cycle(snapshot, profile), run_cycle(snapshot, profile, index=False)
+    assert accelerated == generic
+    assert placement_of(accelerated, 1) is not None

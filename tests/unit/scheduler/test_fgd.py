@@ -16,7 +16,7 @@ from gpudock.scheduler.registry import REGISTRY, build_profile
 from gpudock.scheduler.snapshot import JobRequest, NodeView, Plan
 from gpudock.scheduler.workload import DEFAULT_WORKLOAD, Fragmentation, TaskType, Workload
 
-from .builders import make_job, make_node, make_snapshot
+from .builders import make_job, make_node, make_snapshot, no_data
 
 GiB = 2**30
 
@@ -95,11 +95,11 @@ def test_task_types_are_validated() -> None:
 def test_a_half_gpu_task_fills_the_half_used_gpu_rather_than_splitting_an_idle_one() -> None:
     node = state_of(make_node("n").gpus(2).shared(1, "40GiB").build())
     job = make_job(1).gpu_memory("40GiB").build()
-    assert FgdPicker().pick(job, node) == [1]
+    assert FgdPicker().pick(job, node, no_data()) == [1]
     # Splitting GPU 0 would leave two half GPUs, useless to whole-GPU tasks.
     frag = fragmentation(DEFAULT_WORKLOAD)
     split = frag.of(((500, 500), None)) - frag.of(summarize(node))
-    assert Fgd().score(job, node) > -split
+    assert Fgd().score(job, node, no_data()) > -split
 
 
 def test_prefers_the_node_whose_leftover_the_popular_tasks_can_still_use() -> None:
@@ -142,7 +142,7 @@ def test_equal_rises_go_to_the_node_left_fullest() -> None:
 def test_a_multi_gpu_share_takes_distinct_gpus_greedily() -> None:
     node = state_of(make_node("n").gpus(4).shared(2, "40GiB").shared(3, "60GiB").build())
     job = make_job(1).gpus(2).gpu_memory("20GiB").build()
-    picked = FgdPicker().pick(job, node)
+    picked = FgdPicker().pick(job, node, no_data())
     assert picked is not None and len(set(picked)) == 2
     assert set(picked) == {2, 3}  # the partly used GPUs, keeping 0 and 1 idle
 
@@ -186,7 +186,7 @@ def test_the_picker_takes_the_gpus_the_scorer_scored() -> None:
         before = frag.of(summarize(node))
         scored = best_choice(frag, job, node, pick=False)  # what Fgd.score ranks by
         assert scored is not None
-        gpus = FgdPicker().pick(job, node)
+        gpus = FgdPicker().pick(job, node, no_data())
         assert gpus is not None
         state.reserve(job, view.name, gpus)
         assert scored.rise == pytest.approx(frag.of(summarize(node)) - before)
@@ -214,9 +214,9 @@ def test_a_one_gpu_share_goes_where_fragmentation_rises_least() -> None:
             choice = best_choice(frag, job, node)
             assert choice is not None
             assert choice.rise == pytest.approx(min(rises))
-            assert Fgd().score(job, node) == pytest.approx(-min(rises), abs=1e-6)
+            assert Fgd().score(job, node, no_data()) == pytest.approx(-min(rises), abs=1e-6)
         else:
-            assert FgdPicker().pick(job, node) is None
+            assert FgdPicker().pick(job, node, no_data()) is None
 
 
 def assert_never_over_allocated(snapshot_nodes: list[NodeView], plan: Plan) -> None:

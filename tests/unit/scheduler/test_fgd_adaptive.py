@@ -8,14 +8,16 @@ import pytest
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
 from gpudock.scheduler import workload as model
-from gpudock.scheduler.capacity import NodeState
+from gpudock.scheduler.capacity import CycleState, NodeState
 from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.framework import Profile
+from gpudock.scheduler.framework import PluginState, Profile
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker, summarize
 from gpudock.scheduler.policies.fgd_adaptive import (
     MIN_JOBS,
     AdaptiveFgd,
     AdaptiveFgdPicker,
+    LearnedFgd,
+    LearnWorkload,
     WorkloadLearner,
 )
 from gpudock.scheduler.policies.share_price import fragmentation
@@ -232,40 +234,56 @@ def test_whole_gpu_jobs_go_where_the_cpu_limited_measure_sends_them() -> None:
 # ── the learned workload ──────────────────────────────────────────────────
 
 
+GiB80 = 80 * 2**30
+
+
 def test_the_workload_is_the_gpu_jobs_seen_each_counted_once() -> None:
     learner = WorkloadLearner()
-    node = state_of(make_node("n").gpus(2, memory="80GiB").build())
-    learner.observe(make_job(1).gpu_memory("20GiB").cpus(3).build(), node)
-    learner.observe(make_job(1).gpu_memory("20GiB").cpus(3).build(), node)  # same id
-    learner.observe(make_job(2).gpus(2).cpus(8).build(), node)
-    learner.observe(make_job(3).gpus(2).cpus(8).build(), node)
-    learner.observe(make_job(4).gpus(0).cpus(8).build(), node)  # CPU-only: not a task type
+    learner.observe(make_job(1).gpu_memory("20GiB").cpus(3).build(), GiB80)
+    learner.observe(make_job(1).gpu_memory("20GiB").cpus(3).build(), GiB80)  # same id
+    learner.observe(make_job(2).gpus(2).cpus(8).build(), GiB80)
+    learner.observe(make_job(3).gpus(2).cpus(8).build(), GiB80)
+    learner.observe(make_job(4).gpus(0).cpus(8).build(), GiB80)  # CPU-only: not a task type
     assert learner.workload() == [(TaskType(2, cpus=8), 2.0), (TaskType(0.25, cpus=3), 1.0)]
 
 
 def test_the_default_workload_is_used_until_enough_jobs_are_seen() -> None:
     learner = WorkloadLearner()
-    node = state_of(make_node("n").gpus(8).cpus(96).build())
-    first = learner.scorer
+    first = learner.learned
     for i in range(MIN_JOBS - 1):
-        learner.observe(make_job(i).gpus(1).cpus(12).build(), node)
-    assert learner.scorer is first
-    learner.observe(make_job(MIN_JOBS).gpus(1).cpus(12).build(), node)
-    assert learner.scorer is not first
+        learner.observe(make_job(i).gpus(1).cpus(12).build(), GiB80)
+    assert learner.learned is first
+    learner.observe(make_job(MIN_JOBS).gpus(1).cpus(12).build(), GiB80)
+    assert learner.learned is not first
     # The learned type asks 12 CPUs per GPU: 72 CPUs serve only 6 of 8 idle GPUs.
     busy = state_of(make_node("m").gpus(8).cpus(96, used=24).build())
-    measure = learner.scorer.measure
+    measure = learner.learned.scorer.measure
     assert isinstance(measure, PricedFragmentation)
     assert measure.parts(summarize(busy)) == pytest.approx((2, 2))
 
 
-def test_the_profile_shares_one_learned_workload_between_scorer_and_picker() -> None:
+def test_scorer_and_picker_read_one_learned_workload_kept_in_the_session() -> None:
     profile = adaptive_profile()
-    scorer = profile.scorers[0][0]
-    assert isinstance(scorer, AdaptiveFgd)
+    assert isinstance(profile.scorers[0][0], AdaptiveFgd)
     assert isinstance(profile.picker, AdaptiveFgdPicker)
-    assert profile.picker.learner is scorer.learner
-    assert adaptive_profile().picker is not profile.picker  # one learner per profile
+    assert "learn_workload" in [p.name for p in profile.pre_scorers]
+    jobs = [make_job(i).gpus(1).cpus(12).build() for i in range(MIN_JOBS)]
+    snapshot = make_snapshot([make_node("n").gpus(8).cpus(96)], jobs)
+    kept = PluginState(learn=True)
+    state = CycleState(snapshot.nodes)
+    LearnWorkload().pre_score(snapshot, profile, state, kept)
+    learned = state.read(LearnedFgd)
+    assert learned is kept.get(WorkloadLearner).learned  # the session's learner, rebuilt once
+    assert learned.scorer.measure is learned.picker._frag
+    # a session that does not learn starts each cycle afresh; a cycle with no reader, nothing
+    fresh = CycleState(snapshot.nodes)
+    LearnWorkload().pre_score(snapshot, profile, fresh, PluginState())
+    assert fresh.read(LearnedFgd) is not learned
+    binpack = CycleState(snapshot.nodes)
+    LearnWorkload().pre_score(snapshot, build_profile(SchedulerConfig()), binpack, kept)
+    assert binpack.read(LearnedFgd) is None
+    kept_attrs = {k for k in vars(AdaptiveFgd) if not k.startswith("__")}
+    assert kept_attrs == {"name", "reads", "score"}  # nothing learned lives in the policy
 
 
 def test_a_half_gpu_share_fills_the_half_used_gpu() -> None:

@@ -63,6 +63,7 @@ def test_every_policy_module_is_registered() -> None:
         "fgd_adaptive",
         "fgd_adaptive_picker",
         "share_price",
+        "learn_workload",
     }
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gpudock.scheduler.capacity import NodeState
-from gpudock.scheduler.policies.binpack import Binpack, stranded_after
+from gpudock.scheduler.declarations import room_of
+from gpudock.scheduler.policies.binpack import Binpack, stranded_gpus
 
 from .builders import (
     assert_pending,
@@ -12,6 +13,7 @@ from .builders import (
     make_job,
     make_node,
     make_snapshot,
+    no_data,
     run,
 )
 
@@ -141,9 +143,13 @@ def test_stranded_capacity_is_what_free_cpus_cannot_feed_at_the_lower_ratio() ->
     node = NodeState.from_view(make_node("n0").gpus(1).cpus(8).build())
     fed = make_job(1).gpus(1).gpu_memory("40GiB").cpus(4).build()
     hungry = make_job(2).gpus(1).gpu_memory("40GiB").cpus(6).build()
-    assert stranded_after(fed, node) == 0.0
-    assert stranded_after(hungry, node) == 0.25
-    assert Binpack(cpu_aware=False).score(hungry, node) == Binpack().score(fed, node)
+    room = room_of(node)
+    for job, stranded in ((fed, 0.0), (hungry, 0.25)):
+        assert room.cpus is not None
+        gpus, largest, free, cpus = room.gpus, room.largest, room.free, room.free_cpus
+        assert stranded_gpus(job, room.cpus, gpus, largest, free, cpus) == stranded
+    unaware = Binpack(cpu_aware=False).score(hungry, node, no_data())
+    assert unaware == Binpack().score(fed, node, no_data())
 
 
 # -- shared GPUs --------------------------------------------------------------

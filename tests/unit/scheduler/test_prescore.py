@@ -1,9 +1,10 @@
 """The pre-score extension point, and share pricing as one plugin behind it.
 
-A ``PreScorePolicy`` runs once per cycle, before any job is scored, and hands its
-per-cycle data to the profile's policies. What it keeps between cycles lives in the
-caller's session (``PluginState``), never in the plugin: a session-less call stays pure,
-and a session that does not learn gives the Plans of fresh calls.
+A ``PreScorePolicy`` runs once per cycle, before any job is scored, and writes its
+per-cycle data into the ``CycleState``, where scorers and pickers read it. What it keeps
+between cycles lives in the caller's session (``PluginState``), never in the plugin: a
+session-less call stays pure, and a session that does not learn gives the Plans of fresh
+calls. No plugin replaces another.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpudock.config import SchedulerConfig
+from gpudock.scheduler.capacity import CycleState, NodeState, capacity_left
 from gpudock.scheduler.cycle import run_cycle, schedule
 from gpudock.scheduler.framework import PluginState, Profile
 from gpudock.scheduler.policies.share_price.mix import job_mix
 from gpudock.scheduler.policies.share_price.plugin import SharePrice, ShareState
-from gpudock.scheduler.policies.spread import Spread
+from gpudock.scheduler.policies.share_price.pricing import SharePricing
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
@@ -44,14 +46,21 @@ class Kept:
     cycles: int = 0
 
 
+@dataclass(frozen=True)
+class Emptiest:
+    """This cycle's data: put jobs on the emptiest node."""
+
+
 class Spreads:
-    """A pre-score plugin that counts its cycles in the session and swaps in ``spread``."""
+    """A pre-score plugin that counts its cycles in the session and writes ``Emptiest``."""
 
     name = "spreads"
 
-    def pre_score(self, snapshot: Snapshot, profile: Profile, state: PluginState) -> Profile:
-        state.get(Kept).cycles += 1
-        return replace(profile, scorers=((Spread(), 1.0),))
+    def pre_score(
+        self, snapshot: Snapshot, profile: Profile, state: CycleState, kept: PluginState
+    ) -> None:
+        kept.get(Kept).cycles += 1
+        state.write(Emptiest())
 
     def prepare(self, profile: Profile) -> None:
         pass
@@ -60,31 +69,51 @@ class Spreads:
         return True
 
 
-def test_a_pre_score_plugin_runs_once_per_cycle_and_its_profile_is_the_cycles() -> None:
+class Follows:
+    """A scorer that reads the cycle's data: the emptiest node with ``Emptiest``, else the
+    fullest."""
+
+    name = "follows"
+    reads = (Emptiest,)
+
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
+        left = capacity_left(job, node)
+        return left if state.read(Emptiest) is not None else -left
+
+
+def test_a_pre_score_plugin_runs_once_per_cycle_and_scorers_read_what_it_wrote() -> None:
     nodes = [make_node("n0").gpus(8).exclusive(0, 1, 2, 3, 4, 5), make_node("n1").gpus(8)]
     snapshot = make_snapshot(nodes, [make_job(1).gpus(1), make_job(2).gpus(1)])
-    profile = build_profile(SchedulerConfig())
-    packed = run_cycle(snapshot, profile)
-    assert {p.node for p in packed.placements} == {"n0"}  # binpack: the fullest node
-    session = SchedulerSession()
-    spread = run_cycle(
-        snapshot, replace(profile, pre_scorers=(*profile.pre_scorers, Spreads())), session=session
-    )
-    assert {p.node for p in spread.placements} == {"n1"}  # spread: the emptiest
-    assert session.plugins.get(Kept).cycles == 1  # once for the cycle, not once per job
+    profile = replace(build_profile(SchedulerConfig()), scorers=((Follows(), 1.0),))
+    for index in (True, False):
+        packed = run_cycle(snapshot, profile, index=index)
+        assert {p.node for p in packed.placements} == {"n0"}  # no data: the fullest node
+        session = SchedulerSession()
+        with_plugin = replace(profile, pre_scorers=(*profile.pre_scorers, Spreads()))
+        spread = run_cycle(snapshot, with_plugin, index=index, session=session)
+        assert {p.node for p in spread.placements} == {"n1"}  # the plugin's data: the emptiest
+        assert session.plugins.get(Kept).cycles == 1  # once for the cycle, not once per job
 
 
 def test_the_default_profile_prices_shares_through_the_share_price_plugin() -> None:
     profile = build_profile(SchedulerConfig())
-    assert [p.name for p in profile.pre_scorers] == ["share_price"]
+    assert [p.name for p in profile.pre_scorers] == ["share_price", "learn_workload"]
     snapshot = _shares(0)
-    cycle_profile = SharePrice().pre_score(snapshot, profile, PluginState())
-    assert cycle_profile is not profile
-    scorer, _ = cycle_profile.scorers[0]
-    assert getattr(scorer, "pricing", None) is not None
-    assert getattr(cycle_profile.picker, "pricing", None) is getattr(scorer, "pricing", None)
+    state = CycleState(snapshot.nodes)
+    SharePrice().pre_score(snapshot, profile, state, PluginState())
+    assert state.read(SharePricing) is not None
     whole = make_snapshot([make_node("n0").gpus(2)], [make_job(1).gpus(1)])
-    assert SharePrice().pre_score(whole, profile, PluginState()) is profile  # nothing to price
+    state = CycleState(whole.nodes)
+    SharePrice().pre_score(whole, profile, state, PluginState())
+    assert state.read(SharePricing) is None  # nothing to price
+    unpriced = build_profile(
+        SchedulerConfig.model_validate(
+            {"policies": {"scorers": [{"name": "binpack", "options": {"price_shares": False}}]}}
+        )
+    )
+    state = CycleState(snapshot.nodes)
+    SharePrice().pre_score(snapshot, unpriced, state, PluginState())
+    assert state.read(SharePricing) is None  # no scorer reads prices
 
 
 def test_a_session_that_does_not_learn_gives_the_plans_of_fresh_calls() -> None:

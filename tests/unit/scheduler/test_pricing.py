@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 
 from gpudock.config import PoliciesConfig, SchedulerConfig, ScorerWeight
-from gpudock.scheduler.accel.index import NodeFit, PricedShares
+from gpudock.scheduler.accel.priced_shares import PricedShares
 from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.node_fit import NodeFit
 from gpudock.scheduler.policies.share_price.mix import MixTracker, job_mix
 from gpudock.scheduler.policies.share_price.pricing import pricing_for
 from gpudock.scheduler.registry import build_profile

@@ -229,9 +229,9 @@ def _naive_plan(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
     The profile is the cycle's: ``binpack`` with the snapshot's share prices (the
     pre-score plugins run once, as the cycle runs them)."""
     profile = build_profile(config)
-    for plugin in profile.pre_scorers:
-        profile = plugin.pre_score(snapshot, profile, PluginState())
     state = CycleState(snapshot.nodes)
+    for plugin in profile.pre_scorers:
+        plugin.pre_score(snapshot, profile, state, PluginState())
     plan = Plan()
     blocked = []
     for job in sorted(snapshot.pending, key=profile.order.key):
@@ -242,9 +242,9 @@ def _naive_plan(snapshot: Snapshot, config: SchedulerConfig) -> Plan:
             blocked.append(job)
             continue
         feasible.sort(
-            key=lambda n: (-sum(w * s.score(job, n) for s, w in profile.scorers), n.name),
+            key=lambda n: (-sum(w * s.score(job, n, state) for s, w in profile.scorers), n.name),
         )
-        picks = [(n.name, profile.picker.pick(job, n)) for n in feasible[: job.nodes]]
+        picks = [(n.name, profile.picker.pick(job, n, state)) for n in feasible[: job.nodes]]
         parts = []
         for name, picked in picks:
             assert picked is not None

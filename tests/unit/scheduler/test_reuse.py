@@ -84,6 +84,8 @@ def test_a_sequence_of_cycles_gets_the_plans_of_cycles_that_keep_nothing(
 
 
 def test_repeated_cycles_on_one_snapshot_reuse_the_indexes_and_agree() -> None:
+    from gpudock.scheduler.accel.indexed import IndexMemo
+
     from .builders import make_job, make_node, make_snapshot
 
     nodes = [make_node(f"n{i}").gpus(8, model="H100" if i % 3 else "A100-80GB") for i in range(9)]
@@ -95,10 +97,11 @@ def test_repeated_cycles_on_one_snapshot_reuse_the_indexes_and_agree() -> None:
     expected = run_cycle(snapshot, profile)
     session = SchedulerSession()
     first = run_cycle(snapshot, profile, session=session)
-    kept = dict(session.catalog.indexes)
+    memo = session.accelerator.get(IndexMemo).catalogs[1]  # binpack: fewest left first
+    kept = dict(memo.indexes)
     assert kept, "the products' indexes are kept for the next cycle"
     # one-GPU shares read the priced structure (the default prices them), two-GPU ones
     # the shared buckets for two GPUs
     assert all(index.shapes == {PRICED, 2} for index in kept.values())
     assert run_cycle(snapshot, profile, session=session) == first == expected
-    assert all(session.catalog.indexes[key] is index for key, index in kept.items())
+    assert all(memo.indexes[key] is index for key, index in kept.items())

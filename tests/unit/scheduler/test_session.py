@@ -48,7 +48,7 @@ def test_two_interleaved_sessions_get_the_plans_of_fresh_calls() -> None:
     assert got_left == expected_left
     assert got_right == expected_right
     assert one.fits.fits and two.fits.fits
-    assert one.catalog is not two.catalog
+    assert one.accelerator is not two.accelerator
 
 
 def test_a_session_keeps_what_its_last_cycle_worked_out() -> None:

@@ -14,9 +14,9 @@ from dataclasses import replace
 from tests.unit.scheduler.builders import make_job, make_node, make_snapshot
 
 from gpudock.config import SchedulerConfig
-from gpudock.scheduler.accel.index import ANY_MODEL, node_fit
 from gpudock.scheduler.capacity import CycleState, FitMemo
 from gpudock.scheduler.cycle import schedule
+from gpudock.scheduler.node_fit import ANY_MODEL, node_fit
 from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import NodeView, Snapshot
 

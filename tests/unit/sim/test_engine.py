@@ -409,7 +409,8 @@ def test_fair_share_queue_reclaims_from_a_borrowing_queue() -> None:
 
 def test_static_keeps_each_queue_on_its_own_nodes() -> None:
     """2x8, one node per queue: x2 waits for x1 (100-200) although y's node is idle
-    from 10; xbig (16 GPUs: 2 nodes) never fits x's single node and never runs."""
+    from 10; xbig (16 GPUs: 2 nodes) never fits x's single node: refused, as a server
+    refuses it at submit, in the partition filter's (``node_affinity``'s) words."""
     jobs = [
         Job("x1", 0, 100, 8, queue="x"),
         Job("x2", 0, 100, 8, queue="x"),
@@ -417,14 +418,13 @@ def test_static_keeps_each_queue_on_its_own_nodes() -> None:
         Job("xbig", 0, 10, 16, queue="x"),
     ]
     record, log = recorded("static", jobs, "2x8")
-    assert timeline(record) == {
-        "x1": (0, 100),
-        "x2": (100, 200),
-        "y1": (0, 10),
-        "xbig": (None, None),
-    }
-    assert summarize(record)["unfinished"] == 1
-    assert record.skipped_jobs == 0  # it fits the cluster, just not its partition
+    assert timeline(record) == {"x1": (0, 100), "x2": (100, 200), "y1": (0, 10)}
+    assert summarize(record)["unfinished"] == 0
+    assert record.skipped_jobs == 1  # it fits the cluster, but not its partition
+    assert list(record.refused.values()) == [["xbig"]]
+    assert next(iter(record.refused)).endswith(
+        "1 of 2 can (node node-0001 lacks label gpudock.sim/partition=x)"
+    )
     nodes = {q: {n for _, _, job, ns in log for n in ns if job.startswith(q)} for q in "xy"}
     assert len(nodes["x"]) == len(nodes["y"]) == 1
     assert nodes["x"].isdisjoint(nodes["y"])
@@ -479,29 +479,40 @@ def test_a_gang_waits_until_all_its_nodes_are_free() -> None:
     assert record.utilization == [(0, 8), (50, 16), (150, 0)]
 
 
-def test_a_job_that_can_never_fit_is_skipped() -> None:
+def test_a_job_that_can_never_fit_is_refused_with_the_filters_reason() -> None:
     record = run("fifo", [Job("huge", 0, 10, 64), Job("ok", 5, 10, 8)], "2x8")
     assert record.skipped_jobs == 1
     assert [j.job_id for j in record.jobs] == ["ok"]
     assert timeline(record) == {"ok": (5, 15)}
+    why = "needs 8 nodes (a gang) that can each take 8 GPUs; the cluster has 2 nodes"
+    assert record.refused == {why: ["huge"]}
     assert summarize(record)["skipped_jobs"] == 1
+    assert summarize(record)["refused"] == {why: 1}
 
 
 def test_a_job_its_queue_could_never_admit_is_skipped_as_the_server_refuses_it() -> None:
     """Declared queues: a job above its queue's limit, or of an undeclared queue, would be
-    refused at submit by the server (``never_admitted_on``), so it is not replayed."""
+    refused at submit by the server (``never_admitted_on``), so it is not replayed; its
+    reason is the server's. A job no node could run either is refused, as the server does,
+    for the nodes first (the profile's filters)."""
     queues = QueuesConfig.model_validate({"queues": [{"name": "x", "limit": {"gpus": 4}}]})
     cluster = replace(parse_cluster("1x8"), queues=queues)
     jobs = [
         Job("big", 0, 10, 8, queue="x"),
         Job("typo", 0, 10, 1, queue="y"),
         Job("ok", 0, 10, 4, queue="x"),
+        Job("huge", 0, 10, 16, queue="y"),
     ]
 
     record = run("fair-share", jobs, cluster)
 
-    assert record.skipped_jobs == 2
+    assert record.skipped_jobs == 3
     assert timeline(record) == {"ok": (0, 10)}
+    assert record.refused == {
+        "needs 8 GPUs but queue x's limit is 4 GPUs": ["big"],
+        "queue 'y' does not exist (declared queues: default, x)": ["typo"],
+        "needs 2 nodes (a gang) that can each take 8 GPUs; the cluster has 1 node": ["huge"],
+    }
 
 
 def test_half_gpu_jobs_pack_two_per_gpu() -> None:

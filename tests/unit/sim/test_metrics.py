@@ -27,6 +27,7 @@ SUMMARY_KEYS = {
     "jobs",
     "unfinished",
     "skipped_jobs",
+    "refused",
     "avg_jct_s",
     "p50_jct_s",
     "p99_jct_s",

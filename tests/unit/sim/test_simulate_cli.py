@@ -171,6 +171,23 @@ def test_a_policy_yaml_file(trace: Path, tmp_path: Path) -> None:
     assert summary["preemptions"] == 1  # fair-share reclaim, as the base policy does
 
 
+def test_a_job_no_node_could_run_is_refused_as_at_submit(tmp_path: Path) -> None:
+    """As the server refuses it at submit, with the filters' reason; a policy file that
+    keeps such jobs pending (``never_fits: pending``) replays it, unfinished."""
+    path = tmp_path / "big.csv"
+    path.write_text("job_id,submit_time,duration,num_gpus\na,0,100,8\nhuge,0,10,64\n")
+    result = simulate("--trace", path, "--cluster", "1x8", "--policy", "fifo", "--json")
+    [summary] = figures(result)
+    why = "needs 8 nodes (a gang) that can each take 8 GPUs; the cluster has 1 node"
+    assert (summary["jobs"], summary["skipped_jobs"], summary["refused"]) == (1, 1, {why: 1})
+    assert f"fifo: refused 1 job (huge): can never be scheduled: {why}" in result.stderr
+    waits = tmp_path / "waits.yaml"
+    waits.write_text("name: waits\nbase: fifo\nscheduler:\n  never_fits: pending\n")
+    result = simulate("--trace", path, "--cluster", "1x8", "--policy", waits, "--json")
+    [summary] = figures(result)
+    assert (summary["jobs"], summary["unfinished"], summary["skipped_jobs"]) == (1, 1, 0)
+
+
 def test_skip_bad_rows_reports_each_and_replays_the_rest(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("job_id,submit_time,duration,num_gpus\na,0,100,8\nb,zz,50,8\n")

@@ -77,11 +77,17 @@ def test_dependencies_and_array_limits_are_replayed_with_the_gates() -> None:
     assert estimates[4].start is None and "will be cancelled" in estimates[4].detail
 
 
-def test_a_job_that_never_fits_is_unknown_and_the_snapshot_is_untouched() -> None:
-    snapshot = make_snapshot([make_node("n1").gpus(2)], [make_job(1).gpus(4)], now=NOW)
+def test_a_job_that_never_fits_is_unknown_with_the_filters_reason() -> None:
+    nodes = [make_node("n1").gpus(2), make_node("n2").gpus(8).label("zone", "a")]
+    jobs = [make_job(1).gpus(4).selector("zone", "eu"), make_job(2).gpus(4)]
+    snapshot = make_snapshot(nodes, jobs, now=NOW)
     before = repr(snapshot)
-    estimate = estimate_starts(snapshot, CONFIG, resolution=1)[1]
-    assert estimate.start is None and estimate.detail.startswith("unknown")
+    found = estimate_starts(snapshot, CONFIG, resolution=1)
+    assert found[1].start is None
+    assert found[1].detail == (
+        "unknown: no node could ever run it: no node matches node selector zone=eu"
+    )
+    assert found[2].start == NOW  # what fits starts; the rest is as it was
     assert repr(snapshot) == before
 
 

@@ -94,7 +94,6 @@ class Board:
         self._heap: list[tuple[Cost, bool, int, str]] = []  # (cost or bound, bound?, version, node)
         self._found: dict[str, tuple[int, list[RunningJob] | None]] = {}  # node -> (version, set)
         self._need: dict[str, int] = {}  # node -> ``VictimSearch.need``
-        self._fits = search.fits(job)
         self._log = len(search.log)
         # The highest priority refused so far: taking victims only removes candidates
         # and capacity does not change in step 5, so the cheapest set only gets dearer
@@ -167,7 +166,7 @@ class Board:
             return
         need = self._need.get(name)
         if need is None:
-            if not search.could_fit(job, name, self._fits):
+            if not search.could_fit(job, name):
                 self._found[name] = (-1, None)  # never tried
                 return
             need = self._need[name] = search.need(job, name)
@@ -192,7 +191,7 @@ class Board:
         done = self._found.get(name)
         if done is not None and done[0] in (version, -1):
             return
-        if not search.could_fit(self._job, name, self._fits):
+        if not search.could_fit(self._job, name):
             self._found[name] = (-1, None)
             return
         candidates = search.candidates(self._job.queue, name)

@@ -1,66 +1,43 @@
-"""The capacity index's classes, built from parts that classes share (``indexed.py`` reads them).
+"""The capacity index's classes of nodes, built from parts that classes share.
 
-A job's *class* is the GPU models its model constraint matches plus its
-node affinity (``Catalog.model_class``). A class's available members are
-kept in one or more ``Part``s, each a ``ClassIndex`` (``index.py``) caught
-up with ``CycleState.changes`` when read:
-
-* a class without node affinity (no node selector, no tainted node in the
-  cluster) is the union of shared parts: one per GPU product name, over the
-  available nodes whose GPUs all carry that name (the usual node), plus a
-  part of its own for the few others (no GPUs, mixed products), summarised
-  for the class. ``ANY_MODEL``, ``H100`` and ``A100`` jobs then read the
-  same per-product parts: each part is built once per cycle, and a
-  reservation moves a node in one part's buckets, whatever the number of
-  classes that contain it;
-* a class with node affinity keeps one part of its own: the nodes it admits.
-
-A node of a product's part has the same fit in every class that contains it
-(``class_fit`` of a one-product node is its ``ANY_MODEL`` fit), so a class's
-best node is the best of its parts' best nodes, and its buckets are the
-union of theirs.
+A job's *class* is the nodes that every node-only filter it needs admits
+(``declarations.NodeOnly``, ``node_only.py``), summarised for the GPUs the capacity
+model counts for it (``rules.model_class``), in one or more ``Part``s, each a
+``ClassIndex`` (``index.py``) caught up with ``CycleState.changes`` when read. The nodes
+the job-independent node-only filters admit (key None, as ``node_health``) whose GPUs
+all carry one product name are split by product into parts every class may share; a
+class takes a product's part whole when none of its own verdicts rejects a node of it
+and its model class holds the product, leaves out a part rejected whole, and keeps a
+part of its own for the rest. So ``ANY_MODEL``, ``H100`` and ``A100`` jobs read the same
+per-product parts, each built once per cycle, and a class's best node is the best of
+its parts' best nodes. Each node a node-only filter rejects is listed, with its status,
+under the first such filter in profile order (``ModelClassIndex.rejected``): what step
+4 words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
 
-from gpudock.core.affinity import Toleration
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.accel.index import (
-    ANY_MODEL,
-    PRICED,
-    ClassIndex,
-    ModelClass,
-    NodeFit,
-    class_fit,
-)
+from gpudock.scheduler.accel.declared import JobFilters
+from gpudock.scheduler.accel.index import PRICED, ClassIndex
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, key_of
 from gpudock.scheduler.capacity import CycleState, model_name_matches
-from gpudock.scheduler.equivalence import constraints_reason
+from gpudock.scheduler.declarations import FitGroup, NodeOnly
 from gpudock.scheduler.framework import Status
-from gpudock.scheduler.policies.gpu_model import GpuModel
-from gpudock.scheduler.policies.node_affinity import NodeAffinity, admits, affinity_reason
+from gpudock.scheduler.node_fit import ANY_MODEL, ModelClass, NodeFit, class_fit
 from gpudock.scheduler.snapshot import JobRequest
 
-Affinity = tuple[tuple[tuple[str, str], ...], tuple[Toleration, ...]]
-ClassKey = tuple[ModelClass, Affinity]
-
-_taints = attrgetter("taints")  # ``any(map(...))`` runs no Python frame per node
-
-Group = tuple[tuple[int, ...], tuple[int, ...], str, int]
-"""Available members with equal ``(frees, sizes)``: those, the lowest name, how many."""
+Rejected = dict[str, tuple[int, Status]]  # node -> (first node-only filter rejecting it, status)
+ClassKey = tuple[ModelClass, tuple[object, ...], bool]
 
 
 @dataclass(slots=True)
 class Part:
-    """Some available members of one or more classes, indexed by free capacity.
-
-    ``members`` is the model class their fits summarise (``ANY_MODEL`` for a
-    product's part); ``seen`` counts the entries of ``CycleState.changes``
-    applied to ``index``.
-    """
+    """Members of one or more classes by free capacity: ``members``, the model class their
+    fits summarise (``ANY_MODEL`` for a product's part); ``seen``, the changes applied."""
 
     index: ClassIndex
     members: ModelClass
@@ -69,21 +46,22 @@ class Part:
 
 @dataclass(slots=True)
 class ModelClassIndex:
-    """One class: its parts (disjoint; together its available members), its unavailable
-    members by name, and how many nodes its node affinity rules out."""
+    """One class: its parts (disjoint; together its members, the nodes every node-only
+    filter admits) and, per node-only filter (by position in the profile), the nodes it
+    is the first to reject, by name, with its status."""
 
     members: ModelClass
     parts: tuple[Part, ...]
-    down: list[tuple[str, str | None]]
-    excluded: int  # nodes the job's node affinity rules out
-    _groups: tuple[tuple[int, ...], list[Group]] | None = None  # (parts' versions, groups)
+    rejected: dict[int, list[tuple[str, Status]]]
+    _groups: tuple[tuple[int, ...], list[FitGroup]] | None = None  # (parts' versions, groups)
+    worded: list[PendingReason] | None = None  # the node-only filters' reasons (``reasons.py``)
 
     def has_members(self) -> bool:
-        """True when some available node is in the class."""
+        """True when some node is in the class."""
         return any(part.index.fits for part in self.parts)
 
-    def groups(self) -> list[Group]:
-        """``shared_groups`` of the available members, recomputed only after a change."""
+    def groups(self) -> list[FitGroup]:
+        """``shared_groups`` of the members, recomputed only after a change."""
         versions = tuple(part.index.version for part in self.parts)
         if self._groups is None or self._groups[0] != versions:
             fits = (item for part in self.parts for item in part.index.fits.items())
@@ -93,32 +71,38 @@ class ModelClassIndex:
 
 @dataclass(slots=True)
 class CatalogMemo:
-    """What a ``Catalog`` keeps for the next cycle of the same caller (``SchedulerSession``):
-    the products' indexes of the latest cycle, by product and scorer sign, that the
-    next cycle brings up to date instead of building anew (``Catalog._reuse``)."""
+    """The products' indexes of the latest cycle, by product and scorer sign, that the
+    caller's next cycle brings up to date instead of building anew (``Catalog._reuse``)."""
 
     indexes: dict[tuple[str, int], ClassIndex] = field(default_factory=dict)
 
 
 class Catalog:
     """The classes in use this cycle and the parts they share, over ``CycleState.fit``.
+    ``base``: the node-only filters without a key (``(position, declared)``), applied to
+    the shared parts."""
 
-    With a ``memo``, the products' indexes start from those of the previous
-    cycle given the same memo (``_reuse``); without one, they are built anew.
-    """
-
-    def __init__(self, state: CycleState, sign: int, memo: CatalogMemo | None = None) -> None:
+    def __init__(
+        self,
+        state: CycleState,
+        sign: int,
+        verdicts: NodeOnlyVerdicts,
+        base: tuple[tuple[int, NodeOnly], ...],
+        memo: CatalogMemo | None = None,
+    ) -> None:
         self._memo = memo if memo is not None else CatalogMemo()
         self._state = state
         self._sign = sign
+        self._verdicts = verdicts
+        self._base = base
         self._gpu_names: frozenset[str] | None = None
         self._models: dict[str, frozenset[str]] = {}
         self._classes: dict[ClassKey, ModelClassIndex] = {}
-        self._tainted = any(map(_taints, state.views.values()))
         self._products: dict[str, Part] | None = None  # by product name; see ``_split``
+        self._product_of: dict[str, str] = {}  # node -> its product's part
         self._kept: dict[tuple[str, int], ClassIndex] = {}  # for the next cycle (``_reuse``)
-        self._others: list[str] = []  # available nodes in no product's part
-        self._unavailable: list[str] = []
+        self._others: list[str] = []  # admitted nodes in no product's part
+        self._down: Rejected = {}  # nodes a ``base`` filter rejects
 
     @property
     def node_count(self) -> int:
@@ -139,23 +123,25 @@ class Catalog:
             self._gpu_names = frozenset(names)
         return self._gpu_names
 
-    def model_class(self, job: JobRequest) -> ModelClassIndex:
-        """The class ``job`` asks for (GPU models, node affinity), built once."""
-        members = self._members(job)
-        affinity: Affinity = (
-            job.node_selector,
-            job.tolerations if self._tainted else (),
-        )
-        key = (members, affinity)
-        return self._classes.get(key) or self._add_class(key, job)
+    def model_class(self, job: JobRequest, filters: JobFilters) -> ModelClassIndex:
+        """The class of ``job``, which needs ``filters`` (its model class, if a ``GPUS``
+        rule applies; its node-only verdicts), built once per cycle."""
+        members = self._members(job) if filters.gpus else ANY_MODEL
+        dependent = tuple((i, d) for i, _, d in filters.node_only if d.key is not None)
+        whole = sum(1 for _, _, d in filters.node_only if d.key is None) == len(self._base)
+        key = (members, tuple(key_of(i, d, job) for i, d in dependent), whole)
+        found = self._classes.get(key)
+        if found is None:
+            if whole:
+                found = self._shared_class(members, dependent, job)
+            else:  # the job skips a filter the shared parts apply: a class of its own
+                found = self._own_class(members, filters, job)
+            self._classes[key] = found
+        return found
 
     def catch_up(self, klass: ModelClassIndex) -> int:
-        """Re-summarise in ``klass``'s parts the nodes reserved on since each last caught up.
-
-        Each part catches up only when read, so one that few jobs read
-        re-summarises a node once however often it changed. Returns how many
-        changes every part of ``klass`` has applied (all of them).
-        """
+        """Re-summarise in ``klass``'s parts the nodes reserved on since each last caught up
+        (once however often a node changed); returns how many changes they applied."""
         state = self._state
         changes = state.changes
         count = len(changes)
@@ -185,33 +171,31 @@ class Catalog:
             members = self._models[model] = frozenset(names)
         return members
 
-    def _add_class(self, key: ClassKey, job: JobRequest) -> ModelClassIndex:
-        members, affinity = key
-        if self._tainted or affinity[0]:
-            klass = self._own_class(members, job)
-        else:
-            klass = self._shared_class(members)
-        self._classes[key] = klass
-        return klass
-
-    def _split(self) -> dict[str, Part]:
-        """The products' parts (built once): available nodes by the product name of all their
-        GPUs; the other nodes are listed in ``_others`` and ``_unavailable``."""
+    def _split(self, job: JobRequest) -> dict[str, Part]:
+        """The products' parts (built once): the nodes the ``base`` filters admit, by the
+        product name of all their GPUs; the others are listed in ``_others`` and the
+        rejected ones in ``_down``. ``job``: any job (the ``base`` verdicts do not read it)."""
         if self._products is None:
+            for position, declared in self._base:
+                for name, status in self._verdicts.rejected(position, declared, job).items():
+                    if name not in self._down:
+                        self._down[name] = (position, status)
             by_product: dict[str, dict[str, NodeFit]] = {}
-            views = self._state.views.items()
-            for (name, view), fit in zip(views, self._state.fit_all(), strict=True):
+            down, product_of = self._down, self._product_of
+            views = self._state.views
+            for name, fit in zip(views, self._state.fit_all(), strict=True):
                 only = fit.only_name
-                if not view.available:
-                    self._unavailable.append(name)
-                elif only is None:
+                if name in down:
+                    continue
+                if only is None:
                     self._others.append(name)  # no GPUs, or several products
+                    continue
+                product_of[name] = only
+                fits = by_product.get(only)
+                if fits is None:
+                    by_product[only] = {name: fit}
                 else:
-                    fits = by_product.get(only)
-                    if fits is None:
-                        by_product[only] = {name: fit}
-                    else:
-                        fits[name] = fit
+                    fits[name] = fit
             seen = len(self._state.changes)
             self._products = {
                 product: Part(self._reuse(product, fits), ANY_MODEL, seen)
@@ -221,18 +205,14 @@ class Catalog:
         return self._products
 
     def _reuse(self, product: str, fits: dict[str, NodeFit]) -> ClassIndex:
-        """A copy of the last cycle's index of ``product`` (kept in the memo), brought to
-        ``fits``; a new one when the product's available nodes are not the same.
+        """A copy of the last cycle's index of ``product`` brought to ``fits`` (a new one
+        when the product's nodes are not the same ones).
 
-        The kept index is taken out of the memo while it is brought up to
-        date (a concurrent cycle builds its own), and moves only the nodes
-        whose fit is not the very same summary (``CycleState.fit`` returns
-        the same object for a GPU tuple it has seen in the last cycle); when
-        more than a quarter changed (a caller that builds fresh views every
-        cycle), a new index is built instead. Its
-        buckets are then those a new index of ``fits`` would have, so the
-        Plan is the same; the shared and priced structures asked for last
-        time are built ahead, and the cycle works on a copy.
+        The kept index is taken out of the memo meanwhile (a concurrent cycle
+        builds its own) and moves only the nodes whose fit is not the very same
+        summary (``CycleState.fit`` reuses them); past a quarter of them, a new
+        one is built. Its buckets are those a new index would have, so the Plan
+        is the same; the structures asked for last time are built ahead.
         """
         key = (product, self._sign)
         kept = self._memo.indexes.pop(key, None)
@@ -255,89 +235,86 @@ class Catalog:
         self._kept[key] = kept
         return kept.copy()
 
-    def _shared_class(self, members: ModelClass) -> ModelClassIndex:
-        """A class without node affinity: the parts of its products, and one of its own for the
-        available nodes in no product's part that have GPUs of the class (or any, for
-        ``ANY_MODEL``)."""
-        products = self._split()
-        parts = [p for name, p in products.items() if members is None or name in members]
-        state, base = self._state, self._state.fit
-        gpus_of = state.nodes.gpus_of
+    def _first_rejections(
+        self, dependent: Iterable[tuple[int, NodeOnly]], job: JobRequest, base: Rejected
+    ) -> Rejected:
+        """Per node, the first node-only filter that rejects ``job`` there: of ``dependent``
+        and of ``base`` (the rejections of the filters without a key, already found)."""
+        out = dict(base)
+        for position, declared in dependent:
+            for name, status in self._verdicts.rejected(position, declared, job).items():
+                found = out.get(name)
+                if found is None or position < found[0]:
+                    out[name] = (position, status)
+        return out
+
+    def _shared_class(
+        self, members: ModelClass, dependent: tuple[tuple[int, NodeOnly], ...], job: JobRequest
+    ) -> ModelClassIndex:
+        """A class over the shared parts (module doc)."""
+        products = self._split(job)
+        rejected = self._first_rejections(dependent, job, self._down)
+        hits: dict[str, list[str]] = {}  # product -> its nodes a dependent verdict rejects
+        for name in rejected:
+            product = self._product_of.get(name)
+            if product is not None:
+                hits.setdefault(product, []).append(name)
+        parts: list[Part] = []
+        own: list[str] = [n for n in self._others if n not in rejected]
+        for product, part in products.items():
+            out = hits.get(product, ())
+            if len(out) == len(part.index.fits):
+                continue  # every node of the part is rejected
+            if not out and (members is None or product in members):
+                parts.append(part)
+            else:  # partly rejected, or a product the capacity model does not count
+                own.extend(n for n in part.index.fits if n not in rejected)
+        if own:
+            parts.append(self._own_part(sorted(own), members))
+        return ModelClassIndex(members, tuple(parts), _by_filter(rejected))
+
+    def _own_class(
+        self, members: ModelClass, filters: JobFilters, job: JobRequest
+    ) -> ModelClassIndex:
+        """A class of its own over every node (a job that skips a ``base`` filter)."""
+        rejected = self._first_rejections(((i, d) for i, _, d in filters.node_only), job, {})
+        own = [name for name in self._state.views if name not in rejected]
+        parts = (self._own_part(own, members),) if own else ()
+        return ModelClassIndex(members, parts, _by_filter(rejected))
+
+    def _own_part(self, names: list[str], members: ModelClass) -> Part:
+        """A part of the nodes ``names``, summarised for ``members``."""
+        state = self._state
         fits: dict[str, NodeFit] = {}
-        for name in self._others:
-            fit = base(name)
+        for name in names:
+            fit = state.fit(name)
             if members is not None:
-                fit = class_fit(fit, gpus_of(name), members)
-                if fit.total == 0:
-                    continue  # no GPU of the model: gpu_model rejects it
+                fit = class_fit(fit, state.nodes.gpus_of(name), members)
             fits[name] = fit
-        if fits:
-            parts.append(Part(ClassIndex(fits, self._sign), members, len(state.changes)))
-        down: list[tuple[str, str | None]] = []
-        for name in self._unavailable:
-            if members is not None:
-                fit = base(name)
-                if fit.only_name is not None or fit.total == 0:  # ``class_fit``'s fast path
-                    if fit.only_name not in members:
-                        continue
-                elif class_fit(fit, gpus_of(name), members).total == 0:
-                    continue
-            down.append((name, state.views[name].unavailable_reason))
-        return ModelClassIndex(members, tuple(parts), sorted(down), 0)
-
-    def _own_class(self, members: ModelClass, job: JobRequest) -> ModelClassIndex:
-        """A class with node affinity: one part of its own, over the nodes it admits."""
-        fits: dict[str, NodeFit] = {}
-        down: list[tuple[str, str | None]] = []
-        excluded = 0
-        gpus_of = self._state.nodes.gpus_of
-        base = self._state.fit
-        for name, view in self._state.views.items():
-            if not admits(job, view.labels, view.taints):
-                excluded += 1
-                continue  # node_affinity rejects it
-            fit = base(name)
-            if members is not None:  # a model class
-                if fit.only_name is not None or fit.total == 0:  # ``class_fit``'s fast path
-                    if fit.only_name not in members:
-                        continue  # no GPU of the model: gpu_model rejects it
-                else:
-                    fit = class_fit(fit, gpus_of(name), members)
-                    if fit.total == 0:
-                        continue
-            if view.available:
-                fits[name] = fit
-            else:
-                down.append((name, view.unavailable_reason))
-        part = Part(ClassIndex(fits, self._sign), members, len(self._state.changes))
-        return ModelClassIndex(members, (part,), sorted(down), excluded)
-
-    def constraints_reason(self, job: JobRequest) -> PendingReason:
-        """``equivalence.constraints_reason`` from each node's first constraint rejection."""
-        statuses: list[Status] = []
-        for name in sorted(self._state.views):
-            node = self._state.nodes[name]
-            status = NodeAffinity().filter(job, node)
-            statuses.append(status if not status.ok else GpuModel().filter(job, node))
-        return constraints_reason(statuses)
-
-    def affinity_reason(self, job: JobRequest) -> PendingReason:
-        """``node_affinity``'s reason when it rules out every node."""
-        views = sorted(self._state.views.values(), key=lambda v: v.name)
-        return affinity_reason(job, [(v.name, v.labels, v.taints) for v in views])
+        return Part(ClassIndex(fits, self._sign), members, len(state.changes))
 
 
-def shared_groups(fits: Iterable[tuple[str, NodeFit]]) -> list[Group]:
-    """Group nodes that every shared job sees alike (``GpuCapacity`` reads only these)."""
-    first: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
+def _by_filter(rejected: Rejected) -> dict[int, list[tuple[str, Status]]]:
+    """``rejected`` as lists per filter position, each sorted by node name."""
+    out: dict[int, list[tuple[str, Status]]] = {}
+    for name in sorted(rejected):
+        position, status = rejected[name]
+        out.setdefault(position, []).append((name, status))
+    return out
+
+
+def shared_groups(fits: Iterable[tuple[str, NodeFit]]) -> list[FitGroup]:
+    """Nodes that every shared job sees alike (the same ``frees`` and ``sizes``: what the
+    ``GPUS`` rule reads for a share): a member's fit, the lowest name, how many."""
+    first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[NodeFit, str]] = {}
     count: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
     for name, fit in fits:
         key = (fit.frees, fit.sizes)
-        names = first.get(key)
-        if names is None:
-            first[key], count[key] = [name], 1
+        found = first.get(key)
+        if found is None:
+            first[key], count[key] = (fit, name), 1
         else:
             count[key] += 1
-            if name < names[0]:
-                names[0] = name
-    return [(frees, sizes, first[frees, sizes][0], n) for (frees, sizes), n in count.items()]
+            if name < found[1]:
+                first[key] = (fit, name)
+    return [(fit, name, count[key]) for key, (fit, name) in first.items()]

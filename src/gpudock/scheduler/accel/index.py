@@ -1,27 +1,19 @@
 """Capacity index: the available nodes of one GPU-model class, bucketed by what they have free.
 
-A *model class* is the set of GPU product names one model constraint matches
-(a ``frozenset``), or ``ANY_MODEL`` for jobs without one. ``NodeFit``
-(``scheduler/node_fit.py``) summarises a node for a class with the few numbers
-the built-in filters and scorers read. ``ClassIndex`` keeps the class's available nodes in buckets:
+A *model class* is the set of GPU product names one model constraint matches, or
+``ANY_MODEL``; ``NodeFit`` (``scheduler/node_fit.py``) summarises a node for a class.
+``ClassIndex`` keeps the class's available nodes in buckets:
 
-* whole-GPU jobs, by ``(GPUs of the class, idle ones, idle GPUs on the
-  node)``: a job of ``g`` GPUs looks only at buckets with ``idle >= g`` and
-  takes the fewest (binpack) or most (spread) idle GPUs on the node, ties to
-  the lowest name. O(buckets) per job: at most (GPUs per node + 1)^2, a
-  handful on real clusters;
-* shared jobs of ``g`` GPUs, by ``NodeFit.shared_level(g)`` (the largest
-  share ``g`` GPUs can take now), each bucket sorted by the node's free
-  shareable memory, then name. O(distinct levels) per job.
+* whole-GPU jobs, by ``(GPUs of the class, idle ones, idle GPUs on the node)``: a job
+  of ``g`` GPUs reads the buckets with ``idle >= g``, fewest (or most) idle GPUs on
+  the node first, ties to the lowest name: O(buckets), at most (GPUs per node + 1)^2;
+* shared jobs of ``g`` GPUs, by ``NodeFit.shared_level(g)`` (the largest share ``g``
+  GPUs can take now), each bucket by free shareable memory, then name.
 
-A reservation changes one node: ``ClassIndex.update`` marks it, and each
-bucket structure moves it the next time it is read (O(log nodes)). Building
-an index costs O(nodes); ``ClassIndex.copy`` is the cheap way to start a
-cycle from an index brought up to date (``catalog.py`` keeps the last
-cycle's). ``catalog.py`` assembles classes from indexes, ``indexed.py``
-turns their answers into verdicts, ``priced_shares.py`` orders one-GPU shares by
-price; ``tests/unit/scheduler/accel/test_indexed.py``
-checks them against the generic path.
+A reservation changes one node: ``ClassIndex.update`` marks it, and each bucket
+structure moves it when next read (O(log nodes)). ``ClassIndex.copy`` starts a cycle
+from an index brought up to date (``catalog.py`` keeps the last cycle's);
+``priced_shares.py`` orders one-GPU shares by price.
 """
 
 from __future__ import annotations
@@ -32,37 +24,10 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
-from gpudock.scheduler.accel.priced_shares import PricedEntry, PricedShares, distinct
-from gpudock.scheduler.node_fit import (
-    ANY_MODEL,
-    GpuKey,
-    GpuLike,
-    ModelClass,
-    NodeFit,
-    WholeKey,
-    class_fit,
-    node_fit,
-    refit,
-)
+from gpudock.scheduler.accel.priced_shares import PricedShares
+from gpudock.scheduler.node_fit import NodeFit, WholeKey
 
-__all__ = [  # this module's own, and those of the modules it was split into
-    "ANY_MODEL",
-    "PRICED",
-    "Buckets",
-    "ClassIndex",
-    "GpuKey",
-    "GpuLike",
-    "ModelClass",
-    "NodeFit",
-    "PricedEntry",
-    "PricedShares",
-    "SharedEntry",
-    "WholeKey",
-    "class_fit",
-    "distinct",
-    "node_fit",
-    "refit",
-]
+__all__ = ["PRICED", "Buckets", "ClassIndex", "SharedEntry"]
 
 PRICED = 0
 """In ``ClassIndex.shapes``: ``priced`` has been asked for (no shared job has 0 GPUs)."""

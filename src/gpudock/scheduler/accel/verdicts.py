@@ -1,71 +1,152 @@
-"""``IndexedVerdicts``: one placement key's verdicts, answered from its model class's index.
+"""One placement key's verdicts, answered from its class's index.
 
-The verdicts of a job that asks for no CPUs (or of a cluster where no node
-counts them): its best node is the head of the best bucket, its ranked nodes
-(gangs of whole GPUs) the whole-GPU buckets by score then name, its reasons
-worded with the policies' own wording functions from the index's counters.
+``KeyContext`` is what the index knows of a key: the job (any job with the key), the
+filters it needs by declaration (``declared.JobFilters``), its class (``catalog.py``)
+and its undeclared filters (``ExtraFilters``). ``ClassVerdicts`` holds what every kind
+of verdict shares: the nodes the declared filters admit now (``feasible``) and the
+reasons (``reasons.py``). ``IndexedVerdicts`` is the plain case, an exact order and no
+per-node rule: the best node is the head of the best bucket.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.accel.catalog import (
-    Catalog,
-    ModelClassIndex,
-    shared_groups,
-)
-from gpudock.scheduler.accel.extra import ExtraFilters
-from gpudock.scheduler.accel.index import (
-    ANY_MODEL,
-    NodeFit,
-)
-from gpudock.scheduler.accel.walks import (
-    closest_shared,
-    closest_whole,
-    closest_whole_of,
-    first_node,
-    walk,
-    whole_buckets,
-)
-from gpudock.scheduler.equivalence import (
-    fallback_reason,
-    no_nodes_reason,
-)
-from gpudock.scheduler.policies.cpu_capacity import cpus_reason
-from gpudock.scheduler.policies.gpu_capacity import capacity_reason
-from gpudock.scheduler.policies.gpu_model import model_reason
-from gpudock.scheduler.policies.node_health import health_reason
+from gpudock.scheduler.accel.catalog import Catalog, ModelClassIndex
+from gpudock.scheduler.accel.declared import JobFilters
+from gpudock.scheduler.accel.extra import ExtraFilters, Worded
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
+from gpudock.scheduler.accel.reasons import explain_class
+from gpudock.scheduler.accel.walks import first_node, walk
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.equivalence import KeyVerdicts
+from gpudock.scheduler.framework import Profile
+from gpudock.scheduler.rules import cpus_now, memory_now
 from gpudock.scheduler.snapshot import JobRequest
 
+__all__ = ["ClassVerdicts", "IndexedVerdicts", "KeyContext"]
 
-class IndexedVerdicts:
-    """``KeyVerdicts`` for one placement key, answered from its model class's index."""
 
-    def __init__(
-        self,
-        job: JobRequest,
-        catalog: Catalog,
-        klass: ModelClassIndex,
-        extra: ExtraFilters | None = None,
-    ) -> None:
-        self._job = job  # any job with this key
-        self._catalog = catalog
-        self._class = klass
-        self._extra = extra
-        self.blocked = False
+@dataclass(slots=True)
+class KeyContext:
+    """What the index knows of one placement key (module doc).
+
+    ``cpus`` / ``memory``: a ``CPUS`` / ``HOST_MEMORY`` rule applies to the job and some
+    node counts that resource (each candidate is then checked from its view).
+    """
+
+    job: JobRequest
+    filters: JobFilters
+    catalog: Catalog
+    klass: ModelClassIndex
+    state: CycleState
+    verdicts: NodeOnlyVerdicts
+    profile: Profile
+    cpus: bool
+    memory: bool
+    extra: ExtraFilters | None
+
+    def host_fits(self, name: str) -> bool:
+        """The ``CPUS`` and ``HOST_MEMORY`` rules hold for the job on node ``name`` now."""
+        state = self.state
+        if self.cpus:
+            view = state.views[name]
+            if not cpus_now(self.job, view.cpus, state.nodes.free_cpus_of(name)):
+                return False
+        if self.memory:
+            view = state.views[name]
+            free = state.nodes.free_host_memory_of(name)
+            if not memory_now(self.job, view.host_memory, free):
+                return False
+        return True
+
+
+class ClassVerdicts:
+    """What every kind of the index's verdicts shares (module doc)."""
+
+    def __init__(self, key: KeyContext) -> None:
+        self._key = key
+        self._job = key.job  # any job with this key: policies read only key fields
+        self._catalog = key.catalog
+        self._class = key.klass
+        self._extra = key.extra
+        self._blocked = -1  # ``state.released`` when found blocked (``blocked``)
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
+        self._generic: KeyVerdicts | None = None
+        self._declared_first = key.filters.declared_first()
+
+    def blocked(self) -> bool:
+        """Found with no feasible node, and no hold released since: capacity only shrank,
+        so there is none still (the rest of the cycle, or until a backfill's release)."""
+        return self._blocked == self._key.state.released
+
+    def block(self, blocked: bool) -> None:
+        """Record whether a search found no feasible node (``blocked``)."""
+        self._blocked = self._key.state.released if blocked else -1
+
+    def reasons(self) -> list[PendingReason]:
+        """The generic path's reasons for a blocked key, in filter order: from the index
+        (``reasons.py``) when the job's node-only filters come first and its undeclared ones
+        last (``ExtraFilters.worded_now``); else the generic path's own."""
+        extra = self._extra
+        if not self._declared_first or (extra is not None and not extra.last):
+            return self._generic_reasons()
+        return self._indexed_reasons(None if extra is None else extra.worded_now(self.feasible))
+
+    def feasible(self) -> Iterator[str]:
+        """Every node the declared filters admit now: members of the class with room for
+        the job's GPUs and, where they apply, its CPUs and memory."""
+        self._catalog.catch_up(self._class)
+        key = self._key
+        check = key.cpus or key.memory
+        return (
+            name for _, name in walk(self._class, self._job) if not check or key.host_fits(name)
+        )
+
+    def _indexed_reasons(self, extra: Worded | None) -> list[PendingReason]:
+        """``reasons`` as the declared filters word them, and ``extra``, what the undeclared
+        ones say of the nodes the declared ones admit; memoized until a reservation."""
+        seen = self._catalog.catch_up(self._class)
+        if self._reasons is None or self._reasons[0] != seen:
+            key = self._key
+            host = key.cpus or key.memory
+            found = explain_class(
+                self._job,
+                key.filters,
+                self._catalog,
+                self._class,
+                key.state,
+                key.verdicts,
+                host,
+                extra,
+            )
+            self._reasons = (seen, found)
+        return self._reasons[1]
+
+    def _generic_reasons(self) -> list[PendingReason]:
+        """The generic path's reasons (``KeyVerdicts``), caught up with the state."""
+        if self._generic is None:
+            self._generic = KeyVerdicts(self._job, self._key.state, self._key.profile)
+        else:
+            self._generic.catch_up()
+        return self._generic.reasons()
+
+
+class IndexedVerdicts(ClassVerdicts):
+    """``KeyVerdicts`` for one placement key whose order is exact and that needs no per-node
+    rule checked: answered from its class's index (module doc)."""
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked:
+        if self.blocked():
             return None
         self._catalog.catch_up(self._class)
         best = first_node(self._class, self._job)
         extra = self._extra
         if best is None or extra is None:
-            self.blocked = best is None  # capacity only shrinks within a cycle
+            self.block(best is None)
             return None if best is None else best[1]
         if extra.passes(best[1]):
             return best[1]
@@ -96,67 +177,3 @@ class IndexedVerdicts:
         if extra is not None:
             return [name for _, name in ranked if extra.passes(name)]
         return [name for _, name in ranked]
-
-    def reasons(self) -> list[PendingReason]:
-        """The generic path's reasons for a blocked key, in filter order.
-
-        Memoized until the next reservation (only step 4 asks, after the last).
-        With unknown filters, the generic path's own (``ExtraFilters.reasons``).
-        """
-        if self._extra is not None:
-            return self._extra.reasons(self._indexed_reasons, self._feasible)
-        return self._indexed_reasons()
-
-    def _feasible(self) -> Iterator[str]:
-        """Every node the built-in filters admit now (``ExtraFilters.reasons``): those with
-        room for the job's GPUs (it asks for no CPUs, or no node counts them)."""
-        self._catalog.catch_up(self._class)
-        return (name for _, name in walk(self._class, self._job))
-
-    def _indexed_reasons(self) -> list[PendingReason]:
-        """``reasons`` as the built-in filters alone word them."""
-        seen = self._catalog.catch_up(self._class)
-        if self._reasons is None or self._reasons[0] != seen:
-            self._reasons = (seen, self._explain())
-        return self._reasons[1]
-
-    def _explain(self, short: Sequence[tuple[str, float, float]] = ()) -> list[PendingReason]:
-        """The reasons; ``short``: ``(name, CPUs, free CPUs)`` of the available members that
-        lack the job's CPUs (``CpuVerdicts``), which ``cpu_capacity`` rejects before
-        ``gpu_capacity`` sees them."""
-        job, klass, total = self._job, self._class, self._catalog.node_count
-        if total == 0:
-            return [no_nodes_reason()]
-        fits = klass.has_members()
-        if not fits and not klass.down:
-            if klass.excluded == total:
-                return [self._catalog.affinity_reason(job)]  # node_affinity rules out all
-            if klass.members is not ANY_MODEL and klass.excluded == 0:
-                return [model_reason(job, self._catalog.gpu_names)]  # every node lacks the model
-            return [self._catalog.constraints_reason(job)]  # affinity and model, together
-        reasons: list[PendingReason] = []
-        if klass.down:
-            reasons.append(health_reason(klass.down))
-        rest: list[tuple[str, NodeFit]] | None = None  # None: every available member
-        if short:
-            cpus = cpus_reason(job, short, total)
-            if cpus is not None:
-                reasons.append(cpus)
-            lacking = {name for name, _, _ in short}
-            rest = [
-                (name, fit)
-                for part in klass.parts
-                for name, fit in part.index.fits.items()
-                if name not in lacking
-            ]
-        if job.gpus > 0 and (fits if rest is None else rest):  # they all fail gpu_capacity
-            if job.shared:
-                assert job.gpu_memory is not None
-                groups = klass.groups() if rest is None else shared_groups(rest)
-                closest = closest_shared(groups, job.gpus, job.gpu_memory)
-            elif rest is None:
-                closest = closest_whole(klass.parts, job.gpus)
-            else:
-                closest = closest_whole_of(whole_buckets(rest), job.gpus)
-            reasons.append(capacity_reason(job, closest))
-        return reasons or [fallback_reason(total)]

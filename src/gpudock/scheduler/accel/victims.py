@@ -1,38 +1,29 @@
 """Step 5's victim search: ``choose_victims``' answer without trying every node for every job.
 
-``choose_victims`` (preemption.py) tries each node a blocked job could use:
-O(nodes x victims) per job, for hundreds of blocked jobs on a full cluster.
-``VictimSearch`` gives the same answers, relying on three facts:
+``choose_victims`` (preemption.py) tries each node a blocked job could use: O(nodes x
+victims) per job. ``VictimSearch`` gives the same answers, relying on three facts:
 
-* **priority does not change a node's answer.** A node's candidates (its
-  preemptible running jobs of the job's queue, not yet chosen this cycle)
-  are tried in victim order, lowest priority first, so those a job of
-  priority ``p`` may take are a prefix of them. The greedy step stops at the
-  first prefix that fits, so it stops at the same victim for every ``p`` or
-  for none: a node's victim set depends on the job's placement key and
-  queue only, and a job may take it iff its top priority is below ``p``.
-  The cheapest set over all nodes, per (key, queue) (``boards.Board``), answers
-  every job with that key: it is the job's answer if its top priority is
-  below the job's, and then no node has one.
-* **cheap lower bounds order the nodes.** A victim set costs ``(top
-  priority, victims, seconds of work lost, node)``. A one-victim set on a
-  node costs exactly ``(priority, 1, seconds run, node)`` of a victim whose
-  release alone can free enough GPUs (``freed_alone``); a larger one at
-  least ``(k-th lowest priority, k, the k shortest runs, node)``, where k is
-  the fewest victims whose GPUs could make room (``multi_bound``). A board
-  walks the candidates of its queue that hold enough GPUs to suffice alone,
-  in order of their one-victim cost (one list per queue, shared by all
-  boards), then the nodes by their k-victim bound, and tries a node
-  exactly only when one of its bounds comes up, stopping once the cheapest
-  set found costs less than what comes next: usually after a handful of
-  nodes.
-* **a choice changes one node.** Victims chosen for one job leave their
-  node's candidates (``take``); each board that has looked at that node
-  looks again, at a bound computed from what is left.
+* **priority does not change a node's answer.** A node's candidates are tried in
+  victim order, lowest priority first, so those a job of priority ``p`` may take are a
+  prefix of them, and the greedy step stops at the same victim for every ``p`` or for
+  none: a node's victim set depends on the job's placement key and queue only. The
+  cheapest set over all nodes per (key, queue) (``boards.Board``) answers every job
+  with that key whose priority is above its top victim's; else no node has one.
+* **cheap lower bounds order the nodes.** A set costs ``(top priority, victims,
+  seconds of work lost, node)``. A one-victim set costs exactly that of a victim whose
+  release alone can free enough GPUs (``freed_alone``); a larger one at least ``(k-th
+  lowest priority, k, the k shortest runs, node)``, k the fewest victims whose GPUs
+  could make room (``multi_bound``). A board tries a node exactly only when one of its
+  bounds comes up, and stops once the cheapest set found costs less than what comes
+  next: usually after a handful of nodes.
+* **a choice changes one node.** Chosen victims leave their node's candidates
+  (``take``); each board that looked at that node looks again.
 
-The reclaim kind (``any_rule``: any eligibility rule) tries every node the
-job could use, skipping the exact trial where a bound already costs more
-than the cheapest set found. Exact trials use ``release.Release``.
+The reclaim kind (``any_rule``) tries every node the job could use, skipping the exact
+trial where a bound already costs more than the cheapest set found. Whether a job could
+use a node, and the trials, are the cycle's ``PostFilter``'s: the profile's own filters,
+whatever they are. The bounds count only GPUs, which every set that lets the job fit
+must free.
 """
 
 from __future__ import annotations
@@ -40,27 +31,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import accumulate
 
-from gpudock.scheduler.capacity import AnyGpu, CycleState, model_name_matches
-from gpudock.scheduler.framework import PlacementKey, placement_key
-from gpudock.scheduler.release import Release, released_state, releases_needed, usable_bound
+from gpudock.scheduler.capacity import AnyGpu, CycleState
+from gpudock.scheduler.post_filter import PostFilter
+from gpudock.scheduler.release import released_state, releases_needed, usable_bound
 from gpudock.scheduler.running import RunningIndex
-from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
+from gpudock.scheduler.snapshot import JobRequest, RunningJob
 from gpudock.scheduler.victim_sets import Cost, VictimSet, cost_of, seconds_run
 
 Singles = dict[str, dict[int, list[RunningJob]]]  # queue -> held -> candidates
-Fits = dict[str, tuple[NodeView, bool]]  # node -> (its view, ``could_fit_if_freed``)
-
-
-@dataclass(slots=True)
-class VictimMemo:
-    """What a ``VictimSearch`` keeps for the next cycle of the same caller
-    (``SchedulerSession``): ``could_fit`` per placement key and node view, for the
-    placement keys the latest search used (each entry with its view, checked by identity)."""
-
-    fits: dict[PlacementKey, Fits] = field(default_factory=dict)
 
 
 def freed_alone(victim: RunningJob, gpus: Mapping[str, list[AnyGpu]]) -> tuple[int, int]:
@@ -90,37 +70,25 @@ class VictimSearch:
     """Cheapest victim sets for the blocked jobs of one cycle (step 5); see the module doc.
 
     ``state`` must not change while the search is used (step 5 only reads it).
-    ``could_fit(job, node)`` is ``could_fit_if_freed``.
+    ``feasibility``: the cycle's ``PostFilter``.
 
-    Two answers are kept for the next cycle, as they depend on immutable
-    snapshot objects only: ``could_fit`` per placement key and node view
-    (in ``memo``, when given), and ``freed_alone`` of the victims on a node
-    whose GPUs are the snapshot's (``NodeRunning.gains``, in the running index).
+    ``freed_alone`` of the victims on a node whose GPUs are the snapshot's is kept for the
+    next cycle (``NodeRunning.gains``, in the running index): it depends on immutable
+    snapshot objects only.
     """
 
-    def __init__(
-        self,
-        state: CycleState,
-        running: RunningIndex,
-        could_fit: Callable[[JobRequest, str], bool],
-        memo: VictimMemo | None = None,
-    ) -> None:
+    def __init__(self, state: CycleState, running: RunningIndex, feasibility: PostFilter) -> None:
         self.state = state
         self.now = running.now
         self.version: dict[str, int] = {}  # bumped when a node loses candidates
         self.log: list[str] = []  # nodes that lost candidates, in order
         self.taken: set[int] = set()  # ids of the victims chosen so far
         self._running = running.nodes
-        self._could_fit = could_fit
-        self._fits: dict[PlacementKey, Fits] = {}  # those this search used, for the next
-        memo = memo if memo is not None else VictimMemo()
-        self._kept = memo.fits
-        memo.fits = self._fits
+        self._feasibility = feasibility
         self._multis: dict[tuple[str, int, int | None], Multis] = {}
         self._most: dict[int | None, int] = {}  # share (None: whole GPUs) -> ``most_usable``
         self._gains: dict[int, tuple[int, int]] = {}  # id(victim) -> freed_alone
         self._gpus: dict[str, dict[str, list[AnyGpu]]] = {}  # node -> its GPUs by uuid
-        self._releases: dict[tuple[PlacementKey, str], Release] = {}
         self._left: dict[str, list[RunningJob]] = {}  # ``ready`` of the nodes that lost some
         # per queue, its candidates by ``held`` (what they could free alone), in order of
         # their one-victim cost: the index's streams when they are in that order (every
@@ -170,10 +138,9 @@ class VictimSearch:
     def any_rule(self, job: JobRequest, eligible: Callable[[RunningJob], bool]) -> VictimSet | None:
         """``choose_victims`` with victims ``eligible`` says it may take, not yet taken."""
         best: tuple[Cost, list[RunningJob]] | None = None
-        fits = self.fits(job)
         for name in self._running:
             candidates = [v for v in self.ready(name) if eligible(v)]
-            if not candidates or not self.could_fit(job, name, fits):
+            if not candidates or not self.could_fit(job, name):
                 continue
             bound = self.bound(job, name, candidates)
             if bound is None or (best is not None and bound > best[0]):
@@ -194,29 +161,10 @@ class VictimSearch:
         self.version[name] = self.version.get(name, 0) + 1
         self.log.append(name)
 
-    def fits(self, job: JobRequest) -> Fits:
-        """The memo of ``could_fit`` for ``job``'s placement key (the previous search's, if
-        it had one: its entries hold for the very same node views)."""
-        key = placement_key(job)
-        memo = self._fits.get(key)
-        if memo is None:
-            memo = self._fits[key] = self._kept.get(key, {})
-        return memo
-
-    def could_fit(self, job: JobRequest, name: str, memo: Fits) -> bool:
-        """``could_fit_if_freed`` for ``job`` on node ``name``; ``memo`` is ``fits(job)``."""
-        view = self.state.views[name]
-        entry = memo.get(name)
-        if entry is not None and entry[0] is view:
-            return entry[1]
-        only = self.state.fit(name).only_name  # the name of all the node's GPUs, if one
-        model = job.gpu_model
-        if model is not None and only is not None and not model_name_matches(model, only):
-            fits = False  # no GPU of the model at all
-        else:
-            fits = self._could_fit(job, name)
-        memo[name] = (view, fits)
-        return fits
+    def could_fit(self, job: JobRequest, name: str) -> bool:
+        """Would the filters admit ``job`` on node ``name`` with nothing running there
+        (``PostFilter.admits_empty``)? No victims help elsewhere."""
+        return name in self.state.views and self._feasibility.admits_empty(job, name)
 
     def multis(self, job: JobRequest) -> Multis:
         """Nodes by ``multi_bound``, for every job of ``job``'s queue, GPU count and share."""
@@ -363,12 +311,9 @@ class VictimSearch:
     def trial(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
     ) -> tuple[Cost, list[RunningJob]] | None:
-        """The victim set ``pick_victims`` chooses on ``name``, with its cost; None if none."""
-        key = (placement_key(job), name)
-        release = self._releases.get(key)
-        if release is None:
-            release = self._releases[key] = Release.on(job, self.state, name)
-        victims = release.pick(candidates)
+        """The victim set the definition chooses on ``name`` (``PostFilter.victims``), with
+        its cost; None if none."""
+        victims = self._feasibility.victims(job, name, candidates)
         if victims is None:
             return None
         return cost_of(victims, name, self.now), victims

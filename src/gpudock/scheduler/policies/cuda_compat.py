@@ -10,18 +10,20 @@ it never rejects on a guess. Its words name both versions::
 
     image needs CUDA ≥ 12.4; node gpu-0 driver supports 12.2
 
-The verdict depends on the node's versions and the job's requirement alone. A job
+The verdict depends on the node's versions and the job's requirement alone
+(``declarations.NodeOnly``). A job
 without GPUs passes every node (the toolkit checks requirements only where it hands
 out GPUs); so does one whose requirements are unknown or none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from gpudock.core.cuda_require import GpuFacts, requirements_of
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
 LAYER = "constraints"
@@ -41,19 +43,43 @@ def cuda_verdict(job: JobRequest, cuda: str | None, driver: str | None, node: st
     return Status.unresolvable(LAYER, why.replace("; driver", f"; node {node} driver", 1))
 
 
+def _check(job: JobRequest, node: NodeTraits) -> Status:
+    """``CudaCompat.filter``, typed for traits (``declarations.NodeOnly``)."""
+    return cuda_verdict(job, node.cuda_version, node.driver_version, node.name)
+
+
+def _key(job: JobRequest) -> Hashable:
+    """What the verdict reads of a job: its requirements, when it takes a GPU or a MIG
+    device."""
+    return None if job.gpus == 0 and job.mig is None else job.cuda_require
+
+
+def _word(job: JobRequest, rejected: Sequence[TraitRejection], total: int) -> PendingReason | None:
+    """``CudaCompat.explain`` of the nodes it rejected."""
+    if not rejected or len(rejected) < total:
+        return None
+    status, _ = min(rejected, key=lambda r: r[1].name)
+    others = len(rejected) - 1
+    more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
+    return PendingReason(
+        LAYER, status.reason + more, "runs once a node's driver supports the image"
+    )
+
+
 class CudaCompat:
     """Rejects nodes whose driver is too old for the job's image (module doc)."""
 
     name = "cuda_compat"
     field = "image"  # the job field a refusal at submit blames
     layer = LAYER
+    declared = NodeOnly(_check, _word, _key)
 
     def skips(self, job: JobRequest) -> bool:
         """A job without requirements, or without GPUs, passes every node."""
         return job.cuda_require is None or (job.gpus == 0 and job.mig is None)
 
-    def filter(self, job: JobRequest, node: NodeState) -> Status:
-        return cuda_verdict(job, node.cuda_version, node.driver_version, node.name)
+    def filter(self, job: JobRequest, node: NodeTraits) -> Status:
+        return _check(job, node)
 
     def explain(
         self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
@@ -61,11 +87,4 @@ class CudaCompat:
         """Only when every node was rejected here (else the others say why the job
         waits): the nodes' reasons, ``image needs CUDA ≥ 12.4; node gpu-0 driver
         supports 12.2``."""
-        if not rejections or len(rejections) < total_nodes:
-            return None
-        first = min(rejections, key=lambda r: r.node.name)
-        others = len(rejections) - 1
-        more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
-        return PendingReason(
-            self.layer, first.status.reason + more, "runs once a node's driver supports the image"
-        )
+        return _word(job, [(r.status, r.node) for r in rejections], total_nodes)

@@ -52,9 +52,9 @@ from bisect import bisect_left
 from functools import lru_cache
 from typing import NamedTuple
 
-from gpudock.scheduler.capacity import GpuState, usable_now
+from gpudock.scheduler.capacity import CycleState, GpuState, usable_now
 from gpudock.scheduler.framework import NodeState
-from gpudock.scheduler.policies.gpu_picker import BestFitPicker
+from gpudock.scheduler.policies.gpu_picker import best_fit
 from gpudock.scheduler.snapshot import JobRequest
 from gpudock.scheduler.workload import (
     DEFAULT_WORKLOAD,
@@ -165,7 +165,7 @@ def best_choice(
     if not job.shared:
         if node.idle_gpus < job.gpus:
             return None
-        whole = BestFitPicker().pick(job, node) if pick else []
+        whole = best_fit(job, node) if pick else []
         if whole is None:
             return None
         idle = len(free) - bisect_left(free, MILLI)
@@ -177,7 +177,7 @@ def best_choice(
     if len(usable) < job.gpus:
         return None
     if job.topology is not None and job.gpus >= 2:
-        picked = BestFitPicker().pick(job, node)
+        picked = best_fit(job, node)
         if picked is None:
             return None
         for g in node.gpus:
@@ -242,7 +242,7 @@ class Fgd:
         self._frag = self.measure
         self._memo: dict[tuple[object, ...], float] = {}
 
-    def score(self, job: JobRequest, node: NodeState) -> float:
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
         """``-rise`` of ``F_n``, rounded to ``RISE_STEP``; ties to the node left fullest.
 
         Memoised on what decides it: the job's request, the node's
@@ -286,6 +286,6 @@ class FgdPicker:
     def __init__(self, workload: Workload | Fragmentation | None = None) -> None:
         self._frag = _measure(workload)
 
-    def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
+    def pick(self, job: JobRequest, node: NodeState, state: CycleState) -> list[int] | None:
         choice = best_choice(self._frag, job, node)
         return None if choice is None else choice.gpus

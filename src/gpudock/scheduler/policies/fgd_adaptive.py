@@ -30,12 +30,18 @@ Four extensions of ``fgd.py`` (FGD, Weng et al., ATC'23):
   left out because "some type could still use it" is judged by the best
   type: with every type counted, one rare low-CPU type would decide it.
 * **The workload is learned** (``WorkloadLearner``): the task types are the
-  GPU jobs this policy has been asked to place, each job id once, weighted
-  by their number (FGD's popularity, from the jobs that have arrived; never
-  from jobs yet to come). Until ``MIN_JOBS`` jobs are seen it is
+  GPU jobs pending in the cycles seen so far, each job id once, weighted by
+  their number (FGD's popularity, from the jobs that have arrived; never from
+  jobs yet to come). Until ``MIN_JOBS`` jobs are seen it is
   ``DEFAULT_WORKLOAD``. The measure is rebuilt when the jobs seen have
   doubled or grown by ``REBUILD_EVERY`` since the last build, so that the
-  memo of ``F_n`` per node state stays useful.
+  memo of ``F_n`` per node state stays useful. Learning is a pre-score step
+  (``LearnWorkload``): once per cycle, before any job is scored, it counts the
+  cycle's pending jobs and writes the measure (``LearnedFgd``) into the
+  ``CycleState``, where the scorer and the picker read the same one. The
+  learner lives in the caller's session (``PluginState``): a learning session
+  (the server's controller, the simulator) carries it from cycle to cycle;
+  otherwise each cycle learns from its own pending jobs.
 * **Shares are placed where they lose least at the workload's cutting-stock
   prices** (``PricedFragmentation``, ``policies/share_price/``). FGD's ``F_n``
   says which free capacity the next task cannot use, not which share should
@@ -55,13 +61,8 @@ is in ``benchmarks/RESULTS.md``; how each extension was chosen, in
 
 Caveats, stated plainly:
 
-* the workload lives in the policy object: ``schedule()`` builds its
-  profile every cycle, so there it learns from that cycle's pending jobs
-  only; the simulator and benchmarks keep one profile and learn from every
-  arrival;
-* a rebuild can fall between two jobs of one cycle, after verdicts for
-  earlier jobs were cached (``equivalence.py``): scores from two workloads
-  may then be compared. Feasibility never depends on the workload;
+* a pending job is counted when a cycle first sees it, whether or not it is
+  placed then;
 * shares are converted to fractions of the largest GPU memory seen (exact
   on clusters of one GPU size);
 * ``stranded`` judges each common type alone: where a mix of types could
@@ -89,10 +90,12 @@ from __future__ import annotations
 from collections import Counter
 from functools import lru_cache
 
-from gpudock.scheduler.framework import NodeState
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.framework import NodeState, PluginState, Profile, reads
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
 from gpudock.scheduler.policies.share_price.fragmentation import PricedFragmentation
-from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.policies.share_price.pricing import LargestMemo, largest_memory
+from gpudock.scheduler.snapshot import JobRequest, Snapshot
 from gpudock.scheduler.workload import DEFAULT_WORKLOAD, MILLI, TaskType
 
 MIN_JOBS = 50
@@ -110,6 +113,17 @@ def _default_measure() -> PricedFragmentation:
     return PricedFragmentation(DEFAULT_WORKLOAD)
 
 
+class LearnedFgd:
+    """A cycle's ``Fgd`` pair on the learned workload: what ``LearnWorkload`` writes into the
+    ``CycleState`` and ``AdaptiveFgd`` and ``AdaptiveFgdPicker`` read."""
+
+    __slots__ = ("picker", "scorer")
+
+    def __init__(self, scorer: Fgd, picker: FgdPicker) -> None:
+        self.scorer = scorer
+        self.picker = picker
+
+
 class WorkloadLearner:
     """The workload of the GPU jobs seen so far, and the ``Fgd`` pair built on it."""
 
@@ -119,11 +133,14 @@ class WorkloadLearner:
         self._gpu_memory = 0  # the largest GPU memory seen, bytes
         self._jobs = 0  # GPU jobs counted
         self._built_at = -1
-        self.scorer = Fgd(_default_measure())
-        self.picker = FgdPicker(self.scorer.measure)
+        self.largest = LargestMemo()  # ``largest_memory`` of the last node tuple
+        scorer = Fgd(_default_measure())
+        self.learned = LearnedFgd(scorer, FgdPicker(scorer.measure))
 
-    def observe(self, job: JobRequest, node: NodeState) -> None:
-        """Count ``job`` once (by id) and rebuild the measure when due; idempotent per job."""
+    def observe(self, job: JobRequest, gpu_memory: int) -> None:
+        """Count ``job`` once (by id) and rebuild the measure when due; idempotent per job.
+        ``gpu_memory``: the largest GPU memory of the cluster, bytes (shares are fractions
+        of the largest seen)."""
         if job.id in self._seen:
             return
         if len(self._seen) >= SEEN_LIMIT:
@@ -131,7 +148,7 @@ class WorkloadLearner:
         self._seen.add(job.id)
         if job.gpus == 0:
             return  # CPU-only jobs are not task types (``workload.TaskType``)
-        self._gpu_memory = max([self._gpu_memory, *(g.memory_total for g in node.gpus)])
+        self._gpu_memory = max(self._gpu_memory, gpu_memory)
         self._counts[(job.gpus, job.gpu_memory or 0, job.cpus or 0.0)] += 1
         self._jobs += 1
         if self._jobs >= MIN_JOBS and (
@@ -152,40 +169,62 @@ class WorkloadLearner:
 
     def _rebuild(self) -> None:
         self._built_at = self._jobs
-        self.scorer = Fgd(PricedFragmentation(self.workload()))
-        self.picker = FgdPicker(self.scorer.measure)
+        scorer = Fgd(PricedFragmentation(self.workload()))
+        self.learned = LearnedFgd(scorer, FgdPicker(scorer.measure))
+
+
+class LearnWorkload:
+    """Pre-score plugin: learns the workload from each cycle's pending jobs and writes the
+    ``LearnedFgd`` pair into the ``CycleState`` (module doc), when a scorer or the picker
+    of the profile ``reads`` it."""
+
+    name = "learn_workload"
+
+    def pre_score(
+        self, snapshot: Snapshot, profile: Profile, state: CycleState, kept: PluginState
+    ) -> None:
+        policies = (*(s for s, _ in profile.scorers), profile.picker)
+        if not any(LearnedFgd in reads(p) for p in policies):
+            return
+        learner = kept.get(WorkloadLearner) if kept.learn else WorkloadLearner()
+        largest = largest_memory(snapshot.nodes, learner.largest)
+        for job in snapshot.pending:
+            learner.observe(job, largest)
+        state.write(learner.learned)
+
+    def prepare(self, profile: Profile) -> None:
+        """Nothing to load ahead."""
+
+    def relevant(self, job: JobRequest) -> bool:
+        """GPU jobs are what it learns from."""
+        return job.gpus > 0
+
+
+def _learned(state: CycleState) -> LearnedFgd:
+    """The cycle's learned pair; the default workload's when no plugin wrote one."""
+    found = state.read(LearnedFgd)
+    if found is None:
+        scorer = Fgd(_default_measure())
+        return LearnedFgd(scorer, FgdPicker(scorer.measure))
+    return found
 
 
 class AdaptiveFgd:
-    """``Fgd`` on ``CpuLimitedFragmentation`` of the learned workload (module doc).
-
-    ``learner``: shared with an ``AdaptiveFgdPicker`` (``registry.build_profile``
-    binds them); a fresh one when None.
-    """
+    """``Fgd`` on ``CpuLimitedFragmentation`` of the learned workload (module doc): it scores
+    with the cycle's ``LearnedFgd``, and mutates nothing."""
 
     name = "fgd_adaptive"
+    reads: tuple[type, ...] = (LearnedFgd,)
 
-    def __init__(self, learner: WorkloadLearner | None = None) -> None:
-        self.learner = learner or WorkloadLearner()
-
-    def score(self, job: JobRequest, node: NodeState) -> float:
-        """``Fgd.score`` under the workload learned up to and including ``job``."""
-        self.learner.observe(job, node)
-        return self.learner.scorer.score(job, node)
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
+        return _learned(state).scorer.score(job, node, state)
 
 
 class AdaptiveFgdPicker:
-    """Picks the GPUs ``AdaptiveFgd`` scored the node with, when both share a learner."""
+    """Picks the GPUs ``AdaptiveFgd`` scored the node with: the same cycle's ``LearnedFgd``."""
 
     name = "fgd_adaptive_picker"
+    reads: tuple[type, ...] = (LearnedFgd,)
 
-    def __init__(self, learner: WorkloadLearner | None = None) -> None:
-        self.learner = learner or WorkloadLearner()
-
-    def follow(self, scorer: AdaptiveFgd) -> None:
-        """Use ``scorer``'s learner, so that the GPUs picked are the ones it scored."""
-        self.learner = scorer.learner
-
-    def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
-        self.learner.observe(job, node)
-        return self.learner.picker.pick(job, node)
+    def pick(self, job: JobRequest, node: NodeState, state: CycleState) -> list[int] | None:
+        return _learned(state).picker.pick(job, node, state)

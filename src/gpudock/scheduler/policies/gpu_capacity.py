@@ -7,21 +7,25 @@ excluded. A node that could not fit the job even if everything on it ended
 (too few GPUs of the model, or GPUs too small) is ``UNRESOLVABLE``; one that
 is merely busy is ``UNSCHEDULABLE``.
 
-Answered by the capacity index (``scheduler/accel/``) from its buckets, by this exact
-class; changing what it checks means changing the index (``accel/test_indexed.py`` fails
-until they agree). A new filter needs no such twin: the index runs it on its candidates.
+It is the capacity model's ``GPUS`` rule (``rules.py``) on the node's ``NodeFit`` for the
+job's model class, and declares so (``declarations.NeedsGpus``), with its wording stated
+on groups of alike nodes (``word``): an accelerator words a rejection of many nodes from
+its buckets with the very function ``explain`` uses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gpudock.core.job import PendingReason
 from gpudock.core.units import format_size
-from gpudock.scheduler.capacity import model_gpus, usable_now
-from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status, StatusCode
+from gpudock.scheduler.declarations import FitGroup, NeedsGpus
+from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
+from gpudock.scheduler.rules import gpu_counts, gpus_ever, gpus_now, model_fit
 from gpudock.scheduler.snapshot import JobRequest
+
+LAYER = "devices"
 
 
 def _noun(n: int) -> str:
@@ -43,65 +47,10 @@ def _status_words(job: JobRequest) -> tuple[str, str]:
     return f"{model}GPUs", f"free {model}GPUs"
 
 
-@dataclass(frozen=True, slots=True)
-class _Fit:
-    """How close one node comes to fitting a job.
-
-    ``count``: GPUs that fit (now, or ever when ``ever``); ``memory``: the
-    most free memory on one shareable GPU (or the largest GPU when ``ever``).
-    """
-
-    count: int
-    memory: int = 0
-
-
-def _fit(job: JobRequest, node: NodeState, ever: bool) -> _Fit:
-    """GPUs of ``node`` that fit ``job`` now (``ever=False``) or if all were idle."""
-    if not job.shared and job.gpu_model is None:  # O(1) with the node's counters
-        return _Fit(len(node.gpus) if ever else node.idle_gpus)
-    gpus = model_gpus(job, node)
-    if not job.shared:
-        return _Fit(len(gpus) if ever else sum(1 for g in gpus if g.healthy and g.idle))
-    share = job.gpu_memory
-    assert share is not None
-    if ever:
-        big = [g.memory_total for g in gpus]
-        return _Fit(sum(1 for m in big if m >= share), max(big, default=0))
-    fits = sum(1 for g in gpus if usable_now(job, g))
-    return _Fit(fits, max((g.free_memory for g in gpus if g.shareable), default=0))
-
-
-class GpuCapacity:
-    """Rejects nodes without enough free GPUs or GPU memory for the job (layer ``devices``)."""
-
-    name = "gpu_capacity"
-    layer = "devices"
-
-    def filter(self, job: JobRequest, node: NodeState) -> Status:
-        if job.gpus == 0:
-            return SUCCESS
-        ever = _fit(job, node, ever=True)
-        if ever.count < job.gpus:
-            what = _status_words(job)[0]
-            return Status.unresolvable(self.layer, f"node {node.name} has {ever.count} {what}")
-        now = _fit(job, node, ever=False)
-        if now.count < job.gpus:
-            what = _status_words(job)[1]
-            return Status.unschedulable(self.layer, f"node {node.name} has {now.count} {what}")
-        return SUCCESS
-
-    def explain(
-        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
-    ) -> PendingReason | None:
-        """Name the node that comes closest, with numbers.
-
-        Only nodes that could ever fit the job are compared, unless none can:
-        ``needs 4 GPUs; node gpu-0 has 2 free`` (one such node),
-        ``needs 4 GPUs; the most free on one node is 2 (gpu-1)``,
-        ``needs 20GiB on 1 GPU; the most free on one GPU is 8GiB (node gpu-0)``,
-        ``needs 16 GPUs; the largest node has 8 (gpu-0)`` (none ever fits).
-        """
-        return capacity_reason(job, closest(job, rejections))
+def word(job: JobRequest, groups: Sequence[FitGroup], total_nodes: int) -> PendingReason:
+    """``GpuCapacity.explain`` of the rejected nodes, given as groups of nodes alike in
+    their fit for the job's model class (``declarations.FitGroup``; non-empty)."""
+    return capacity_reason(job, closest(job, groups))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +76,33 @@ class Closest:
     total: int = 0  # fitting GPUs now, summed over the compared nodes
 
 
-def closest(job: JobRequest, rejections: Sequence[Rejection]) -> Closest:
-    """Summarise ``rejections`` (non-empty) for ``capacity_reason``."""
-    busy = [r for r in rejections if r.status.code is StatusCode.UNSCHEDULABLE]
+def closest(job: JobRequest, groups: Sequence[FitGroup]) -> Closest:
+    """Summarise the rejected nodes (``groups``, non-empty) for ``capacity_reason``.
+
+    A node is merely busy (``UNSCHEDULABLE``) when its GPUs could ever take the job; the
+    busy ones are compared by what fits now, else all by what could ever fit.
+    """
+    gpus = job.gpus
+    busy = [g for g in groups if gpus_ever(job, g[0]) >= gpus]
     ever = not busy
-    considered = rejections if ever else busy
-    fits = [(_fit(job, r.node, ever), r.node.name) for r in considered]
-    by_count, name = min(fits, key=lambda f: (-f[0].count, f[1]))
-    total = sum(_fit(job, r.node, ever=False).count for r in considered)
-    result = Closest(ever, len(considered) == 1, by_count.count, name, total=total)
-    if job.shared and by_count.count == 0:
-        by_memory, memory_node = min(fits, key=lambda f: (-f[0].memory, f[1]))
-        return replace(result, memory=by_memory.memory, memory_node=memory_node)
+    considered = groups if ever else busy
+    by_count: tuple[int, str] | None = None
+    by_memory: tuple[int, str] | None = None
+    total = single = 0
+    for fit, name, count in considered:
+        fits = gpus_ever(job, fit) if ever else gpus_now(job, fit)
+        if by_count is None or (-fits, name) < by_count:
+            by_count = (-fits, name)
+        held = fit.sizes if ever else fit.frees
+        memory = held[0] if held else 0
+        if by_memory is None or (-memory, name) < by_memory:
+            by_memory = (-memory, name)
+        total += gpus_now(job, fit) * count
+        single += count
+    assert by_count is not None and by_memory is not None
+    result = Closest(ever, single == 1, -by_count[0], by_count[1], total=total)
+    if job.shared and by_count[0] == 0:
+        return Closest(ever, single == 1, 0, by_count[1], -by_memory[0], by_memory[1], total)
     return result
 
 
@@ -148,7 +112,7 @@ def capacity_reason(job: JobRequest, closest: Closest) -> PendingReason:
         message, counterfactual = _explain_shared(job, closest)
     else:
         message, counterfactual = _explain_whole(job, closest)
-    return PendingReason(GpuCapacity.layer, message, counterfactual)
+    return PendingReason(LAYER, message, counterfactual)
 
 
 def _explain_whole(job: JobRequest, fit: Closest) -> tuple[str, str]:
@@ -197,3 +161,42 @@ def _explain_shared(job: JobRequest, fit: Closest) -> tuple[str, str]:
     missing = job.gpus - count
     verb = "has" if missing == 1 else "have"
     return message, f"runs when {missing} more {_noun(missing)} on {name} {verb} {size} free"
+
+
+class GpuCapacity:
+    """Rejects nodes without enough free GPUs or GPU memory for the job (layer ``devices``)."""
+
+    name = "gpu_capacity"
+    field = "gpus"  # the job field a refusal at submit blames
+    layer = LAYER
+    declared = NeedsGpus(word)
+
+    def skips(self, job: JobRequest) -> bool:
+        """A CPU-only job needs no GPU."""
+        return job.gpus == 0
+
+    def filter(self, job: JobRequest, node: NodeState) -> Status:
+        if job.gpus == 0:
+            return SUCCESS
+        ever, now = gpu_counts(job, node)
+        if ever < job.gpus:
+            what = _status_words(job)[0]
+            return Status.unresolvable(self.layer, f"node {node.name} has {ever} {what}")
+        if now < job.gpus:
+            what = _status_words(job)[1]
+            return Status.unschedulable(self.layer, f"node {node.name} has {now} {what}")
+        return SUCCESS
+
+    def explain(
+        self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
+    ) -> PendingReason | None:
+        """Name the node that comes closest, with numbers (``word``).
+
+        Only nodes that could ever fit the job are compared, unless none can:
+        ``needs 4 GPUs; node gpu-0 has 2 free`` (one such node),
+        ``needs 4 GPUs; the most free on one node is 2 (gpu-1)``,
+        ``needs 20GiB on 1 GPU; the most free on one GPU is 8GiB (node gpu-0)``,
+        ``needs 16 GPUs; the largest node has 8 (gpu-0)`` (none ever fits).
+        """
+        groups = [(model_fit(job, r.node.gpus), r.node.name, 1) for r in rejections]
+        return word(job, groups, total_nodes)

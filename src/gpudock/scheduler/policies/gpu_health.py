@@ -10,7 +10,9 @@ GPUs were they all in service but does not fit the ones in service:
     error); needs a GPU reset
 
 The verdict reads the node's GPUs and their health (``NodeView.out_of_service``) and
-the job's ``gpus``, ``gpu_memory`` and ``gpu_model``; never what runs there. A job
+the job's ``gpus``, ``gpu_memory`` and ``gpu_model``; never what runs there
+(``declarations.NodeOnly``: it holds whatever leaves the node, so no step preempts
+or reserves where it rejects). A job
 without GPUs passes every node; so does every job on a node with all GPUs in service.
 A GPU in MIG mode is not out of service (its MIG devices are its units:
 ``mig_capacity``, where a quarantined parent's devices are not free).
@@ -18,26 +20,28 @@ A GPU in MIG mode is not out of service (its MIG devices are its units:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
-from gpudock.scheduler.node_state import matches_model
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.framework import SUCCESS, Rejection, Status
+from gpudock.scheduler.node_state import model_name_matches
 from gpudock.scheduler.snapshot import JobRequest
 
 LAYER = "health"
 _LISTED = 2  # GPUs named in one message before "and N more"
 
 
-def health_verdict(job: JobRequest, node: NodeState) -> Status:
+def health_verdict(job: JobRequest, node: NodeTraits) -> Status:
     """The filter's verdict for ``job`` on ``node`` (module doc)."""
     if job.gpus == 0 or not node.out_of_service:
         return SUCCESS
-    share = job.gpu_memory
+    share, model = job.gpu_memory, job.gpu_model
     fitting = {
         g.index
         for g in node.gpus
-        if matches_model(job, g) and (share is None or g.memory_total >= share)
+        if (model is None or model_name_matches(model, g.name))
+        and (share is None or g.memory_total >= share)
     }
     in_service = sum(1 for g in node.gpus if g.index in fitting and g.healthy)
     out = [(index, why) for index, why in node.out_of_service if index in fitting]
@@ -51,17 +55,35 @@ def health_verdict(job: JobRequest, node: NodeState) -> Status:
     )
 
 
+def _key(job: JobRequest) -> Hashable:
+    """What the verdict reads of a job."""
+    return (job.gpus, job.gpu_memory, job.gpu_model) if job.gpus else None
+
+
+def _word(job: JobRequest, rejected: Sequence[TraitRejection], total: int) -> PendingReason | None:
+    """``GpuHealth.explain`` of the nodes it rejected."""
+    if not rejected or len(rejected) < total:
+        return None
+    status, _ = min(rejected, key=lambda r: r[1].name)
+    others = len(rejected) - 1
+    more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
+    return PendingReason(
+        LAYER, status.reason + more, "runs when an admin brings a GPU back (gpudock gpu uncordon)"
+    )
+
+
 class GpuHealth:
     """Rejects nodes whose GPUs out of service keep the job off (module doc)."""
 
     name = "gpu_health"
     layer = LAYER
+    declared = NodeOnly(health_verdict, _word, _key)
 
     def skips(self, job: JobRequest) -> bool:
         """A job without GPUs passes every node."""
         return job.gpus == 0
 
-    def filter(self, job: JobRequest, node: NodeState) -> Status:
+    def filter(self, job: JobRequest, node: NodeTraits) -> Status:
         return health_verdict(job, node)
 
     def explain(
@@ -69,13 +91,4 @@ class GpuHealth:
     ) -> PendingReason | None:
         """The first node's reason (and how many more), only when every node was rejected
         here; otherwise what rejected the others explains the wait."""
-        if not rejections or len(rejections) < total_nodes:
-            return None
-        first = min(rejections, key=lambda r: r.node.name)
-        others = len(rejections) - 1
-        more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
-        return PendingReason(
-            self.layer,
-            first.status.reason + more,
-            "runs when an admin brings a GPU back (gpudock gpu uncordon)",
-        )
+        return _word(job, [(r.status, r.node) for r in rejections], total_nodes)

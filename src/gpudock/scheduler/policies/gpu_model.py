@@ -1,18 +1,50 @@
 """Filter policy: a node without a GPU of the requested model can never take the job.
 
-Answered by the capacity index (``scheduler/accel/``) from its buckets, by this exact
-class; changing what it checks means changing the index (``accel/test_indexed.py`` fails
-until they agree). A new filter needs no such twin: the index runs it on its candidates.
+Its verdict depends on the node's GPU names and the job's model alone
+(``declarations.NodeOnly``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import matches_model
-from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
+from gpudock.scheduler.capacity import model_name_matches
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
+
+
+def _model(job: JobRequest) -> Hashable:
+    """What the verdict reads of a job: its model, when it asks for GPUs."""
+    return job.gpu_model if job.gpus else None
+
+
+LAYER = "constraints"
+
+
+def _has_model(job: JobRequest, node: NodeTraits) -> Status:
+    """``GpuModel.filter``: a GPU of the job's model on the node, healthy or not."""
+    model = job.gpu_model
+    if model is None or job.gpus == 0:
+        return SUCCESS
+    last = None
+    for g in node.gpus:  # a node's GPUs mostly share a name: each name looked up once
+        name = g.name
+        if name is not last and name != last:
+            if model_name_matches(model, name):
+                return SUCCESS
+            last = name
+    return Status.unresolvable(LAYER, f"no GPU of model {model} on node {node.name}")
+
+
+def _word(
+    job: JobRequest, rejected: Sequence[TraitRejection], total_nodes: int
+) -> PendingReason | None:
+    """``GpuModel.explain`` of the nodes it rejected (``declarations.TraitRejection``)."""
+    if len(rejected) < total_nodes:
+        return None
+    return model_reason(job, {g.name for _, node in rejected for g in node.gpus})
 
 
 class GpuModel:
@@ -23,16 +55,16 @@ class GpuModel:
     """
 
     name = "gpu_model"
-    layer = "constraints"
+    field = "gpu_model"  # the job field a refusal at submit blames
+    layer = LAYER
+    declared = NodeOnly(_has_model, _word, _model)
 
-    def filter(self, job: JobRequest, node: NodeState) -> Status:
-        if job.gpu_model is None or job.gpus == 0:
-            return SUCCESS
-        if any(matches_model(job, g) for g in node.gpus):
-            return SUCCESS
-        return Status.unresolvable(
-            self.layer, f"no GPU of model {job.gpu_model} on node {node.name}"
-        )
+    def skips(self, job: JobRequest) -> bool:
+        """A job without a model, or without GPUs, passes every node."""
+        return job.gpu_model is None or job.gpus == 0
+
+    def filter(self, job: JobRequest, node: NodeTraits) -> Status:
+        return _has_model(job, node)
 
     def explain(
         self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
@@ -42,9 +74,7 @@ class GpuModel:
         Only when no node at all has the model; otherwise the nodes that do
         have it explain the wait, and the others are irrelevant.
         """
-        if len(rejections) < total_nodes:
-            return None
-        return model_reason(job, {g.name for r in rejections for g in r.node.gpus})
+        return _word(job, [(r.status, r.node) for r in rejections], total_nodes)
 
 
 def model_reason(job: JobRequest, have: Iterable[str]) -> PendingReason:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from gpudock.scheduler.capacity import GpuState, usable_now
+from gpudock.scheduler.capacity import CycleState, GpuState, usable_now
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.policies.share_price.mix import priced
 from gpudock.scheduler.policies.share_price.pricing import SharePricing
@@ -35,9 +35,10 @@ class BestFitPicker:
       to the smallest group with enough of them;
     * CPU-only jobs: no GPUs.
 
-    With ``pricing`` (set for a cycle by the share-price plugin's pre-score step), a
-    share of one GPU on one node takes the GPU ``SharePricing.pick`` names: the least
-    loss at the job mix's share prices, then best fit, the GPU ``binpack`` scored.
+    When the cycle has share prices (``SharePricing``, written into the ``CycleState``
+    by the share-price plugin's pre-score step), a share of one GPU on one node takes
+    the GPU ``SharePricing.pick`` names: the least loss at the job mix's share prices,
+    then best fit, the GPU ``binpack`` scored.
 
     Returns None when the node has too few usable GPUs (a filter should
     have rejected it).
@@ -45,36 +46,40 @@ class BestFitPicker:
 
     name = "best_fit"
 
-    def __init__(self, pricing: SharePricing | None = None) -> None:
-        self.pricing = pricing
-
-    def pick(self, job: JobRequest, node: NodeState) -> list[int] | None:
+    def pick(self, job: JobRequest, node: NodeState, state: CycleState) -> list[int] | None:
         if job.gpus == 0:
             return []
-        pricing = self.pricing
-        if pricing is not None and priced(job):
+        pricing = state.read(SharePricing) if priced(job) else None
+        if pricing is not None:
             return pricing.pick(job, node)
-        if job.gpu_memory is None and job.gpu_model is None:  # ``usable_now``, inlined
-            usable = [
-                g
-                for g in node.gpus
-                if g.healthy and not g.exclusive and g.shared_jobs == 0 and g.used_memory == 0
-            ]
-        else:
-            usable = [g for g in node.gpus if usable_now(job, g)]
-        if not job.shared:
-            chosen = choose(usable, job.gpus, job.topology)
-            return None if chosen is None else [g.index for g in chosen]
-        if len(usable) < job.gpus:
+        return best_fit(job, node)
+
+
+def best_fit(job: JobRequest, node: NodeState) -> list[int] | None:
+    """``BestFitPicker.pick`` without share prices (the rules of its class doc)."""
+    if job.gpus == 0:
+        return []
+    if job.gpu_memory is None and job.gpu_model is None:  # ``usable_now``, inlined
+        usable = [
+            g
+            for g in node.gpus
+            if g.healthy and not g.exclusive and g.shared_jobs == 0 and g.used_memory == 0
+        ]
+    else:
+        usable = [g for g in node.gpus if usable_now(job, g)]
+    if not job.shared:
+        chosen = choose(usable, job.gpus, job.topology)
+        return None if chosen is None else [g.index for g in chosen]
+    if len(usable) < job.gpus:
+        return None
+    if job.topology is not None and job.gpus >= 2:
+        fitting = [
+            (len(v), key, v)
+            for key, v in groups(usable, job.topology).items()
+            if len(v) >= job.gpus
+        ]
+        if not fitting:
             return None
-        if job.topology is not None and job.gpus >= 2:
-            fitting = [
-                (len(v), key, v)
-                for key, v in groups(usable, job.topology).items()
-                if len(v) >= job.gpus
-            ]
-            if not fitting:
-                return None
-            usable = min(fitting, key=lambda f: (f[0], f[1]))[2]
-        usable.sort(key=_best_fit_key)
-        return [g.index for g in usable[: job.gpus]]
+        usable = min(fitting, key=lambda f: (f[0], f[1]))[2]
+    usable.sort(key=_best_fit_key)
+    return [g.index for g in usable[: job.gpus]]

@@ -3,8 +3,9 @@
 Only jobs with ``topology`` set and at least two GPUs are checked. A node
 whose largest group (of the job's GPU model) is smaller than the job is
 ``UNRESOLVABLE``; one whose groups have too few usable GPUs now is
-``UNSCHEDULABLE``. The GPU picker then chooses inside one such group
-(``scheduler/topology.py``).
+``UNSCHEDULABLE``. It is the capacity model's ``GPU_GROUP`` rule (``rules.py``), and
+declares so (``declarations.NeedsGroup``). The GPU picker then chooses inside one such
+group (``scheduler/topology.py``).
 """
 
 from __future__ import annotations
@@ -12,30 +13,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.capacity import model_gpus, usable_now
+from gpudock.scheduler.declarations import NeedsGroup
 from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status, StatusCode
+from gpudock.scheduler.rules import group_ever, group_now, needs_group
 from gpudock.scheduler.snapshot import JobRequest
-from gpudock.scheduler.topology import LEVEL_WORDS, largest_group
-
-
-def applies(job: JobRequest) -> bool:
-    return job.topology is not None and job.gpus >= 2
+from gpudock.scheduler.topology import LEVEL_WORDS
 
 
 def _most(job: JobRequest, node: NodeState, ever: bool) -> int:
-    assert job.topology is not None
-    gpus = model_gpus(job, node)
-    if not ever:
-        gpus = [g for g in gpus if usable_now(job, g)]
-    return largest_group(gpus, job.topology)
+    return group_ever(job, node.gpus) if ever else group_now(job, node.gpus)
 
 
 class GpuTopology:
     name = "gpu_topology"
+    field = "topology"  # the job field a refusal at submit blames
     layer = "topology"
+    declared = NeedsGroup()
+
+    def skips(self, job: JobRequest) -> bool:
+        """Only jobs with ``topology`` and two GPUs or more are checked."""
+        return not needs_group(job)
 
     def filter(self, job: JobRequest, node: NodeState) -> Status:
-        if not applies(job):
+        if not needs_group(job):
             return SUCCESS
         assert job.topology is not None
         words = LEVEL_WORDS[job.topology]

@@ -5,55 +5,67 @@ and the job tolerates every taint on it (``core/affinity.py``). Labels and
 taints do not change while a job waits, so a mismatch is ``UNRESOLVABLE``:
 no preemption can help.
 
-Answered by the capacity index (``scheduler/accel/``), which leaves out the nodes this
-filter rejects; changing what it checks means changing the index (``accel/test_indexed.py``
-fails until they agree).
+Its verdict depends on the node's labels and taints and the job's selector and
+tolerations alone (``declarations.NodeOnly``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from gpudock.core.affinity import Taint, selector_matches, untolerated
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.framework import SUCCESS, NodeState, Rejection, Status
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
 _LISTED = 3
+LAYER = "constraints"
 
 
-def admits(job: JobRequest, labels: tuple[tuple[str, str], ...], taints: Sequence[Taint]) -> bool:
-    """True when a node with ``labels`` and ``taints`` may take ``job``."""
-    if job.node_selector and not selector_matches(job.node_selector, labels):
-        return False
-    return not (taints and untolerated(taints, job.tolerations))
+def _affinity(job: JobRequest) -> Hashable:
+    """What the verdict reads of a job: its node selector and tolerations."""
+    return (job.node_selector, job.tolerations)
 
 
 def selector_text(job: JobRequest) -> str:
     return ", ".join(f"{k}={v}" for k, v in job.node_selector)
 
 
+def _admits(job: JobRequest, node: NodeTraits) -> Status:
+    """``NodeAffinity.filter``: the node's labels and taints against the job's selector and
+    tolerations."""
+    if job.node_selector and not selector_matches(job.node_selector, node.labels):
+        have = dict(node.labels)
+        missing = [f"{k}={v}" for k, v in job.node_selector if have.get(k) != v]
+        return Status.unresolvable(LAYER, f"node {node.name} lacks label {', '.join(missing)}")
+    if node.taints:
+        bad = untolerated(node.taints, job.tolerations)
+        if bad:
+            taints = ", ".join(str(t) for t in bad)
+            return Status.unresolvable(LAYER, f"node {node.name} has taint {taints}, not tolerated")
+    return SUCCESS
+
+
+def _word(
+    job: JobRequest, rejected: Sequence[TraitRejection], total_nodes: int
+) -> PendingReason | None:
+    """``NodeAffinity.explain`` of the nodes it rejected (``declarations.TraitRejection``)."""
+    if len(rejected) < total_nodes:
+        return None
+    return affinity_reason(job, [(node.name, node.labels, node.taints) for _, node in rejected])
+
+
 class NodeAffinity:
     """Rejects nodes lacking a selected label or carrying an untolerated taint."""
 
     name = "node_affinity"
-    layer = "constraints"
+    field = "node_selector"  # the job field a refusal at submit blames
+    layer = LAYER
+    declared = NodeOnly(_admits, _word, _affinity)
 
-    def filter(self, job: JobRequest, node: NodeState) -> Status:
-        if job.node_selector and not selector_matches(job.node_selector, node.labels):
-            have = dict(node.labels)
-            missing = [f"{k}={v}" for k, v in job.node_selector if have.get(k) != v]
-            return Status.unresolvable(
-                self.layer, f"node {node.name} lacks label {', '.join(missing)}"
-            )
-        if node.taints:
-            bad = untolerated(node.taints, job.tolerations)
-            if bad:
-                taints = ", ".join(str(t) for t in bad)
-                return Status.unresolvable(
-                    self.layer, f"node {node.name} has taint {taints}, not tolerated"
-                )
-        return SUCCESS
+    def filter(self, job: JobRequest, node: NodeTraits) -> Status:
+        return _admits(job, node)
 
     def explain(
         self, job: JobRequest, rejections: Sequence[Rejection], total_nodes: int
@@ -63,11 +75,7 @@ class NodeAffinity:
         ``no node matches node selector zone=eu, and 1 node has taints it does
         not tolerate (gpu-9: dedicated=infra:NoSchedule)``.
         """
-        if len(rejections) < total_nodes:
-            return None
-        return affinity_reason(
-            job, [(r.node.name, r.node.labels, r.node.taints) for r in rejections]
-        )
+        return _word(job, [(r.status, r.node) for r in rejections], total_nodes)
 
 
 def affinity_reason(

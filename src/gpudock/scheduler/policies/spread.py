@@ -1,13 +1,13 @@
 """Score policy: spread jobs over the emptiest nodes, to limit interference.
 
-Answered by the capacity index (``scheduler/accel/``) from its buckets, by this exact
-class; changing how it scores means changing the index (``accel/test_indexed.py`` fails
-until they agree). A new scorer takes the generic path (``acceleration.Reference``).
+It declares its order (``declarations.Walked``): most capacity left first, exactly.
+
 """
 
 from __future__ import annotations
 
-from gpudock.scheduler.capacity import capacity_left
+from gpudock.scheduler.capacity import CycleState, capacity_left
+from gpudock.scheduler.declarations import Walked
 from gpudock.scheduler.framework import NodeState
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -21,5 +21,9 @@ class Spread:
 
     name = "spread"
 
-    def score(self, job: JobRequest, node: NodeState) -> float:
+    def score(self, job: JobRequest, node: NodeState, state: CycleState) -> float:
         return capacity_left(job, node)
+
+    def order(self, job: JobRequest, state: CycleState) -> Walked:
+        """Most capacity left first: the score is that capacity (``declarations.Walked``)."""
+        return Walked(fewest=False)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.affinity import Taint, Toleration
-from gpudock.scheduler.accel.indexed import indexable
+from gpudock.scheduler.accel.declared import usable
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Snapshot
@@ -170,7 +170,7 @@ configs = st.sampled_from(
 @given(snapshots(), configs)
 def test_the_index_gives_the_generic_plan(snapshot: Snapshot, config: SchedulerConfig) -> None:
     profile = build_profile(config)
-    assert indexable(profile)
+    assert usable(profile)
     assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
 
 
@@ -291,13 +291,15 @@ def test_a_cpu_job_sees_a_node_that_another_job_moved_ahead_of_where_its_walk_st
     assert plan == run_cycle(snapshot, profile, index=False)
 
 
-def test_only_the_built_in_profile_is_indexed() -> None:
+def test_every_profile_with_a_filter_declaring_the_gpu_rule_is_indexed() -> None:
     profile = build_profile(SchedulerConfig())
-    assert indexable(profile)
-    assert indexable(replace(profile, filters=(CountingFilter(), *profile.filters)))
-    assert not indexable(replace(profile, filters=profile.filters[::-1]))
-    assert not indexable(replace(profile, scorers=((profile.scorers[0][0], 2.0),)))
-    assert not indexable(replace(profile, scorers=profile.scorers * 2))
+    assert usable(profile)
+    assert usable(replace(profile, filters=(CountingFilter(), *profile.filters)))
+    assert usable(replace(profile, filters=profile.filters[::-1]))
+    assert usable(replace(profile, scorers=((profile.scorers[0][0], 2.0),)))
+    assert usable(replace(profile, scorers=profile.scorers * 2))
+    no_gpus = tuple(f for f in profile.filters if f.name != "gpu_capacity")
+    assert not usable(replace(profile, filters=no_gpus))
 
 
 def test_a_blocked_request_fails_fast_and_keeps_its_reason() -> None:

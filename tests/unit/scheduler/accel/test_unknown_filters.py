@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.accel.indexed import indexable, last_filters
+from gpudock.scheduler.accel.declared import FilterPlan, usable
 from gpudock.scheduler.capacity import NodeState
 from gpudock.scheduler.cycle import run_cycle
 from gpudock.scheduler.framework import SUCCESS, FilterPolicy, Profile, Rejection, Status
@@ -83,7 +83,7 @@ def extra_filters(draw: st.DrawFn) -> tuple[HashFilter, int]:
         by_idle=draw(st.sampled_from([False, False, True])),
         spares=draw(st.sampled_from([-1, -1, 1, 2])),
     )
-    return extra, draw(st.integers(0, 6))
+    return extra, draw(st.integers(0, 7))  # 7: after every declared filter
 
 
 def with_extra(config: SchedulerConfig, extra: tuple[FilterPolicy, int]) -> Profile:
@@ -91,7 +91,7 @@ def with_extra(config: SchedulerConfig, extra: tuple[FilterPolicy, int]) -> Prof
     policy, at = extra
     filters = (*profile.filters[:at], policy, *profile.filters[at:])
     extended = replace(profile, filters=filters)
-    assert indexable(extended)  # the accelerated path, unknown filter and all
+    assert usable(extended)  # the accelerated path, unknown filter and all
     return extended
 
 
@@ -144,28 +144,32 @@ def test_an_unknown_filter_words_its_rejections_and_the_next_best_node_is_taken(
 
 
 def test_a_job_an_unknown_filter_vetoed_and_that_fits_at_the_end_gets_the_generic_reason() -> None:
-    """Job 1 is vetoed while n00 has one idle GPU (odd); job 2's share then leaves none idle,
-    so at step 4 every filter admits n00 for job 1: no built-in wording applies."""
-    by_idle = HashFilter(salt=0, share=0, never=False, by_idle=True)
+    """Job 1 (shares on 2 GPUs) is vetoed while n00 has 3 idle GPUs (odd); job 2 (1 GPU,
+    which the filter skips) then leaves 2 idle, so at step 4 every filter admits n00 for
+    job 1: no declared wording applies. No reservation is made for job 1 on n00 either:
+    the filter rejects it there, now and with nothing running."""
+    by_idle = HashFilter(salt=0, share=0, never=False, by_idle=True, spares=1)
     snapshot = make_snapshot(
-        [make_node("n00").gpus(1)],
-        [make_job(1).gpu_memory("4GiB"), make_job(2).gpu_memory("4GiB")],
+        [make_node("n00").gpus(4).exclusive(0)],
+        [make_job(1).gpus(2).gpu_memory("4GiB"), make_job(2).gpus(1)],
     )
     profile = with_extra(SchedulerConfig(), (by_idle, 0))
     plan = run_cycle(snapshot, profile)
     assert_placed(plan, 2, node="n00")
     assert_pending(plan, 1, exact="no node can take it now (1 checked)")
+    assert not plan.reservations
     assert plan == run_cycle(snapshot, profile, index=False)
 
 
-def test_unknown_filters_after_every_built_in_one_run_only_where_the_built_ins_admit() -> None:
-    built = build_profile(SchedulerConfig())  # without the default unknown filter (memory)
-    profile = replace(built, filters=tuple(f for f in built.filters if f.name != "memory_capacity"))
+def test_unknown_filters_after_every_declared_one_run_only_where_the_declared_admit() -> None:
+    profile = build_profile(SchedulerConfig())
     extra = HashFilter(salt=1, share=4, never=False)
+    job = make_job(1).gpus(2).build()
     last = replace(profile, filters=(*profile.filters, extra))
     first = replace(profile, filters=(extra, *profile.filters))
-    assert last_filters(last) and last_filters(profile)
-    assert not last_filters(first)
+    assert FilterPlan(last).for_job(job).extras_last()
+    assert FilterPlan(profile).for_job(job).extras_last()
+    assert not FilterPlan(first).for_job(job).extras_last()
 
 
 @dataclass(frozen=True)

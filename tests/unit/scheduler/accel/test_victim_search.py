@@ -16,7 +16,7 @@ come in the order of computing them all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,10 +26,13 @@ from gpudock.scheduler.accel.indexed import CapacityIndex
 from gpudock.scheduler.accel.victims import VictimSearch
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.cycle import run_cycle
+from gpudock.scheduler.framework import Profile
+from gpudock.scheduler.post_filter import FiltersAfter, PostFilter
 from gpudock.scheduler.preemption import (
     Preemption,
+    VictimFinder,
     choose_victims,
-    could_fit_if_freed,
+    may_preempt,
     plan_preemptions,
     running_by_node,
 )
@@ -39,6 +42,7 @@ from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
 
 from ..builders import GiB, gpu_uuid
+from .test_unknown_filters import HashFilter
 
 TOTAL = 80 * GiB
 QUEUES = ["a", "b"]
@@ -161,23 +165,35 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
     return jobs
 
 
+PROFILE = build_profile(SchedulerConfig())
+
+
+def accelerated(state: CycleState, index: RunningIndex) -> tuple[VictimFinder, PostFilter]:
+    """The capacity index's victim finder, and its ``PostFilter``, for one cycle."""
+    accelerator = CapacityIndex()
+    feasibility = accelerator.post_filter(state, PROFILE, SchedulerSession())
+    return accelerator.victims(state, index, feasibility), feasibility
+
+
 def by_definition(
     blocked: list[JobRequest], nodes: list[NodeView], running: list[RunningJob], now: float
 ) -> list[Preemption]:
     """The priority kind, one job at a time, each over what the jobs before it left."""
     state = CycleState(nodes)
+    feasibility = FiltersAfter(state, PROFILE)
     taken: set[int] = set()
     out: list[Preemption] = []
     for job in blocked:
-        if not job.can_preempt:
+        if not job.can_preempt or not may_preempt(job):
             continue
         left = [r for r in running if r.id not in taken]
         choice = choose_victims(
             job,
-            [state.nodes[v.name] for v in nodes if could_fit_if_freed(job, v)],
+            [v.name for v in nodes],
             running_by_node(left),
             lambda v, job=job: v.queue == job.queue and v.priority < job.priority,  # type: ignore[misc]
             now,
+            feasibility,
         )
         if choice is None:
             continue
@@ -194,10 +210,12 @@ def test_each_blocked_job_gets_the_victims_of_the_definition(
 ) -> None:
     nodes, running, now = cluster
     state, index = CycleState(nodes), RunningIndex(running, now)
-    finder = CapacityIndex().victims(state, index, SchedulerSession())
+    finder, _ = accelerated(state, index)
     preemptions, _ = plan_preemptions(blocked, state, running, now, None, (), index, finder)
     assert preemptions == by_definition(blocked, nodes, running, now)
-    assert plan_preemptions(blocked, CycleState(nodes), running, now)[0] == preemptions
+    plain = CycleState(nodes)
+    defined = FiltersAfter(plain, PROFILE)
+    assert plan_preemptions(blocked, plain, running, now, feasibility=defined)[0] == preemptions
 
 
 @settings(max_examples=300, deadline=None)
@@ -206,12 +224,8 @@ def test_multi_victim_bounds_come_in_the_order_of_computing_them_all(
     cluster: tuple[list[NodeView], list[RunningJob], float], blocked: list[JobRequest]
 ) -> None:
     nodes, running, now = cluster
-    views = {v.name: v for v in nodes}
-    search = VictimSearch(
-        CycleState(nodes),
-        RunningIndex(running, now),
-        lambda job, name: could_fit_if_freed(job, views[name]),
-    )
+    state = CycleState(nodes)
+    search = VictimSearch(state, RunningIndex(running, now), FiltersAfter(state, PROFILE))
     for job in blocked:
         every = []
         for name in search.nodes:
@@ -242,11 +256,13 @@ def test_the_reclaim_kind_gets_the_victims_of_the_definition(
 ) -> None:
     nodes, running, now = cluster
     state, index = CycleState(nodes), RunningIndex(running, now)
-    finder = CapacityIndex().victims(state, index, SchedulerSession())
+    finder, _ = accelerated(state, index)
     fast, slow = OtherQueues(), OtherQueues()
-    accelerated = plan_preemptions(blocked, state, running, now, fast, blocked, index, finder)
-    defined = plan_preemptions(blocked, CycleState(nodes), running, now, slow, blocked)
-    assert accelerated == defined
+    answers = plan_preemptions(blocked, state, running, now, fast, blocked, index, finder)
+    plain = CycleState(nodes)
+    feasibility = FiltersAfter(plain, PROFILE)
+    defined = plan_preemptions(blocked, plain, running, now, slow, blocked, feasibility=feasibility)
+    assert answers == defined
     assert fast.granted_to == slow.granted_to
 
 
@@ -260,4 +276,33 @@ def test_a_cycle_with_running_jobs_and_host_memory_gives_the_generic_plan(
     nodes, running, now = cluster
     snapshot = Snapshot(now, tuple(nodes), tuple(blocked), tuple(running))
     profile = build_profile(SchedulerConfig())
+    assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)
+
+
+@st.composite
+def hashed_profiles(draw: st.DrawFn) -> Profile:
+    """The default profile with a filter that declares nothing, anywhere in it: the
+    accelerated ``PostFilter`` runs it on copies of the nodes as they would be."""
+    extra = HashFilter(
+        salt=draw(st.integers(0, 99)),
+        share=draw(st.integers(0, 6)),
+        never=draw(st.booleans()),
+        by_idle=draw(st.sampled_from([False, False, True])),
+    )
+    at = draw(st.integers(0, len(PROFILE.filters)))
+    return replace(PROFILE, filters=(*PROFILE.filters[:at], extra, *PROFILE.filters[at:]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters(), blocked_jobs(), hashed_profiles())
+def test_preemption_and_reservation_hear_a_filter_that_declares_nothing(
+    cluster: tuple[list[NodeView], list[RunningJob], float],
+    blocked: list[JobRequest],
+    profile: Profile,
+) -> None:
+    """Whole cycles (victims, the EASY reservation, backfill) with an undeclared filter,
+    not monotone in what runs on a node when it rejects by idle GPUs: the accelerated
+    path's Plan is the generic path's."""
+    nodes, running, now = cluster
+    snapshot = Snapshot(now, tuple(nodes), tuple(blocked), tuple(running))
     assert run_cycle(snapshot, profile) == run_cycle(snapshot, profile, index=False)

@@ -1,12 +1,12 @@
 """``SharePrice``: the pre-score plugin that prices one-GPU shares once per cycle.
 
-When a cycle's profile has a ``binpack`` scorer that prices shares
-(``price_shares``, the default) and a pending job is a share of one GPU on
-one node (``mix.priced``), ``pre_score`` works out the ``SharePricing`` of
-the snapshot's job mix (``pricing_for``: one LP per rounded mix) and returns
-the profile with that pricing given to each such ``binpack`` and to a
-``best_fit`` picker, so that the picker takes the GPU the scorer scored.
-Otherwise it returns the profile unchanged, and nothing is priced.
+When a scorer of the cycle's profile ``reads`` ``SharePricing`` (``binpack``
+with ``price_shares``, the default) and a pending job is a share of one GPU on
+one node (``mix.priced``), ``pre_score`` works out the ``SharePricing`` of the
+snapshot's job mix (``pricing_for``: one LP per rounded mix) and writes it into
+the cycle's ``CycleState``. The scorers that read it score one-GPU shares by it,
+and the ``best_fit`` picker, finding it there, takes the GPU they scored.
+Otherwise nothing is written, and nothing is priced.
 
 What it keeps lives in the caller's session (``ShareState``, through
 ``framework.PluginState``), never in the plugin object or class variables:
@@ -20,14 +20,17 @@ What it keeps lives in the caller's session (``ShareState``, through
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from gpudock.scheduler.framework import PluginState, Profile
-from gpudock.scheduler.policies.binpack import Binpack
-from gpudock.scheduler.policies.gpu_picker import BestFitPicker
+from gpudock.scheduler.capacity import CycleState
+from gpudock.scheduler.framework import PluginState, Profile, reads
 from gpudock.scheduler.policies.share_price import lp
 from gpudock.scheduler.policies.share_price.mix import MixTracker, priced
-from gpudock.scheduler.policies.share_price.pricing import LargestMemo, pricing_for
+from gpudock.scheduler.policies.share_price.pricing import (
+    LargestMemo,
+    SharePricing,
+    pricing_for,
+)
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
 
@@ -44,26 +47,19 @@ class SharePrice:
 
     name = "share_price"
 
-    def pre_score(self, snapshot: Snapshot, profile: Profile, state: PluginState) -> Profile:
-        """``profile`` with this cycle's ``SharePricing`` bound (module doc); ``profile``
-        itself when no scorer prices shares, no pending job is priced, or the mix has no
-        share."""
+    def pre_score(
+        self, snapshot: Snapshot, profile: Profile, state: CycleState, kept: PluginState
+    ) -> None:
+        """Write this cycle's ``SharePricing`` into ``state`` (module doc); nothing when no
+        scorer reads it, no pending job is priced, or the mix has no share."""
         if not prices_shares(profile) or not any(priced(j) for j in snapshot.pending):
-            return profile
-        kept = state.get(ShareState)
-        if state.learn:
-            snapshot = kept.mix.apply(snapshot)
-        pricing = pricing_for(snapshot, kept.largest)
-        if pricing is None:
-            return profile
-        scorers = tuple(
-            (s.with_pricing(pricing) if isinstance(s, Binpack) else s, w)
-            for s, w in profile.scorers
-        )
-        picker = profile.picker
-        if isinstance(picker, BestFitPicker):
-            picker = BestFitPicker(pricing)
-        return replace(profile, scorers=scorers, picker=picker)
+            return
+        mine = kept.get(ShareState)
+        if kept.learn:
+            snapshot = mine.mix.apply(snapshot)
+        pricing = pricing_for(snapshot, mine.largest)
+        if pricing is not None:
+            state.write(pricing)
 
     def prepare(self, profile: Profile) -> None:
         """Import the LP solver (SciPy: most of a second the first time) when ``profile``
@@ -77,5 +73,5 @@ class SharePrice:
 
 
 def prices_shares(profile: Profile) -> bool:
-    """True when a scorer of ``profile`` places shares by the job mix's prices."""
-    return any(isinstance(s, Binpack) and s.price_shares for s, _ in profile.scorers)
+    """True when a scorer of ``profile`` reads the job mix's share prices."""
+    return any(SharePricing in reads(s) for s, _ in profile.scorers)

@@ -1,0 +1,145 @@
+"""The capacity index's ``PostFilter``: ``post_filter.FiltersAfter``'s answers, from what the
+filters declare.
+
+Once some jobs left a node, a ``NodeOnly`` filter says what it said before (its kept
+verdict: ``node_only.py``); the capacity rules (``NeedsGpus``, ``NeedsHost``,
+``NeedsGroup``) are counted by ``release.Release`` without copying the node; only the
+undeclared filters run, on a copy of the node as it would be (``post_filter.node_after``).
+``admits_empty`` reads the rules on the node's view, once per placement key and node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gpudock.scheduler.accel.declared import FilterPlan, JobFilters
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
+from gpudock.scheduler.capacity import CycleState, NodeState
+from gpudock.scheduler.framework import PlacementKey, placement_key
+from gpudock.scheduler.post_filter import emptied, greedy_victims, node_after
+from gpudock.scheduler.release import Release
+from gpudock.scheduler.rules import (
+    Resource,
+    cpus_ever,
+    gpus_empty,
+    group_empty,
+    memory_ever,
+    needs_group,
+)
+from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
+
+__all__ = ["DeclaredPostFilter"]
+
+
+class DeclaredPostFilter:
+    """``PostFilter`` from declarations (module doc); ``state`` as it is when asked."""
+
+    def __init__(self, state: CycleState, plan: FilterPlan, verdicts: NodeOnlyVerdicts) -> None:
+        self._state = state
+        self._plan = plan
+        self._verdicts = verdicts
+        self._empty: dict[tuple[PlacementKey, str], bool] = {}
+        self._jobs: dict[PlacementKey, JobFilters] = {}
+        self._last: tuple[JobRequest, PlacementKey, JobFilters] | None = None
+        self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
+
+    def _filters(self, job: JobRequest) -> tuple[PlacementKey, JobFilters]:
+        """``job``'s placement key and the filters it needs (the last job's, asked again)."""
+        last = self._last
+        if last is not None and last[0] is job:
+            return last[1], last[2]
+        key = placement_key(job)
+        found = self._jobs.get(key)
+        if found is None:
+            found = self._jobs[key] = self._plan.for_job(job)
+        self._last = (job, key, found)
+        return key, found
+
+    def _node_only(self, job: JobRequest, filters: JobFilters, name: str) -> bool:
+        admits = self._verdicts.admits
+        return all(admits(i, d, job, name) for i, _, d in filters.node_only)
+
+    def _release(
+        self, job: JobRequest, key: PlacementKey, filters: JobFilters, name: str
+    ) -> Release:
+        """``Release`` of the declared capacity rules ``job`` needs on ``name`` now."""
+        seen = len(self._state.changes)
+        found = self._releases.get((key, name))
+        if found is None or found[0] != seen:
+            state, view = self._state, self._state.views[name]
+            nodes = state.nodes
+            release = Release(
+                job if filters.gpus else replace(job, gpus=0),
+                nodes.gpus_of(name),
+                view.cpus if filters.cpus else None,
+                nodes.free_cpus_of(name),
+                view.host_memory if filters.memory else None,
+                nodes.free_host_memory_of(name),
+                bool(filters.group),
+            )
+            found = self._releases[(key, name)] = (seen, release)
+        return found[1]
+
+    def _extras_after(self, job: JobRequest, filters: JobFilters, node: NodeState) -> bool:
+        return all(policy.filter(job, node).ok for _, policy in filters.extras)
+
+    def admits_empty(self, job: JobRequest, name: str) -> bool:
+        key, filters = self._filters(job)
+        found = self._empty.get((key, name))
+        if found is None:
+            view = self._state.views[name]
+            found = self._empty[(key, name)] = self._empty_answer(job, filters, view)
+        return found
+
+    def _empty_answer(self, job: JobRequest, filters: JobFilters, view: NodeView) -> bool:
+        """``admits_empty`` worked out: the kept node-only verdicts, the declared rules on
+        the view with every job gone (``rules.py``), the undeclared filters on a copy."""
+        if not self._node_only(job, filters, view.name):
+            return False
+        if filters.gpus and gpus_empty(job, view.gpus) < job.gpus:
+            return False
+        for _, _, declared in filters.host:
+            if declared.resource is Resource.CPUS:
+                if not cpus_ever(job, view.cpus):
+                    return False
+            elif not memory_ever(job, view.host_memory):
+                return False
+        if filters.group and needs_group(job) and group_empty(job, view.gpus) < job.gpus:
+            return False
+        if not filters.extras:
+            return True
+        node = NodeState.from_view(emptied(view))
+        return all(f.filter(job, node).ok for _, f in filters.extras)
+
+    def fits_after(self, job: JobRequest, name: str, leaving: Sequence[RunningJob]) -> bool:
+        key, filters = self._filters(job)
+        if not self._node_only(job, filters, name):
+            return False
+        if not self._release(job, key, filters, name).fits(leaving):
+            return False
+        if not filters.extras:
+            return True
+        node = self._state.nodes[name]
+        return self._extras_after(job, filters, node_after(node, leaving) if leaving else node)
+
+    def first_fit(self, job: JobRequest, name: str, ending: Sequence[RunningJob]) -> int | None:
+        key, filters = self._filters(job)
+        if not self._node_only(job, filters, name):
+            return None
+        if filters.extras:
+            for k in range(len(ending) + 1):
+                if self.fits_after(job, name, ending[:k]):
+                    return k
+            return None
+        return self._release(job, key, filters, name).first_fit(ending)
+
+    def victims(
+        self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
+    ) -> list[RunningJob] | None:
+        key, filters = self._filters(job)
+        if not self._node_only(job, filters, name):
+            return None
+        if filters.extras:
+            return greedy_victims(lambda leaving: self.fits_after(job, name, leaving), candidates)
+        return self._release(job, key, filters, name).pick(candidates)
