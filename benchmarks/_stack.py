@@ -90,14 +90,20 @@ def scratch_database(kind: str) -> Iterator[str | None]:
 
 
 class Server:
-    """A ``gpudock server`` subprocess with ``gpus`` emulated H100s.
+    """A ``gpudock server`` subprocess with ``gpus`` emulated H100s and ``api_workers``
+    API processes (None: the server's default).
 
     ``config`` replaces top-level keys of the server config below (e.g. a
     ``node`` without ``cpus``, so that the host's cores bound the jobs).
     """
 
     def __init__(
-        self, home: Path, db_url: str | None, gpus: int, config: dict[str, Any] | None = None
+        self,
+        home: Path,
+        db_url: str | None,
+        gpus: int,
+        config: dict[str, Any] | None = None,
+        api_workers: int | None = None,
     ) -> None:
         self.home = home
         self.db_url = db_url or f"sqlite:///{home / 'gpudock.db'}"
@@ -125,6 +131,8 @@ class Server:
             "--log-level",
             "warning",
         ]
+        if api_workers is not None:
+            args += ["--api-workers", str(api_workers)]
         self.log = home / "server.log"
         self.proc = subprocess.Popen(
             args,
@@ -145,12 +153,39 @@ class Server:
             raise SystemExit(f"server did not start:\n{self.log.read_text()[-4000:]}")
         self.token = (home / "admin-token").read_text().strip()
         self.instance = httpx.get(self.url + "/healthz", timeout=5).json()["instance"]
+        self.settle()
+
+    def settle(self, cores: float = 0.1, timeout: float = 30.0) -> None:
+        """Wait (up to ``timeout``) until the server uses under ``cores`` over half a second:
+        its start-up work (imports its first cycle needs, the first reconcile) is done."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            before = self.cpu_seconds()
+            time.sleep(0.5)
+            if self.cpu_seconds() - before < cores * 0.5:
+                return
+
+    def processes(self) -> dict[str, int]:
+        """The server's processes by name: ``controller`` (the one started) and each API
+        worker by the name it runs as (``api-1``, ...: ``ps`` shows ``gpudock-api-1``)."""
+        found = {"controller": self.proc.pid}
+        for pid in children(self.proc.pid):
+            with contextlib.suppress(OSError):
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+                found[name.removeprefix("gpudock-")] = pid
+        return found
+
+    def cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds (user + system, every thread) each of ``processes`` has used so far."""
+        out = {}
+        for name, pid in self.processes().items():
+            with contextlib.suppress(OSError):
+                out[name] = process_cpu(pid)
+        return out
 
     def cpu_seconds(self) -> float:
-        """CPU time (user + system, every thread) the server process has used so far."""
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()  # after the command name: field 3 onwards
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU seconds every process of the server has used so far."""
+        return sum(self.cpu_by_process().values())
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(
@@ -173,6 +208,25 @@ class Server:
             for container in docker_client.containers.list(all=True, filters={"label": label}):
                 with contextlib.suppress(Exception):
                     container.remove(force=True)
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name: field 3 onwards
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc``), by pid."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return sorted(found)
 
 
 def machine_cpu() -> dict[str, float]:

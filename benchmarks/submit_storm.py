@@ -6,10 +6,12 @@ For each database (SQLite, and PostgreSQL on a scratch database of
 GPUs on the local dockerd and sends ``--submits`` ``POST /v1/jobs`` (1 GPU,
 ``true``) with ``--concurrency`` in flight. Prints:
 
-* ``acked_per_s`` (201s per second of the storm), ``server_cores`` (the server
-  process's CPU time over the storm's wall time: near 1.0, one Python process
-  is at its limit), ``server_cpu_ms_per_ack`` and ``machine_busy_cores`` (every
-  process: the jobs' containers and dockerd too); ``p50_ms``/``p99_ms`` latency
+* ``acked_per_s`` (201s per second of the storm), ``server_cores`` (the CPU time
+  of every server process over the storm's wall time), ``server_cpu_ms_per_ack``
+  and ``machine_busy_cores`` (every process: the jobs' containers and dockerd
+  too); ``idle_cores`` and ``storm_cores``: the cores of the controller and of
+  each API worker, over ``--idle`` seconds before the storm and over the storm;
+  ``p50_ms``/``p99_ms`` latency
   (to the final answer: a 503 ``Unavailable`` is sent again after its ``Retry-After``,
   up to 3 times, as the API asks; ``failures`` counts those);
 * the audit: ``lost`` (acknowledged, not in the store), ``duplicated`` (an id
@@ -20,7 +22,7 @@ GPUs on the local dockerd and sends ``--submits`` ``POST /v1/jobs`` (1 GPU,
 Goal: every submit acknowledged, 0 lost/duplicated/double-booked; on SQLite
 >= 200 acknowledged/s and p99 <= 1 s.
 Usage: ``benchmarks/submit_storm.py [--json] [--submits 10000] [--concurrency 64]
-[--db sqlite,postgres] [--gpus 8]``.
+[--db sqlite,postgres] [--gpus 8] [--api-workers N] [--idle 5]``.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 import httpx
@@ -51,6 +54,7 @@ from benchmarks._stack import (
     scratch_database,
 )
 
+T = TypeVar("T")
 SPEC = {"image": IMAGE, "command": ["true"], "gpus": 1, "retries": 0}
 RETRIES_503 = 3
 
@@ -125,13 +129,24 @@ def audit(server: Server, acked: list[int], settle: float) -> dict[str, Any]:
     }
 
 
+def cores_by_process(server: Server, work: Callable[[], T]) -> tuple[dict[str, float], T]:
+    """What ``work`` returned, and the cores each server process used while it ran."""
+    before, began = server.cpu_by_process(), time.perf_counter()
+    out = work()
+    after, wall = server.cpu_by_process(), time.perf_counter() - began
+    return {name: (after[name] - before.get(name, 0.0)) / wall for name in after}, out
+
+
 def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpudock-storm-") as tmp, scratch_database(kind) as url:
-        server = Server(Path(tmp), url, args.gpus)
+        server = Server(Path(tmp), url, args.gpus, api_workers=args.api_workers)
         try:
-            cpu_before, machine_before = server.cpu_seconds(), machine_cpu()
-            result = storm(server, args.submits, args.concurrency)
-            cpu = server.cpu_seconds() - cpu_before
+            idle = cores_by_process(server, lambda: time.sleep(args.idle))[0]
+            machine_before = machine_cpu()
+            storm_cores, result = cores_by_process(
+                server, lambda: storm(server, args.submits, args.concurrency)
+            )
+            cpu = sum(storm_cores.values()) * result["wall"]
             busy = machine_cpu()["busy"] - machine_before["busy"]
             checked = audit(server, result["acked"], args.settle)
         finally:
@@ -147,6 +162,8 @@ def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
         "server_cores": round(cpu / result["wall"], 2),
         "server_cpu_ms_per_ack": round(1000 * cpu / max(1, len(result["acked"])), 2),
         "machine_busy_cores": round(busy / result["wall"], 2),
+        "idle_cores": {name: round(cores, 3) for name, cores in idle.items()},
+        "storm_cores": {name: round(cores, 2) for name, cores in storm_cores.items()},
         "p50_ms": round(statistics.median(latencies) * 1000, 1),
         "p99_ms": round(p99 * 1000, 1),
         **checked,
@@ -159,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--db", default="sqlite,postgres", help="comma-separated")
+    parser.add_argument("--api-workers", type=int, default=None, help="default: the server's")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle CPU read")
     parser.add_argument(
         "--settle", type=float, default=60.0, help="at most this long for pending reasons"
     )
@@ -170,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         **build_info(),
         "concurrency": args.concurrency,
         "gpus": args.gpus,
+        "api_workers": args.api_workers,
     }
     for kind in args.db.split(","):
         out[kind] = run_one(kind.strip(), args, client)
@@ -183,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"(server {r['server_cores']} cores, {r['server_cpu_ms_per_ack']} ms CPU each), "
                 f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms; lost {r['lost']}, "
                 f"duplicated {r['duplicated']}, double-booked {r['double_booked']}, "
-                f"pending without reason {r['pending_without_reason']}"
+                f"pending without reason {r['pending_without_reason']}; cores idle "
+                f"{r['idle_cores']}, in the storm {r['storm_cores']}"
             )
     return 0
 

@@ -8,6 +8,8 @@
 #   ensure_packages [PKG...] apt-get install docker.io postgresql busybox-static
 #                            prometheus chromium (promtool; browser tests)
 #                            docker-registry apache2-utils (private registry tests)
+#                            iproute2 iptables (the Swarm tests' 3-node swarm of private
+#                            dockerds in network namespaces; nsenter is util-linux's)
 #                            (or just the named packages) when missing
 #   start_dockerd [--no-gpu-hook]
 #                            dockerd without systemd; by default with the stand-in
@@ -43,7 +45,7 @@ _gpudock_pkg_installed() {
 ensure_packages() {  # [PKG...]; default: everything the test suite needs
     local pkg missing=() wanted=("$@")
     ((${#wanted[@]})) || wanted=(docker.io postgresql busybox-static prometheus chromium
-        docker-registry apache2-utils)
+        docker-registry apache2-utils iproute2 iptables)
     for pkg in "${wanted[@]}"; do
         _gpudock_pkg_installed "$pkg" || missing+=("$pkg")
     done

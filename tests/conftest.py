@@ -21,6 +21,30 @@ PG_URL = os.environ.get(
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``tests/chaos``: ``--seed`` and ``--duration`` (seconds of faults; CI: 120)."""
+    group = parser.getgroup("chaos")
+    group.addoption("--seed", type=int, default=1, help="the chaos run's random seed")
+    group.addoption(
+        "--duration", type=float, default=120.0, help="seconds of faults while jobs flow"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests on the session's swarm run last, together (the chaos run after the others),
+    so its daemons, server and agents never idle beside the rest of the suite."""
+    on_swarm = [item for item in items if "swarm" in getattr(item, "fixturenames", ())]
+    if not on_swarm:
+        return
+    chosen = set(on_swarm)
+    on_swarm.sort(key=lambda item: "tests/chaos/" in item.nodeid)  # stable: chaos last
+    items[:] = [item for item in items if item not in chosen] + on_swarm
+    budget = float(config.getoption("--duration")) + 600  # the faults, then the wind-down
+    for item in on_swarm:
+        if "tests/chaos/" in item.nodeid:
+            item.add_marker(pytest.mark.timeout(budget))
+
+
 def require(component: str, why: str) -> None:
     """Fail under CI=true, skip elsewhere: a missing real component."""
     message = f"{component} is not available: {why}"
@@ -63,3 +87,29 @@ def chromium() -> Iterator[Any]:
 
     with launch_chromium() as browser:
         yield browser
+
+
+@pytest.fixture(scope="session")
+def swarm() -> Iterator[Any]:
+    """A real 3-node Docker Swarm of private dockerds (``tests/kit/swarm.py``), once per session.
+
+    Tests that inject faults undo them (``SwarmCluster.restore``).
+    """
+    from tests.kit.swarm import SwarmCluster
+
+    with SwarmCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def swarm_cluster(swarm: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``gpudock server --backend swarm`` on the session's swarm, on its own PostgreSQL
+    database, with an agent on every node (``tests/kit/swarm_server.py``). Shared by every
+    Swarm test: each leaves it as it found it (``SwarmServer.heal``)."""
+    from tests.kit.pg import fresh_database
+    from tests.kit.swarm_server import swarm_server
+
+    home = tmp_path_factory.mktemp("swarm-server")
+    with fresh_database() as db, swarm_server(swarm, home, db) as cs:
+        cs.heal()
+        yield cs

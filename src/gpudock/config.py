@@ -50,6 +50,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from gpudock.core.affinity import Taint, Topology, check_label, parse_taint
@@ -437,9 +438,62 @@ def unique_classes(value: list[PriorityClass]) -> list[PriorityClass]:
     return value
 
 
+class SwarmConfig(BaseModel):
+    """The ``swarm`` backend (``backend: swarm``): node loss, agents, starts, gangs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node_grace: float = Field(
+        default=60.0,
+        gt=0,
+        description="how long a node may be not ready before its jobs are LOST (and requeued "
+        "per retries); default 60s",
+    )
+    agent_interval: float = Field(
+        default=5.0, gt=0, description="how often node agents report; default 5s"
+    )
+    start_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="a job's service must be running within this, else it FAILS; default 5m",
+    )
+    keep_exited: float = Field(
+        default=600.0,
+        ge=0,
+        description="agents remove the stopped containers of ended attempts after this",
+    )
+    master_port: int = Field(
+        default=29500, ge=1, le=65535, description="MASTER_PORT of multi-node gangs"
+    )
+
+    @field_validator("node_grace", "agent_interval", "start_timeout", "keep_exited", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+    @model_validator(mode="after")
+    def _lease(self) -> SwarmConfig:
+        """Agents fence by themselves ``node_grace - 2 * agent_interval`` after they lose
+        the server: that must be at least two intervals, or a healthy agent between two
+        reports would look cut off."""
+        if self.node_grace < 4 * self.agent_interval:
+            raise ValueError(
+                f"node_grace ({self.node_grace:g}s) must be at least 4 x agent_interval "
+                f"({4 * self.agent_interval:g}s): agents stop their node's jobs by themselves "
+                "two intervals before the grace ends"
+            )
+        return self
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    backend: str = Field(
+        default="docker",
+        description="the executor (gpudock.executors.registry): docker (this host's engine) "
+        "or swarm (the Swarm this host manages)",
+    )
+    swarm: SwarmConfig = Field(default_factory=SwarmConfig)
     node_name: str | None = Field(default=None, description="default: the host name")
     node: NodeConfig = Field(default_factory=NodeConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)

@@ -1,7 +1,8 @@
 """Secrets at rest: Fernet (AES-128-CBC + HMAC-SHA256) with a key in the server home.
 
-The key file (``$GPUDOCK_HOME/secrets.key``) is made on first use, mode 0600,
-by whichever thread gets there first (``O_EXCL``); later uses read it. The
+The key file (``$GPUDOCK_HOME/secrets.key``) is made on first use (the
+server makes it at start), mode 0600, by whichever thread or process links
+it into place first; later uses read it. The
 database then holds only ciphertext: a copy of it without the key reveals no
 password. Losing the key loses the stored secrets (users log in again); it
 never loses anything else.
@@ -43,6 +44,10 @@ class Vault:
         except (InvalidToken, UnicodeError):
             raise VaultError(f"a secret cannot be decrypted with the key in {self.path}") from None
 
+    def ensure_key(self) -> None:
+        """Make the key file now if there is none (the server's start, before its workers)."""
+        self._key()
+
     def _key(self) -> Fernet:
         with self._lock:
             if self._fernet is None:
@@ -51,11 +56,21 @@ class Vault:
 
 
 def _read_or_make_key(path: Path) -> bytes:
+    """The key in ``path``, made first if there is none. A new key is written whole to a
+    file of this thread's own and linked into place, so a reader (another thread or
+    process) never sees a partial key, and when two make one, the first link wins."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
         return path.read_bytes().strip()
-    key = Fernet.generate_key()
+    except FileNotFoundError:
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as handle:
-        handle.write(key + b"\n")
-    return key
+        handle.write(Fernet.generate_key() + b"\n")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another made it first: use theirs
+    finally:
+        tmp.unlink()
+    return path.read_bytes().strip()

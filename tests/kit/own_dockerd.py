@@ -81,18 +81,8 @@ class OwnDockerd:
     def start(self, timeout: float = 90.0) -> None:
         """Start the daemon (again) on the same roots; return once it answers ``/_ping``."""
         self._wait_gone()
-        env = {k: v for k, v in os.environ.items() if k != "GPUDOCK_FAKE_HOOK_LOG"}
-        env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if "fake_gpu" not in p)
-        if self.hook_log is not None:
-            env["PATH"] = f"{HOOK_DIR}:{env['PATH']}"
-            env["GPUDOCK_FAKE_HOOK_LOG"] = str(self.hook_log)
-        args = ["nsenter", f"--net=/run/netns/{self.name}", "dockerd",
-                "--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
-                "--pidfile", str(self.base / "dockerd.pid"), "-H", self.url,
-                "--cgroup-parent", self.name, "--bridge=none", "--iptables=false",
-                "--ip-masq=false"]  # fmt: skip
-        if self.live_restore:
-            args.append("--live-restore")
+        env = self.daemon_env()
+        args = ["nsenter", f"--net=/run/netns/{self.name}", "dockerd", *self.daemon_args()]
         self.starts += 1
         with open(self.base / "dockerd.log", "ab") as log:
             log.write(f"\n===== start {self.starts} =====\n".encode())
@@ -112,6 +102,25 @@ class OwnDockerd:
                         f"private dockerd did not start:\n{self.log()[-1500:]}"
                     ) from None
                 time.sleep(0.05)
+
+    def daemon_args(self) -> list[str]:
+        """dockerd's arguments; a subclass adds its own (labels, runtimes)."""
+        args = ["--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
+                "--pidfile", str(self.base / "dockerd.pid"), "-H", self.url,
+                "--cgroup-parent", self.name, "--bridge=none", "--iptables=false",
+                "--ip-masq=false"]  # fmt: skip
+        if self.live_restore:
+            args.append("--live-restore")
+        return args
+
+    def daemon_env(self) -> dict[str, str]:
+        """dockerd's environment: this process's, without the shared engine's stand-in hook."""
+        env = {k: v for k, v in os.environ.items() if k != "GPUDOCK_FAKE_HOOK_LOG"}
+        env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if "fake_gpu" not in p)
+        if self.hook_log is not None:
+            env["PATH"] = f"{HOOK_DIR}:{env['PATH']}"
+            env["GPUDOCK_FAKE_HOOK_LOG"] = str(self.hook_log)
+        return env
 
     def kill9(self) -> list[int]:
         """SIGKILL dockerd and the containerd it started; return the pids killed."""

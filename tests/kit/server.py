@@ -4,6 +4,11 @@ The server is the installed console script in a subprocess, with its own
 ``GPUDOCK_HOME``, port and database, so tests exercise exactly what users run
 (including ``kill -9``). ``api()`` returns an httpx client holding the admin
 token the server created on first start.
+
+A server runs ``api_workers`` API processes beside its controller; the kit's
+default is 1 (``DEFAULT_API_WORKERS``: the cheapest start, and every request
+still crosses from a worker to the controller's process). Tests of the
+several-worker contracts start their own (``tests/integration/e2e/test_api_workers.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ FAST_CONFIG: dict[str, Any] = {
     "node": {"cpus": 64, "memory": "256GiB"},
 }
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
+DEFAULT_API_WORKERS = 1
 
 
 def free_port() -> int:
@@ -52,12 +58,18 @@ class ServerProcess:
         emulate: str | None = "4xH100-80GB",
         config: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        args: tuple[str, ...] = (),
+        api_workers: int = DEFAULT_API_WORKERS,
     ) -> None:
         self.home = home
+        self.host = host
+        self.args = args
+        self.api_workers = api_workers
         self.db_url = db_url
         self.emulate = emulate
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.config_path = home / "server.yaml"
         home.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(config or FAST_CONFIG))
@@ -70,12 +82,17 @@ class ServerProcess:
         args = [
             gpudock_bin(),
             "server",
+            "--host",
+            self.host,
             "--port",
             str(self.port),
+            *self.args,
             "--config",
             str(self.config_path),
             "--log-level",
             "debug",
+            "--api-workers",
+            str(self.api_workers),
         ]
         if self.db_url:
             args += ["--db", self.db_url]
@@ -105,9 +122,29 @@ class ServerProcess:
         raise AssertionError(f"server not healthy after {timeout}s:\n{self.log()}")
 
     def kill9(self) -> None:
+        """SIGKILL the server (its controller; the API workers die with it)."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
+
+    def workers(self) -> dict[str, int]:
+        """The running API workers' pids by name (``api-1``, ...), from ``/proc``: the
+        server's children named ``gpudock-api-N``."""
+        assert self.proc is not None
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, _, rest = stat.partition("(")[2].rpartition(")")
+            fields = rest.split()
+            mine = name.startswith("gpudock-api-") and fields[1] == str(self.proc.pid)
+            if mine and fields[0] != "Z":  # not a zombie the server has yet to reap
+                found[name.removeprefix("gpudock-")] = int(entry.name)
+        return found
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

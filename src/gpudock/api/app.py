@@ -10,13 +10,12 @@ from fastapi_offline import FastAPIOffline
 
 from gpudock import __version__, web
 from gpudock.api import openapi
-from gpudock.api.docs import DocsPolicy
+from gpudock.api.edge import Edge
 from gpudock.api.errors import install_error_handlers
 from gpudock.api.json_text import JsonText
-from gpudock.api.limits import BodyLimit
-from gpudock.api.request_id import RequestId
 from gpudock.api.routers import (
     admin,
+    agent,
     estimates,
     events,
     gpu_admin,
@@ -52,6 +51,9 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
 
     # /docs and /redoc load Swagger UI and ReDoc from the server itself (api/docs.py).
     app = FastAPIOffline(
+        # gpudock exports Prometheus metrics, not OpenTelemetry: FastAPI's native telemetry
+        # would look its providers up in the environment on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         title="gpudock",
         version=__version__,
         description="GPU cluster manager for Docker containers.",
@@ -59,10 +61,8 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     )
     app.state.ctx = ctx
     app.state.token_watch = token_watch
-    app.add_middleware(JsonText)  # inside BodyLimit: reads only what the limit let through
-    app.add_middleware(BodyLimit, max_bytes=ctx.config.api.max_body_bytes)
-    app.add_middleware(DocsPolicy)
-    app.add_middleware(RequestId)  # added last: outermost, so every response carries its id
+    app.add_middleware(JsonText)  # inside Edge: reads only what the body limit let through
+    app.add_middleware(Edge, max_bytes=ctx.config.api.max_body_bytes)  # ids, CSP, body limit
     install_error_handlers(app)
     app.include_router(estimates.router)  # before jobs': /v1/jobs/estimates is no job id
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):
@@ -73,6 +73,7 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.include_router(gpu_admin.router)
     app.include_router(job_controls_router)
     app.include_router(registries_router)
+    app.include_router(agent.router)
     app.include_router(web.router)
     openapi.install(app)
     return app

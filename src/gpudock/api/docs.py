@@ -7,13 +7,12 @@ call nothing but this server: Swagger UI needs nothing else, and ReDoc's one
 outside reference (the Redocly logo in its sidebar) is refused by the browser
 before a request leaves the machine; the page hides the broken image.
 
-Both pages, ``/openapi.json`` and the assets need no token; "Authorize" in
+``edge.py`` adds the policy to both pages. Both pages, ``/openapi.json`` and
+the assets need no token; "Authorize" in
 Swagger UI takes a bearer token (the ``bearer`` scheme of ``api/deps.py``).
 """
 
 from __future__ import annotations
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DOC_PAGES = frozenset({"/docs", "/redoc"})
 POLICY = "; ".join(
@@ -28,25 +27,3 @@ POLICY = "; ".join(
         "frame-ancestors 'none'",
     )
 )
-
-
-class DocsPolicy:
-    """ASGI middleware: add ``Content-Security-Policy: POLICY`` to the doc pages."""
-
-    def __init__(self, app: ASGIApp, pages: frozenset[str] = DOC_PAGES) -> None:
-        self.app = app
-        self.pages = pages
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in self.pages:
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_policy(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append((b"content-security-policy", POLICY.encode()))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_policy)

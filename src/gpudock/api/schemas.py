@@ -25,6 +25,12 @@ class AllocationOut(BaseModel):
     )
 
 
+class GangPartOut(BaseModel):
+    rank: int
+    node: str
+    gpus: list[str]
+
+
 class JobOut(BaseModel):
     id: int
     name: str | None
@@ -44,6 +50,10 @@ class JobOut(BaseModel):
     gpus: list[str] = Field(description="GPU UUIDs the current or last attempt was given")
     container: str | None
     allocation: AllocationOut | None = Field(description="what the job holds now")
+    gang: list[GangPartOut] = Field(
+        default_factory=list,
+        description="a placed multi-node gang's parts in rank order (empty otherwise)",
+    )
     cancel_requested: bool
     array_id: int | None = Field(default=None, description="its job array (first task's id)")
     array_index: int | None = Field(default=None, description="its index in the array")
@@ -83,6 +93,10 @@ class JobOut(BaseModel):
             gpus=list(job.gpu_uuids),
             container=job.container_name if job.state.value in ("STARTING", "RUNNING") else None,
             allocation=allocation,
+            gang=[
+                GangPartOut(rank=rank, node=part.node, gpus=list(part.gpu_uuids))
+                for rank, part in enumerate(job.gang)
+            ],
             cancel_requested=job.cancel_requested,
             array_id=job.array_id,
             array_index=job.array_index,
@@ -212,6 +226,19 @@ class NodeOut(BaseModel):
     gpus_total: int
     gpus_idle: int
     gpus: list[GpuOut]
+    engine_state: str | None = Field(
+        default=None, description="Swarm: ready, down, unknown, disconnected or removed"
+    )
+    availability: str | None = Field(default=None, description="Swarm: active, pause or drain")
+    agent: str | None = Field(
+        default=None,
+        description="Swarm: watched (its node agent reports: fenced), silent (it did, not "
+        "lately) or unwatched (no agent: unfenced; its lost jobs wait for the operator)",
+    )
+    agent_seen_at: float | None = Field(default=None, description="its agent's last report")
+    fencing: bool = Field(
+        default=False, description="back after a loss; closed until its agent confirms fencing"
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="configuration problems, e.g. too few CPUs for its GPUs under job_defaults",
@@ -241,17 +268,28 @@ class NodeOut(BaseModel):
                 GpuOut.of(g, [m for m in node.mig_devices if m.parent_uuid == g.uuid])
                 for g in node.gpus
             ],
+            engine_state=node.engine_state,
+            availability=node.availability,
+            agent=node.agent,
+            agent_seen_at=node.agent_seen_at,
+            fencing=node.fencing,
         )
 
 
 class TokenCreate(BaseModel):
     model_config = {"extra": "forbid"}
 
-    user: str = Field(
-        description="1-64 letters, digits, '_', '.', '@', '-'",
+    user: str | None = Field(
+        default=None,
+        description="1-64 letters, digits, '_', '.', '@', '-'; required unless node is given",
         json_schema_extra={"pattern": USER_PATTERN},
     )
     admin: bool = Field(default=False, strict=True)
+    node: str | None = Field(
+        default=None,
+        max_length=128,
+        description="a node token: it acts only for this registered node's agent",
+    )
     name: str | None = Field(
         default=None,
         description="a label, e.g. laptop: 1-64 letters, digits, spaces or '_.@:+-'",
@@ -286,6 +324,7 @@ class TokenInfoOut(BaseModel):
     expires_at: float | None = Field(description="null: never expires")
     last_used_at: float | None = Field(description="updated at most once a minute")
     revoked_at: float | None
+    node: str | None = Field(default=None, description="a node token's node")
 
     @classmethod
     def of(cls, info: TokenInfo, now: float) -> TokenInfoOut:
@@ -300,6 +339,7 @@ class TokenInfoOut(BaseModel):
             expires_at=info.expires_at,
             last_used_at=info.last_used_at,
             revoked_at=info.revoked_at,
+            node=info.node,
         )
 
 
@@ -324,6 +364,10 @@ class HealthOut(BaseModel):
     version: str
     node: str
     instance: str
+    process: str = Field(
+        description="the process that answered: api-1, api-2, ... (server: one process)"
+    )
+    pid: int = Field(description="its process id")
     docker: str
     db: str = Field(description="ok or unavailable")
     jobs: dict[str, int] = Field(description="jobs per state; empty while the database is down")

@@ -42,7 +42,9 @@ Done = list[tuple[int, dict[str, Any]]]
 """The jobs an action was taken on: ``(job id, the job as the server answered)``."""
 
 
-def each_job(words: list[str], action: str) -> tuple[Done, int, bool]:
+def each_job(
+    words: list[str], action: str, params: dict[str, str] | None = None
+) -> tuple[Done, int, bool]:
     """``POST /v1/jobs/ID/<action>`` for every job the words name, in order.
 
     A malformed word is a usage error (exit 2) before any request. A word or
@@ -70,7 +72,8 @@ def each_job(words: list[str], action: str) -> tuple[Done, int, bool]:
             continue
         for job_id in ids:
             try:
-                done.append((job_id, client.request("POST", f"/v1/jobs/{job_id}/{action}")))
+                path = f"/v1/jobs/{job_id}/{action}"
+                done.append((job_id, client.request("POST", path, params=params)))
             except ClientError as exc:
                 failed += _failed(exc)
     return done, failed, len(parsed) == 1 and parsed[0].indices is None
@@ -146,9 +149,27 @@ def release(job_ids: JobIds, output: Output = "table") -> None:
     )
 
 
-def requeue(job_ids: JobIds, output: Output = "table") -> None:
+def requeue(
+    job_ids: JobIds,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="admins, Swarm: requeue now a job whose node is lost, stopping nothing "
+            "(you vouch that its container stopped)",
+        ),
+    ] = False,
+    output: Output = "table",
+) -> None:
     """Put running jobs back in the queue: their containers stop; no retry is used."""
     check_output(output)
+    if force:
+        _report(
+            *each_job(job_ids, "requeue", {"force": "true"}),
+            output,
+            lambda i, job: f"job {i} requeued ({job['state']}); its lost node was not asked",
+        )
+        return
     _report(
         *each_job(job_ids, "requeue"),
         output,

@@ -19,6 +19,7 @@ from gpudock import __version__, _native
 from gpudock.cli import params, watch_cmd
 from gpudock.cli.admin_cmd import admin_app
 from gpudock.cli.client import Client, ClientError
+from gpudock.cli.cluster_cmd import register as register_cluster
 from gpudock.cli.common import (
     Output,
     call,
@@ -232,6 +233,7 @@ app.command("simulate")(simulate_command)
 for control in (hold, release, requeue, update):
     app.command()(control)
 app.command("exec", context_settings={"allow_interspersed_args": False})(exec_command)
+register_cluster(app)  # node, swarm, job, agent
 
 
 def register_server_command() -> None:

@@ -70,7 +70,11 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     if job.get("exit_code") is not None:
         rows.append(("exit code", str(job["exit_code"])))
     alloc = job.get("allocation")
-    if alloc:
+    if job.get("gang"):  # a multi-node gang: each rank's node and GPUs
+        for part in job["gang"]:
+            gpus = ", ".join(part["gpus"]) or "no GPU"
+            rows.append((f"rank {part['rank']}", f"{part['node']}: {gpus}"))
+    elif alloc:
         share = f" ({format_size(alloc['memory_per_gpu'])} each)" if alloc["memory_per_gpu"] else ""
         rows.append(("allocation", f"{alloc['node']}: {', '.join(alloc['gpus'])}{share}"))
     if spec.get("mig"):
@@ -196,13 +200,30 @@ def reserved_text(reserved: dict[str, Any] | None) -> str:
     return f"{who} ({when})"
 
 
+def _swarm_state(node: dict[str, Any]) -> str:
+    return f"{node.get('engine_state') or '-'}/{node.get('availability') or '-'}"
+
+
+def _agent(node: dict[str, Any]) -> str:
+    """``watched``, or what is missing: ``unwatched, unfenced`` (no agent) or ``silent``."""
+    agent = node.get("agent") or "-"
+    if agent == "unwatched":
+        return "[red]unwatched, unfenced[/]"
+    if node.get("fencing"):
+        return f"{agent}, fencing"
+    return agent if agent != "silent" else "[yellow]silent[/]"
+
+
 def nodes_table(nodes: list[dict[str, Any]]) -> Table:
     """One row per node; CPUS and MEMORY are ``used/offered`` (``-``: not scheduled);
-    SHARING is how its GPUs are shared (``exclusive``, ``mps``, ``time-slice``)."""
+    SHARING is how its GPUs are shared (``exclusive``, ``mps``, ``time-slice``). On a
+    Swarm, SWARM is its state/availability and AGENT says whether an agent watches
+    (fences) it."""
     table = Table(box=None, header_style="bold")
+    cluster = any(n.get("engine_state") is not None for n in nodes)
     columns = (
         "NODE", "STATUS", "GPUS", "IDLE", "CPUS", "MEMORY", "LABELS", "TAINTS", "SOURCE", "SHARING",
-        "DRIVER", "CUDA", "NOTE",
+        "DRIVER", "CUDA", *(("SWARM", "AGENT") if cluster else ()), "NOTE",
     )  # fmt: skip
     for col in columns:
         table.add_column(col, no_wrap=col not in ("NOTE", "LABELS", "TAINTS"), overflow="fold")
@@ -225,6 +246,7 @@ def nodes_table(nodes: list[dict[str, Any]]) -> Table:
             n.get("gpu_sharing") or "-",
             n["driver_version"] or "-",
             n["cuda_version"] or "-",
+            *((_swarm_state(n), _agent(n)) if cluster else ()),
             escape("; ".join([*([n["status_reason"]] if n["status_reason"] else []),
                               *n.get("warnings", [])])),
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""``gpudock server``: start the embedded single-host server.
+"""``gpudock server``: start the single-host server: the controller and its API workers.
 
 The server side (uvicorn, SQLAlchemy, the app) is imported inside the command,
 so that loading the CLI for a client command stays light.
@@ -7,8 +7,12 @@ so that loading the CLI for a client command stays light.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 from pathlib import Path
-from typing import Annotated, NoReturn
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -17,10 +21,11 @@ from gpudock.home import default_home
 from gpudock.logfmt import LOG_FORMATS, JsonFormatter
 from gpudock.logfmt import configure as configure_logging
 
+if TYPE_CHECKING:
+    from gpudock.runtime.workers import Supervisor
+
 err = lazy_console(stderr=True)
 log = logging.getLogger("gpudock.server")
-STOP_GRACE_SECONDS = 3
-"""How long a stop waits for open streaming requests before cutting them."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -28,6 +33,28 @@ def _fail(message: str) -> NoReturn:
         log.critical("%s", message)  # --log-format json: stderr stays JSON lines
         raise typer.Exit(2)
     fail(message, 2)
+
+
+MAX_API_WORKERS = 64
+
+
+def default_api_workers() -> int:
+    """The machine's cores this process may use, at most 4."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cores or 1))
+
+
+def parse_api_workers(value: str | None) -> int:
+    """``--api-workers``: a whole number from 1; None: ``default_api_workers``."""
+    if value is None:
+        return default_api_workers()
+    text = value.strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_API_WORKERS:
+        _fail(
+            f"--api-workers must be a whole number from 1 to {MAX_API_WORKERS} "
+            f"(API processes); got {value!r}"
+        )
+    return int(text)
 
 
 def server(
@@ -41,6 +68,13 @@ def server(
         typer.Option(help="declare emulated GPUs, e.g. 4xH100-80GB or 2xA100-40GB,2xT4-16GB"),
     ] = None,
     config: Annotated[Path | None, typer.Option(help="server config YAML")] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="docker (this host's engine; the default) or swarm (the Swarm this host "
+            "manages); overrides the config's backend"
+        ),
+    ] = None,
     home: Annotated[Path | None, typer.Option(help="state dir; default $GPUDOCK_HOME")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     log_format: Annotated[
@@ -50,52 +84,125 @@ def server(
             envvar="GPUDOCK_LOG_FORMAT",
         ),
     ] = "text",
+    api_workers: Annotated[
+        str | None,
+        typer.Option(
+            help="processes serving the API beside the controller; default: the cores, at most 4",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Start the gpudock server (API, scheduler, reconciler) on this host."""
-    import uvicorn
-    from sqlalchemy.exc import ArgumentError, OperationalError
-    from uvicorn.config import LOGGING_CONFIG
-
-    from gpudock.config import load_config
-    from gpudock.core.errors import GpudockError
-    from gpudock.runtime.reload import install_sighup
-    from gpudock.server import build_server, write_client_config
-
+    """Start the gpudock server on this host, or for the Swarm it manages: the controller
+    (scheduler, reconciler) and ``--api-workers`` processes serving the API."""
     levels = ("debug", "info", "warning", "error")
     if log_level.lower() not in levels:
         _fail(f"--log-level must be one of {', '.join(levels)}; got {log_level!r}")
     if log_format not in LOG_FORMATS:
         _fail(f"--log-format must be one of {', '.join(LOG_FORMATS)}; got {log_format!r}")
-    json_logs = log_format == "json"
-    configure_logging(log_level, "json" if json_logs else "text")
-    home = home or default_home()
+    workers = parse_api_workers(api_workers)
+    _run(
+        host,
+        port,
+        db,
+        emulate_gpus,
+        config,
+        backend,
+        home or default_home(),
+        log_level,
+        log_format,
+        workers,
+    )
+
+
+def _run(
+    host: str,
+    port: int,
+    db: str | None,
+    emulate_gpus: str | None,
+    config: Path | None,
+    backend: str | None,
+    home: Path,
+    log_level: str,
+    log_format: str,
+    workers: int,
+) -> None:
+    """Bind the port, fork the workers (they wait), open the store, then serve until
+    SIGTERM or SIGINT (``gpudock.server.serve``); the workers listen once released."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    import gpudock.api.worker  # noqa: F401  (forked workers share this import)
+    from gpudock.config import load_config
+    from gpudock.core.errors import GpudockError
+    from gpudock.executors.base import BackendRefused
+    from gpudock.runtime.reload import Reloads
+    from gpudock.runtime.wakeup import socket_channel
+    from gpudock.runtime.workers import Supervisor
+    from gpudock.server import bind, open_cluster, serve, write_client_config
+
+    # After the imports: some log at import time (alembic's plugins), before any handler.
+    configure_logging(log_level, "json" if log_format == "json" else "text", process="controller")
+    reloads = Reloads().install()  # a SIGHUP while the server starts is owed, not fatal
     try:
         cfg = load_config(config)
-        srv = build_server(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
+        if backend is not None:
+            cfg = cfg.model_copy(update={"backend": backend})
+        sqlite = make_url(db).get_backend_name() == "sqlite" if db else True
     except (GpudockError, ValueError) as exc:
         _fail(str(exc))
     except ArgumentError as exc:
         _fail(f"--db {db!r} is not a database URL ({exc}); e.g. postgresql+psycopg://user@host/db")
-    except (OperationalError, OSError) as exc:
-        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        _fail(f"cannot open the database: {detail}")
+    try:
+        listener = bind(host, port)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    wake_pair = socket_channel() if sqlite else None
+    inherited = (listener.fileno(), *([wake_pair[1].fileno()] if wake_pair else []))
+    supervisor = Supervisor(workers, inherited)
+    supervisor.launch()  # they import while the store opens
+    try:
+        opened = open_cluster(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
+    except BaseException as exc:
+        supervisor.stop()
+        if isinstance(exc, (GpudockError, ValueError, BackendRefused)):
+            _fail(str(exc))
+        if isinstance(exc, ArgumentError):
+            _fail(
+                f"--db {db!r} is not a database URL ({exc}); e.g. postgresql+psycopg://user@host/db"
+            )
+        if isinstance(exc, (OperationalError, OSError)):
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            _fail(f"cannot open the database: {detail}")
+        raise
     write_client_config(home, host, port)
-    install_sighup(srv.ctx, config)  # SIGHUP reloads the file's scheduling config
-    if srv.new_admin_token and json_logs:  # never a secret in a log line
+    _announce(home, opened.new_admin_token, log_format == "json")
+    split = serve(opened, supervisor, listener, wake_pair, log_level, log_format)
+    reloads.ready(split.ctx, config)  # SIGHUP reloads the file's scheduling config
+    log.info("serving http://%s:%d with %d API worker%s", host, port, workers, "s"[: workers - 1])
+    _wait_for_stop(supervisor)
+    split.stop()
+
+
+def _announce(home: Path, token: str | None, json_logs: bool) -> None:
+    """Show a new admin token once (never in a JSON log line)."""
+    if token and json_logs:
         log.warning("admin token created; it is in %s", home / "admin-token")
-    elif srv.new_admin_token:
+    elif token:
         err.print(
-            f"[bold]admin token[/] (shown once; also saved to {home / 'admin-token'}):\n"
-            f"  {srv.new_admin_token}",
+            f"[bold]admin token[/] (shown once; also saved to {home / 'admin-token'}):\n  {token}",
             highlight=False,
         )
-    uvicorn.run(
-        srv.app,
-        host=host,
-        port=port,
-        log_level=log_level.lower(),
-        access_log=False,
-        log_config=None if json_logs else LOGGING_CONFIG,  # JSON: uvicorn logs through ours
-        # open streams (log follows, exec sessions, dashboard sessions) would hold a stop
-        timeout_graceful_shutdown=STOP_GRACE_SECONDS,
-    )
+
+
+def _wait_for_stop(supervisor: Supervisor) -> None:
+    """Block until SIGTERM or SIGINT; from then on no worker is restarted."""
+    stop = threading.Event()
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        supervisor.closing()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    while not stop.wait(1.0):
+        pass

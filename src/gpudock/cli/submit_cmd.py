@@ -73,6 +73,9 @@ def submit(
     shm_size: Annotated[str | None, typer.Option(help="/dev/shm size")] = None,
     max_runtime: Annotated[str | None, typer.Option(help="e.g. 2h")] = None,
     retries: Annotated[int | None, typer.Option()] = None,
+    nodes: Annotated[
+        int | None, typer.Option(help="a gang: --gpus on each of this many nodes (Swarm)")
+    ] = None,
     selector: Annotated[
         list[str] | None, typer.Option(help="node label KEY=VALUE the node must have; repeatable")
     ] = None,
@@ -119,6 +122,7 @@ def submit(
         "shm_size": shm_size,
         "max_runtime": max_runtime,
         "retries": retries,
+        "nodes": nodes,
         "topology": topology,
         "command": command or None,
         "array": array,

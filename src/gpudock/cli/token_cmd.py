@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudock.cli.common import Output, call, check_output, note, out, print_json
+from gpudock.cli.common import Output, call, check_output, fail, note, out, print_json
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -39,7 +39,7 @@ def tokens_table(tokens: list[dict[str, Any]]) -> Table:
             str(t["id"]),
             escape(t["name"] or "-"),
             escape(t["user"]),
-            "admin" if t["admin"] else "user",
+            "admin" if t["admin"] else (f"node {t['node']}" if t.get("node") else "user"),
             f"[{STATE_STYLE.get(state, '')}]{state}[/]",
             when(t["created_at"]),
             when(t["expires_at"]),
@@ -50,8 +50,13 @@ def tokens_table(tokens: list[dict[str, Any]]) -> Table:
 
 @token_app.command("create")
 def token_create(
-    user: Annotated[str, typer.Option(help="user the token acts as")],
+    user: Annotated[
+        str | None, typer.Option(help="user the token acts as (required unless --node)")
+    ] = None,
     admin: Annotated[bool, typer.Option(help="make an admin token")] = False,
+    node: Annotated[
+        str | None, typer.Option(help="a node token: for that Swarm node's agent only")
+    ] = None,
     expires: Annotated[
         str | None, typer.Option(help="lifetime, e.g. 30d or 12h; default: never expires")
     ] = None,
@@ -60,7 +65,11 @@ def token_create(
 ) -> None:
     """Create an API token (admin only). The secret is printed once; store it safely."""
     check_output(output)
+    if user is None and node is None:
+        fail("give --user (the user the token acts as), or --node for a node agent's token", 2)
     body: dict[str, Any] = {"user": user, "admin": admin}
+    if node is not None:
+        body["node"] = node
     if expires is not None:
         body["expires"] = expires
     if name is not None:
@@ -70,7 +79,11 @@ def token_create(
         print_json(result)
         return
     sys.stdout.write(result["token"] + "\n")
-    role = "admin" if result["admin"] else "user"
+    role = (
+        "admin"
+        if result["admin"]
+        else ("agent of node " + result["node"] if result.get("node") else "user")
+    )
     note(
         f"token {result['id']} for {result['user']} ({role}), expires: {when(result['expires_at'])}"
     )

@@ -27,6 +27,8 @@ class EventType(StrEnum):
     GPU_HEALTH = "gpu.health"  # a GPU's health changed: uuid, index, from, to, reason
     GPU_FAULT = "gpu.fault"  # an XID or ECC event, or a lost GPU: uuid, kind, class, code
     GPU_STRAY = "gpu.stray_process"  # a process of no job on a job's GPU: uuid, pid, used
+    NODE_LOST = "node.lost"  # a node away past its grace: jobs, watched (requeued or waiting)
+    NODE_FENCED = "node.fenced"  # its agent stopped stale containers, or confirmed none: killed
     CONFIG_APPLIED = "config.applied"  # admin apply or SIGHUP: version, by, source, changes
 
     @property

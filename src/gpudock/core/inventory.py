@@ -172,6 +172,13 @@ class Node:
     cpus_used: float = 0.0  # cores requested by the jobs holding resources here
     memory: int | None = None  # host memory bytes offered to jobs; None: not counted
     memory_used: int = 0  # bytes requested by the jobs holding resources here
+    # A node of a multi-node engine (Swarm); None on the docker backend (core/cluster.py)
+    engine_state: str | None = None  # ready | down | unknown | disconnected | removed
+    availability: str | None = None  # active | pause | drain
+    down_since: float | None = None
+    agent_seen_at: float | None = None  # its agent's last report
+    fencing: bool = False  # back after a loss: waits for its agent to confirm fencing
+    agent: str | None = None  # watched (agent reporting), silent, unwatched (never had one)
     gpu_sharing: str | None = None  # GpuSharing value; None: not known
     mig_devices: list[MigDevice] = field(default_factory=list)
 

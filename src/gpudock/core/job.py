@@ -623,6 +623,18 @@ class PendingReason:
         return {"layer": self.layer, "message": self.message, "counterfactual": self.counterfactual}
 
 
+@dataclass(frozen=True, slots=True)
+class JobPart:
+    """One node's part of a placed job: its node and the GPUs it holds there.
+
+    A multi-node gang has one part per node, in rank order (rank 0 first);
+    ``Job.placement`` gives every job's parts, a one-node job's being one.
+    """
+
+    node: str
+    gpu_uuids: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class Job:
     """A job as the server knows it. Mutated only through the store's transitions."""
@@ -656,6 +668,18 @@ class Job:
     held_by: str | None = None  # a held PENDING job is never scheduled (``gpudock hold``)
     held_at: float | None = None
     gpu_layers: tuple[str, ...] = ()  # memory-isolation layers its attempt started with
+    gang: tuple[JobPart, ...] = ()  # a placed multi-node gang's parts, rank order; else ()
+
+    @property
+    def placement(self) -> tuple[JobPart, ...]:
+        """Where the job's current attempt runs: its gang parts, or its one node; () unplaced."""
+        if self.gang:
+            return self.gang
+        return (JobPart(self.node, self.gpu_uuids),) if self.node is not None else ()
+
+    def on_node(self, node: str) -> bool:
+        """True when a part of the current attempt is on ``node``."""
+        return any(part.node == node for part in self.placement)
 
 
 def container_name(instance: str, job_id: int, attempt: int) -> str:
@@ -664,9 +688,18 @@ def container_name(instance: str, job_id: int, attempt: int) -> str:
     return f"gpudock-{instance}-{job_id}-a{attempt}"
 
 
+def member_name(name: str, rank: int) -> str:
+    """The name of rank ``rank``'s container (a Swarm service) of a gang attempt ``name``."""
+    return f"{name}-r{rank}"
+
+
 def job_of_container(instance: str, name: str) -> int | None:
-    """The job id in a ``container_name(instance, ...)``, or None for any other name."""
+    """The job id in a ``container_name(instance, ...)`` (or a ``member_name`` of one),
+    or None for any other name."""
     prefix = f"gpudock-{instance}-"
+    base, sep, rank = name.rpartition("-r")
+    if sep and rank.isdigit() and "-a" in base:
+        name = base
     job, sep, attempt = name.removeprefix(prefix).rpartition("-a")
     if not name.startswith(prefix) or not sep or not (job.isdigit() and attempt.isdigit()):
         return None

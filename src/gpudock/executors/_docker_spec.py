@@ -10,7 +10,6 @@ import os.path
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import docker.types
@@ -33,12 +32,12 @@ from gpudock.executors.base import (
     LaunchRequest,
     ListedContainer,
 )
+from gpudock.executors.labels import LABEL_ATTEMPT as LABEL_ATTEMPT
+from gpudock.executors.labels import LABEL_GPUS as LABEL_GPUS
+from gpudock.executors.labels import LABEL_INSTANCE as LABEL_INSTANCE
+from gpudock.executors.labels import LABEL_JOB as LABEL_JOB
+from gpudock.executors.labels import parse_engine_time as parse_engine_time
 from gpudock.gpus.mps import mps_env
-
-LABEL_JOB = "gpudock.job"
-LABEL_ATTEMPT = "gpudock.attempt"
-LABEL_INSTANCE = "gpudock.instance"
-LABEL_GPUS = "gpudock.gpus"
 
 # dockerd's error when no device driver matches a request (no NVIDIA hook on its PATH).
 NO_GPU_DRIVER_TEXT = "could not select device driver"
@@ -281,22 +280,6 @@ def engine_realpath(docker_url: str | None, docker_host: str | None) -> Realpath
 def stop_timeout(grace_seconds: float) -> int:
     """Docker's stop timeout is whole seconds; round a fractional grace up."""
     return max(0, math.ceil(grace_seconds))
-
-
-_NULL_TIME_PREFIX = "0001-01-01"
-_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$")
-
-
-def parse_engine_time(text: str | None) -> float | None:
-    """Docker's RFC 3339 (nanosecond) timestamps → unix seconds; zero time → None."""
-    if not text or text.startswith(_NULL_TIME_PREFIX):
-        return None
-    match = _TIME_RE.match(text)
-    if match is None:
-        return None
-    whole, fraction, zone = match.groups()
-    stamp = datetime.fromisoformat(whole + ("+00:00" if zone in (None, "Z") else zone))
-    return stamp.timestamp() + (float("0." + fraction) if fraction else 0.0)
 
 
 def _int_label(labels: Mapping[str, str], key: str) -> int | None:

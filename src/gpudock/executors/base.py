@@ -17,19 +17,27 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from gpudock.core.cluster import AVAILABILITIES, EngineNode
 from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.job import Mount
 from gpudock.core.registries import RegistryLogin
 from gpudock.executors.deadlines import Deadlines, EngineCalls
+from gpudock.executors.faults import BackendRefused as BackendRefused
 from gpudock.executors.faults import EngineFault as EngineFault
 from gpudock.executors.faults import EngineTimeout as EngineTimeout
 from gpudock.executors.faults import ExecutorUnavailable as ExecutorUnavailable
 from gpudock.executors.faults import LaunchError as LaunchError
+from gpudock.executors.faults import NodeUnavailable as NodeUnavailable
 from gpudock.gpus.mps import MpsSetup
+
+if TYPE_CHECKING:
+    from gpudock.config import ServerConfig
 
 
 class ContainerState(StrEnum):
@@ -44,8 +52,22 @@ class ContainerState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Member:
+    """One container of a multi-node gang attempt: rank ``rank`` on ``node``, its GPUs."""
+
+    rank: int
+    node: str
+    gpu_uuids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LaunchRequest:
-    """Everything needed to start one attempt of one job."""
+    """Everything needed to start one attempt of one job.
+
+    ``node`` is where the scheduler placed it (a one-host engine has only its
+    own); ``members`` holds a multi-node gang's parts in rank order (empty
+    for every other job), each started as its own container on its node.
+    """
 
     job_id: int
     attempt: int
@@ -66,6 +88,8 @@ class LaunchRequest:
     labels: dict[str, str] = field(default_factory=dict)
     pull_login: RegistryLogin | None = None  # the job owner's login for the image's registry
     always_pull: bool = False  # a private registry: pull (check access) even if cached
+    node: str | None = None
+    members: tuple[Member, ...] = ()
     fresh: bool = False  # first use of ``name`` (just committed STARTING): nothing to adopt
 
 
@@ -107,9 +131,35 @@ class Executor(ABC):
     (``deadlines.EngineCalls``).
     """
 
+    binds_mounts: bool = True
+    """Whether it can bind host paths (``JobSpec.mounts``) with the allowlist's symlink
+    checks; a job asking for mounts on an executor that cannot is refused at submit."""
+
     def __init__(self, deadlines: Deadlines | None = None) -> None:
         self.deadlines = deadlines or Deadlines()
         self._calls = EngineCalls()
+
+    @classmethod
+    def create(cls, config: ServerConfig, instance_id: str, home: Path) -> Executor:
+        """This backend's executor for a server (``executors/registry.py``): built from the
+        whole ``config``, labelling with ``instance_id``, keeping state under ``home``.
+        Touches no engine."""
+        raise TypeError(f"{cls.__name__} is no backend of the registry (it has no create)")
+
+    def prepare(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
+        """Check, when the server starts, that the engine can serve as this backend.
+
+        Raises ``BackendRefused`` with a one-line reason if not. The default
+        accepts any engine, reachable or not (an outage is waited out later).
+        """
+
+    def engine_info(self) -> Mapping[str, Any]:
+        """The engine's own description of its host (``docker info``: ``NCPU``,
+        ``MemTotal``...). Raises ``ExecutorUnavailable`` when it cannot say (the default)."""
+        raise ExecutorUnavailable(f"{type(self).__name__} does not describe its engine")
+
+    def close(self) -> None:  # noqa: B027 (optional hook; the default does nothing)
+        """Release the engine connections; a later call opens new ones. Default: nothing."""
 
     def ping(self) -> None:
         """Return if the engine answers; raise ``ExecutorUnavailable`` if not."""
@@ -420,6 +470,78 @@ class ExecutorWithExec(Executor):
     @abstractmethod
     def _exec(self, name_or_id: str, command: list[str]) -> ExecOutput:
         """``exec``'s engine work."""
+
+
+__all__ = ["AVAILABILITIES", "EngineNode"]
+
+
+class NodeEventStream(ABC):
+    """A blocking stream of node changes; ``close`` ends it from another thread."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[str]:
+        """Yields the engine id of each node whose state or spec changed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Unblock and end the iteration. Safe to call more than once."""
+
+
+class ExecutorWithNodes(Executor):
+    """Capability: the engine runs containers on many nodes (Docker Swarm).
+
+    Its nodes become the store's nodes (``runtime/cluster.py`` keeps them in
+    step); every job it runs names its node (``LaunchRequest.node``).
+    """
+
+    @abstractmethod
+    def nodes(self) -> list[EngineNode]:
+        """Every node of the engine, with state, availability, labels and GPUs.
+
+        Raises ``ExecutorUnavailable`` when the engine does not answer.
+        """
+
+    @abstractmethod
+    def node_events(self) -> NodeEventStream:
+        """A stream that yields a node's engine id each time its state or spec changes."""
+
+    @abstractmethod
+    def set_availability(self, engine_id: str, availability: str) -> None:
+        """Set a node's availability (``AVAILABILITIES``) in the engine.
+
+        Raises ``ExecutorUnavailable`` when it does not answer, ``LaunchError``
+        when it refuses (an unknown node).
+        """
+
+    @abstractmethod
+    def local_node(self) -> str:
+        """The engine id of the node whose engine the server talks to."""
+
+    @abstractmethod
+    def detection_delay(self) -> float:
+        """Seconds the engine may take to mark a node that went silent as down."""
+
+
+class ExecutorWithAgentService(Executor):
+    """Capability: the engine runs the node agent itself (a Swarm global service), and says
+    where each of its tasks runs, so that a task may enroll for its own node only."""
+
+    @abstractmethod
+    def deploy_agent(
+        self, image: str, server_url: str, enroll_token: str, docker_socket: str
+    ) -> str:
+        """Create or update the agent service running ``image`` on every node; return its name.
+
+        The tasks reach the server at ``server_url``, hold ``enroll_token``
+        (an engine secret) and their node's engine socket (``docker_socket``
+        on each host). Raises ``ExecutorUnavailable`` when the engine does
+        not answer or refuses.
+        """
+
+    @abstractmethod
+    def agent_task_node(self, task_id: str) -> str | None:
+        """The engine id of the node where agent task ``task_id`` runs (or starts); None
+        when it is no live task of the agent service."""
 
 
 Notify = Callable[[str], None]

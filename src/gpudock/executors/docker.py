@@ -44,7 +44,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from gpudock.config import ExecutorConfig
+from gpudock.config import ExecutorConfig, ServerConfig
 from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.mounts import Realpath
 from gpudock.executors._docker_images import ImageRequirementCache
@@ -214,6 +214,18 @@ class DockerExecutor(ExecutorWithEvents, ExecutorWithExec):
         except ExecutorUnavailable:
             self._next_shim_scan = 0.0
             raise
+
+    @classmethod
+    def create(cls, config: ServerConfig, instance_id: str, home: Path) -> DockerExecutor:
+        """The ``docker`` backend (``executors/registry.py``): this host's engine."""
+        return cls(config.executor, instance_id, home=home)
+
+    def engine_info(self) -> dict[str, Any]:
+        """``docker info`` of the engine (its host's CPUs and memory, ...)."""
+        client = self._docker()
+        with self._api_errors_unavailable("reading the engine's info"):
+            info: dict[str, Any] = client.info()
+        return info
 
     def _events(self) -> EventStream:
         """Start/die/oom/destroy events of this instance's containers (see base class)."""

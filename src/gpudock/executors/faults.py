@@ -39,6 +39,25 @@ class EngineTimeout(ExecutorUnavailable):
         self.target = target
 
 
+class NodeUnavailable(ExecutorUnavailable):
+    """One node of a multi-node engine cannot run the request now (it is down).
+
+    The engine itself answers; the node's state is the cluster watcher's to
+    judge (``runtime/cluster.py``), so nothing is marked down for it here.
+    """
+
+    def __init__(self, message: str, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class BackendRefused(Exception):
+    """The engine cannot serve as this backend (one line: what is wrong, what to do).
+
+    Raised when the server starts (``Executor.prepare``); the server refuses to start.
+    """
+
+
 class LaunchError(Exception):
     """The container cannot be started for a reason retrying will not fix.
 

@@ -13,56 +13,43 @@ the cyclic garbage collector little to traverse or promote.
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.exposition import generate_latest
 
 from gpudock.gcpause import collector_paused
 from gpudock.gpus.nvml import NvmlUnavailable
 from gpudock.gpus.telemetry import GpuTelemetry, read_telemetry
+from gpudock.metrics.gauges import (
+    ALLOCATION_LABELS,
+    CONTENT_TYPE,
+    GPU_LABELS,
+    Gauge,
+    gpu_families,
+    model_of,
+    render_gauges,
+)
 from gpudock.metrics.runtime import RuntimeMetrics
-from gpudock.metrics.store import GpuFacts, StoreFacts, read_store
+from gpudock.metrics.store import StoreFacts, read_store
 from gpudock.queue.resources import Limits, Resources
+from gpudock.runtime import control
 from gpudock.runtime.context import RuntimeContext
 
 log = logging.getLogger("gpudock.metrics")
 
-GPU_LABELS = ("node", "gpu", "uuid", "model", "emulated")
-ALLOCATION_LABELS = ("node", "gpu", "uuid", "model", "job", "user", "queue", "kind")
 Telemetry = Callable[[], Mapping[str, GpuTelemetry]]
-__all__ = ["CONTENT_TYPE", "Gauge", "StoreCollector", "exposition"]
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what exposition() writes
-
-
-class Gauge:
-    """One gauge family, kept as lines of Prometheus' text format (0.0.4).
-
-    ``labels(*values)`` formats one label set (values escaped; the names are
-    ours and need none), and ``add(labels, value)`` writes one series with
-    it, so a label set shared by several families is formatted once.
-    """
-
-    __slots__ = ("documentation", "label_names", "lines", "name")
-
-    def __init__(self, name: str, documentation: str, label_names: Sequence[str]) -> None:
-        self.name, self.documentation = name, documentation
-        self.label_names = tuple(label_names)
-        self.lines: list[str] = []
-
-    def labels(self, *values: str) -> str:
-        """The label set ``{names=values}`` as the text format writes it, without braces."""
-        pairs = zip(self.label_names, values, strict=True)
-        return ",".join([f'{name}="{_escape(value)}"' for name, value in pairs])
-
-    def add(self, labels: str, value: float) -> None:
-        """One series, with ``labels`` from ``labels()`` of a family with the same label names."""
-        self.lines.append(f"{self.name}{{{labels}}} {_number(value)}\n")
-
-    def text(self) -> str:
-        """The family in the text format: HELP, TYPE, then its series in the order added."""
-        doc = self.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-        return f"# HELP {self.name} {doc}\n# TYPE {self.name} gauge\n" + "".join(self.lines)
+__all__ = [
+    "ALLOCATION_LABELS",
+    "CONTENT_TYPE",
+    "GPU_LABELS",
+    "Gauge",
+    "StoreCollector",
+    "exposition",
+    "gpu_families",
+    "model_of",
+    "render_gauges",
+    "scrape",
+]
 
 
 def exposition(runtime: RuntimeMetrics, store: StoreCollector) -> bytes:
@@ -78,28 +65,20 @@ def exposition(runtime: RuntimeMetrics, store: StoreCollector) -> bytes:
         return generate_latest(runtime.registry) + render_gauges(store.collect())
 
 
-def render_gauges(families: Iterable[Gauge]) -> bytes:
-    """Gauge families in the text format, in the order given."""
-    return "".join([family.text() for family in families]).encode()
+def scrape(ctx: RuntimeContext) -> bytes:
+    """What ``GET /metrics`` answers: the exposition of the process running the controller.
 
-
-def _escape(value: str) -> str:
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-    return value
-
-
-def _number(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value in (math.inf, -math.inf):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-def model_of(name: str) -> str:
-    """The GPU's model as NVML names it, without the emulator's suffix."""
-    return name.removesuffix(" (emulated)")
+    An API worker (``ctx.control_address`` set) asks its controller
+    (``runtime/control.py``); when that cannot answer (it is restarting), it
+    answers itself: the store's families, from a snapshot it loads, and no
+    runtime counters (logged as a warning).
+    """
+    if ctx.control_address is not None:
+        try:
+            return control.ask(ctx.control_address)
+        except OSError as exc:
+            log.warning("the controller did not answer a scrape (%s); answering alone", exc)
+    return exposition(ctx.metrics, StoreCollector(ctx))
 
 
 class StoreCollector:
@@ -114,93 +93,28 @@ class StoreCollector:
         ctx, now = self.ctx, self.ctx.clock()
         snapshot = ctx.published_snapshot()  # None: no fresh one; read the store instead
         with ctx.db.read() as session:
-            queues, history = ctx.config.scheduler.queues, ctx.queue_history
-            facts = read_store(session, now, queues, history, snapshot)
-        yield from gpu_families(facts, self._readings(facts))
-        yield from queue_families(facts, ctx)
+            ctx.sync(session)
+            facts = read_store(session, now, ctx.config.scheduler.queues, snapshot)
+        yield from gpu_families(facts.gpus, facts.held, self._readings(facts))
+        yield from queue_families(facts)
         yield from job_and_node_families(facts)
 
     def _readings(self, facts: StoreFacts) -> Mapping[str, GpuTelemetry]:
-        """NVML readings, only when this node has real GPUs; {} when NVML fails."""
+        """Node agents' latest readings, and NVML's when this node has real GPUs (NVML
+        failing: none of this node's)."""
+        readings: dict[str, GpuTelemetry] = {}
+        for node_readings in list(self.ctx.node_telemetry.values()):
+            readings.update(node_readings)
         if not any(g.node == self.ctx.node_name and not g.emulated for g in facts.gpus):
-            return {}
+            return readings
         try:
-            return self.telemetry()
+            readings.update(self.telemetry())
         except NvmlUnavailable as err:
             log.debug("no GPU telemetry: %s", err)
-            return {}
+        return readings
 
 
-def gpu_families(facts: StoreFacts, readings: Mapping[str, GpuTelemetry]) -> Iterator[Gauge]:
-    """Allocation info, health and telemetry per GPU.
-
-    Emulated GPUs (``emulated="true"``) report the store's view: memory in use
-    is what jobs reserved and utilisation is the allocated fraction; they
-    have no temperature or power. Real GPUs report NVML's readings, when
-    NVML answered on this node.
-    """
-    by_uuid = {g.uuid: g for g in facts.gpus}
-    info = Gauge(
-        "gpudock_gpu_allocation_info",
-        "1 for each GPU (or share of one) held by a job; uuid joins dcgm-exporter's UUID.",
-        ALLOCATION_LABELS,
-    )
-    for held in facts.held:
-        gpu = by_uuid.get(held.gpu_uuid)
-        if gpu is None:
-            continue
-        kind = "shared" if held.shared else "exclusive"
-        where = (gpu.node, str(gpu.index), gpu.uuid, model_of(gpu.name))
-        info.add(info.labels(*where, str(held.job_id), held.user, held.queue, kind), 1)
-    yield info
-    families = {
-        name: Gauge(f"gpudock_gpu_{name}", text, GPU_LABELS)
-        for name, text in (
-            ("healthy", "1 when the GPU takes jobs; 0 unhealthy, missing, quarantined, cordoned."),
-            ("allocated_ratio", "Fraction of the GPU held by jobs (exclusive: 1)."),
-            ("utilization_ratio", "GPU utilisation 0..1 (emulated: the allocated fraction)."),
-            ("memory_used_bytes", "GPU memory in use (emulated: reserved by jobs)."),
-            ("memory_total_bytes", "GPU memory in total."),
-            ("temperature_celsius", "GPU temperature (NVML only)."),
-            ("power_watts", "GPU power draw (NVML only)."),
-        )
-    }
-    healthy = families["healthy"]
-    for gpu in facts.gpus:
-        labels = healthy.labels(*_gpu_labels(gpu))  # formatted once for all its series
-        for name, value in _gpu_values(gpu, readings.get(gpu.uuid)).items():
-            if value is not None:
-                families[name].add(labels, value)
-    yield from families.values()
-
-
-def _gpu_labels(gpu: GpuFacts) -> list[str]:
-    emulated = "true" if gpu.emulated else "false"
-    return [gpu.node, str(gpu.index), gpu.uuid, model_of(gpu.name), emulated]
-
-
-def _gpu_values(gpu: GpuFacts, reading: GpuTelemetry | None) -> dict[str, float | None]:
-    total = gpu.memory_total
-    allocated = 1.0 if gpu.exclusive else (gpu.used_memory / total if total else 0.0)
-    values: dict[str, float | None] = {
-        "healthy": 1.0 if gpu.health == "ok" else 0.0,
-        "allocated_ratio": allocated,
-        "memory_total_bytes": float(total),
-    }
-    if gpu.emulated:
-        values["utilization_ratio"] = allocated
-        values["memory_used_bytes"] = float(gpu.used_memory)
-    elif reading is not None:
-        values["utilization_ratio"] = reading.utilization
-        values["memory_used_bytes"] = (
-            None if reading.memory_used is None else float(reading.memory_used)
-        )
-        values["temperature_celsius"] = reading.temperature
-        values["power_watts"] = reading.power
-    return values
-
-
-def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
+def queue_families(facts: StoreFacts) -> Iterator[Gauge]:
     """Usage against guarantee, limit and fair share; decayed usage; pending by reason."""
     names = (
         ("gpus_in_use", "GPUs held by the queue's jobs (shares count as fractions)."),
@@ -215,7 +129,7 @@ def queue_families(facts: StoreFacts, ctx: RuntimeContext) -> Iterator[Gauge]:
         ("decayed_usage_gpu_memory_bytes", "The queue's decayed average GPU memory usage."),
     )
     families = {name: Gauge(f"gpudock_queue_{name}", text, ["queue"]) for name, text in names}
-    history = ctx.queue_history
+    history = facts.history
     for row in facts.queues.queues:
         decayed = history.average(row.name) if history is not None else (0.0, 0.0, 0.0)
         values = {

@@ -1,10 +1,11 @@
 """Read what ``/metrics`` reports from the store: one read-only session per scrape.
 
 ``read_store`` runs a short batch of SELECTs (GPUs, held allocations, nodes,
-job counts, pending reasons, and the snapshot the queue report needs) and
-returns plain rows. It never takes the scheduler's lock and never writes, so
-a scrape can neither block nor be blocked by a scheduling cycle beyond the
-database's own reader/writer rules.
+job counts, pending reasons, the snapshot the queue report needs and the
+queues' usage history the controller published) and returns plain rows. It
+never takes the scheduler's lock and never writes, so a scrape can neither
+block nor be blocked by a scheduling cycle beyond the database's own
+reader/writer rules.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpudock.core.job import JobState
+from gpudock.metrics.gauges import GpuFacts, HeldGpu
 from gpudock.queue import QueuesConfig, UsageHistory
 from gpudock.queue.report import QueuesReport
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.services.queues import queue_report
+from gpudock.store import published
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
 from gpudock.store.snapshot import load_snapshot
 
@@ -60,30 +63,6 @@ _PENDING = (
 
 
 @dataclass(frozen=True, slots=True)
-class GpuFacts:
-    uuid: str
-    node: str
-    index: int
-    name: str
-    memory_total: int
-    emulated: bool
-    health: str
-    used_memory: int
-    exclusive: bool
-
-
-@dataclass(frozen=True, slots=True)
-class HeldGpu:
-    """One GPU (or share of one) held by a job that holds resources."""
-
-    gpu_uuid: str
-    job_id: int
-    user: str
-    queue: str
-    shared: bool
-
-
-@dataclass(frozen=True, slots=True)
 class NodeFacts:
     name: str
     ready: bool
@@ -100,23 +79,24 @@ class StoreFacts:
     jobs: dict[tuple[str, str], int]  # (state, queue) -> count
     pending: dict[tuple[str, str], int]  # (queue, reason layer) -> count
     queues: QueuesReport
+    history: UsageHistory | None  # the queues' decayed usage, as of the snapshot
 
 
 def read_store(
-    session: Session,
-    now: float,
-    queues: QueuesConfig,
-    history: UsageHistory | None,
-    snapshot: Snapshot | None = None,
+    session: Session, now: float, queues: QueuesConfig, snapshot: Snapshot | None = None
 ) -> StoreFacts:
     """One scrape's facts, read in ``session`` (read-only).
 
     The queue report is computed from ``snapshot`` (the controller's latest,
-    at most one scheduling cycle old) when given, else from a snapshot loaded
-    here, the one expensive query of a scrape.
+    at most one scheduling cycle old, with its usage history) when given, else
+    from a snapshot loaded here, the one expensive query of a scrape, with the
+    published usage history advanced to it (``store/published.py``).
     """
     if snapshot is None:
         snapshot = load_snapshot(session, now)
+        history = published.history_at(session, snapshot, queues.fair_share.half_life)
+    else:
+        history = snapshot.queue_history
     return StoreFacts(
         gpus=gpu_facts(session),
         held=_held(session),
@@ -124,6 +104,7 @@ def read_store(
         jobs={(state, queue): count for state, queue, count in session.execute(_JOBS)},
         pending=_pending_reasons(session),
         queues=queue_report(snapshot, queues, history),
+        history=history,
     )
 
 

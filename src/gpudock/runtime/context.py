@@ -1,4 +1,15 @@
-"""What the runtime's pieces share: store, executor, clock, config and worker lanes."""
+"""What the runtime's pieces share: store, executor, clock, config and worker lanes.
+
+One ``RuntimeContext`` per process: the controller's (the loops and their
+lanes) and each API worker's (the app). What a process caches from the store
+follows the store's cluster version (``store/meta.py``): ``sync`` reads it
+(one indexed read) and, when it moved, re-reads the scheduling config in
+force and drops the nodes cached for submits' feasibility checks. A request
+that reads the scheduling config syncs first, in its own read session, and
+a write checked against it syncs again under the write lock
+(``services/config_guard.py``), so an apply committed in any process is in
+force in this one before that apply's response returns.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from sqlalchemy.orm import Session
+
+from gpudock.cluster_config import ClusterConfig
 from gpudock.config import ServerConfig
 from gpudock.executors.base import Executor
 from gpudock.gpus.mps import MpsSetup
+from gpudock.gpus.telemetry import GpuTelemetry
 from gpudock.logfmt import bind_job
 from gpudock.metrics.runtime import RuntimeMetrics
-from gpudock.queue import UsageHistory
 from gpudock.runtime.lanes import Lane
-from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
+from gpudock.runtime.wakeup import Wakeup
+from gpudock.scheduler.snapshot import NodeView, Snapshot
+from gpudock.store import cluster_config as config_store
+from gpudock.store import meta as meta_store
 from gpudock.store.db import Database, database_unavailable
+from gpudock.store.snapshot import load_nodes
+from gpudock.store.tokens import TokenCache
 from gpudock.vault import Vault
 
 log = logging.getLogger("gpudock.runtime")
@@ -90,35 +109,78 @@ class RuntimeContext:
 
     db: Database
     executor: Executor
-    config: ServerConfig
+    config: ServerConfig  # in force here: ``base_config`` with the applied config on top
     node_name: str
     instance_id: str
     log_dir: Path
     gpus_emulated: bool = False
-    queue_history: UsageHistory | None = None  # fair-share usage, kept by the controller
-    snapshot: Snapshot | None = None  # the controller's latest; /metrics reuses it
-    reservations: tuple[ReservedGpus, ...] = ()  # the latest Plan's; GET /v1/gpus shows them
     vault: Vault | None = None  # encrypts users' registry logins; None: none can be stored
+    cluster: bool = False  # the executor runs many nodes (Swarm): runtime/cluster.py watches them
+    # GPU readings node agents reported last ({node: {uuid: reading}}); /metrics shows them
+    node_telemetry: dict[str, dict[str, GpuTelemetry]] = field(default_factory=dict)
     mps: MpsSetup | None = None  # the node's MPS daemon while it shares GPUs by MPS
     gpu_watchdog: bool = False  # the node's GPU-memory watchdog runs (NVML is there)
     # an application fault on one of these GPUs since then, for a failure reason (gpu_guard)
     fault_note: Callable[[Sequence[str], float | None], str | None] | None = None
     clock: Clock = field(default=time.time)
     metrics: RuntimeMetrics = field(default_factory=RuntimeMetrics)  # counters for /metrics
-    wake_scheduler: threading.Event = field(default_factory=threading.Event)
-    wake_reconciler: threading.Event = field(default_factory=threading.Event)
+    tokens: TokenCache = field(default_factory=TokenCache)  # this process's token rows
+    process: str = "server"  # who answers: "server" (one process), "api-N", "controller"
+    snapshot: Snapshot | None = None  # the controller's latest (its process only): /metrics
+    control_address: str | None = None  # an API worker's controller (``control.py``)
+    wake_scheduler: Wakeup = field(default_factory=Wakeup)
+    wake_reconciler: Wakeup = field(default_factory=Wakeup)
     undescribed: Undescribed = field(default_factory=Undescribed)  # jobs held for the engine
+    base_config: ServerConfig | None = None  # the file's; None: ``config`` as first given
+    cluster_version: int = -1  # the stored version ``config`` agrees with; -1: not synced
+    _nodes: tuple[int, tuple[NodeView, ...]] | None = None  # (cluster version, nodes)
+    _sync_lock: threading.Lock = field(default_factory=threading.Lock)
     _pools: dict[str, Lane] = field(default_factory=_lanes)
     _inflight: set[tuple[str, int]] = field(default_factory=set)
     _after: dict[int, dict[str, Callable[[], None]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        if self.base_config is None:
+            self.base_config = self.config
+
+    def sync(self, session: Session) -> int:
+        """Bring what this process caches up to the stored cluster version; return it.
+
+        One read when nothing changed. When the version moved: ``config``
+        becomes a new value (the base config with the applied config in force
+        on top), so a holder of the old one can tell by identity
+        (``write_checked``), and the cached nodes are dropped. Never goes back
+        to an older version (a session may read an older snapshot than another
+        thread's).
+        """
+        stored = meta_store.cluster_version(session)
+        if stored <= self.cluster_version:
+            return stored
+        applied = config_store.latest(session)
+        with self._sync_lock:
+            if stored > self.cluster_version:
+                self.config = self._in_force(applied)
+                self.cluster_version = stored
+                self._nodes = None
+        return stored
+
+    def _in_force(self, applied: config_store.Applied | None) -> ServerConfig:
+        base = self.base_config or self.config
+        if applied is None:
+            return base.model_copy()
+        try:
+            return ClusterConfig.model_validate(applied.document).into(base, self.node_name)
+        except ValueError as exc:
+            log.error("stored config version %d is not valid (%s)", applied.version, exc)
+            return base.model_copy()
+
     def published_snapshot(self) -> Snapshot | None:
         """The controller's latest snapshot while it keeps publishing, else None.
 
-        A snapshot older (by ``clock``) than ``max(10 s, 3 x schedule_interval)``
-        means the loop stopped publishing (no controller, or one stuck on an
-        outage): readers then go to the store themselves.
+        Only the controller's process has one. A snapshot older (by ``clock``)
+        than ``max(10 s, 3 x schedule_interval)`` means the loop stopped
+        publishing (one stuck on an outage): readers then go to the store.
         """
         snapshot = self.snapshot
         if snapshot is None:
@@ -126,6 +188,19 @@ class RuntimeContext:
         if self.clock() - snapshot.now > max(10.0, 3 * self.config.schedule_interval):
             return None
         return snapshot
+
+    def feasibility_nodes(self) -> tuple[NodeView, ...]:
+        """Every node as submits check a job against it (``never_fits``), from a cache
+        that holds while the cluster version does (then read again, with one sync)."""
+        cached = self._nodes
+        if cached is not None and cached[0] == self.cluster_version:
+            return cached[1]
+        with self.db.read() as session:
+            version = self.sync(session)
+            nodes = load_nodes(session)
+        if version == self.cluster_version:
+            self._nodes = (version, nodes)
+        return nodes
 
     def run_once(
         self, kind: str, job_id: int, fn: Callable[[], None], *, gpus: bool = False

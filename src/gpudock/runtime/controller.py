@@ -30,6 +30,7 @@ from gpudock.executors.base import EventStream, ExecutorUnavailable, ExecutorWit
 from gpudock.gpus.node_monitor import NodeGpuMonitor
 from gpudock.queue import UsageHistory
 from gpudock.runtime import launcher
+from gpudock.runtime.cluster import ClusterWatcher
 from gpudock.runtime.context import RuntimeContext
 from gpudock.runtime.event_pruner import EventPruner
 from gpudock.runtime.gating import gate_snapshot
@@ -39,9 +40,9 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.elastic import may_grow
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.session import SchedulerSession
-from gpudock.scheduler.snapshot import Snapshot
+from gpudock.scheduler.snapshot import ReservedGpus, Snapshot
 from gpudock.store import jobs as job_store
-from gpudock.store import meta as meta_store
+from gpudock.store import published
 from gpudock.store.applier import ApplyResult, apply_plan
 from gpudock.store.db import database_unavailable
 from gpudock.store.snapshot import SnapshotCache
@@ -52,7 +53,6 @@ MAX_PENDING_PER_CYCLE = 5000
 GPU_PENDING_PER_CYCLE = 1000
 """Pending jobs asking for GPUs that a cycle also considers beyond its first
 ``MAX_PENDING_PER_CYCLE`` (``store.snapshot.load_snapshot``'s ``gpu_share``)."""
-HISTORY_KEY = "fair_share_history"
 
 
 def backlog_reason(window: int, gpu_share: int) -> PendingReason:
@@ -79,6 +79,7 @@ class Controller:
         self._events: EventStream | None = None
         self._history: UsageHistory | None = None  # fair-share usage, advanced every cycle
         self._history_saved = 0.0
+        self._reservations: tuple[ReservedGpus, ...] | None = None  # as last published
         self._snapshots = SnapshotCache()  # consecutive snapshots share unchanged objects
         self._db_failures = 0  # consecutive steps that failed on an unreachable database
         self._outage_lock = threading.Lock()
@@ -86,20 +87,26 @@ class Controller:
         # what each cycle reuses of the last one's work; plugins learn across cycles (the
         # job mix share prices follow), as a live cluster should
         self._session = SchedulerSession(learn=True)
+        self._watcher: ClusterWatcher | None = None
 
     def start(self) -> None:
         """Start the GPU monitor (the node's sharing mode is known and its event
         registration done when it returns, before any launch), say whether mounts can
-        be staged, reconcile once (adopt what survived a restart), then start the loops."""
+        be staged, and on a multi-node engine start the cluster watcher
+        (``runtime/cluster.py``); reconcile once (adopt what survived a restart), then
+        start the loops."""
         if self.monitor is not None:
             self.monitor.start()
             self.ctx.gpu_watchdog = self.monitor.watching
         notice = staging_notice(
             self.ctx.executor.mount_problem(), self.ctx.config.executor.allowed_mounts
         )
-        if notice is not None:
+        if notice is not None and self.ctx.executor.binds_mounts:
             writable = any(e.mode == "rw" for e in self.ctx.config.executor.allowed_mounts)
             log.log(logging.WARNING if writable else logging.INFO, "%s", notice)
+        if self.ctx.cluster:
+            self._watcher = ClusterWatcher(self.ctx, lambda fn: self._safe(fn, self.ctx))
+            self._watcher.start()
         self._safe(reconcile, self.ctx)
         loops = [("schedule", self._schedule_loop), ("reconcile", self._reconcile_loop)]
         if isinstance(self.ctx.executor, ExecutorWithEvents):
@@ -115,6 +122,8 @@ class Controller:
         if self.monitor is not None:
             self.monitor.stop()
         self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
         self.ctx.wake_scheduler.set()
         self.ctx.wake_reconciler.set()
         if self._events is not None:
@@ -128,23 +137,25 @@ class Controller:
         ctx, started = self.ctx, time.perf_counter()
         limit, gpu_share = MAX_PENDING_PER_CYCLE, GPU_PENDING_PER_CYCLE
         with ctx.db.read() as session:
+            ctx.sync(session)  # the config in force, wherever it was applied
             snapshot = self._snapshots.load(session, ctx.clock(), limit, gpu_share)
         window = snapshot.pending  # the first `limit` in the scheduler's order, then GPU jobs
         snapshot = gate_snapshot(ctx, snapshot)  # dependencies and array limits
         snapshot = ctx.snapshot = self._with_history(snapshot)  # published for /metrics
         if not snapshot.pending and not any(map(may_grow, snapshot.running)):
-            ctx.reservations = ()
+            self._publish(())
             return ApplyResult()
         plan = schedule(snapshot, ctx.config.scheduler, session=self._session)
-        ctx.reservations = tuple(plan.reservations)  # published, never stored: a cycle redoes it
+        self._publish(tuple(plan.reservations))  # for GET /v1/gpus, from any API process
         result = apply_plan(ctx.db, plan, ctx.clock())
         if len(window) >= limit:  # there may be more: they say why they wait
             with ctx.db.write() as session:
                 reason = backlog_reason(limit, gpu_share)
                 job_store.set_backlog_reason(session, window[limit - 1], reason)
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
-        for placement in result.committed:  # GPU jobs' launches go first in the lane
-            job_id, gpus = placement.job_id, bool(placement.uuids)  # a MIG device too
+        gangs = [(g.job_id, any(p.gpu_uuids for p in g.parts)) for g in result.committed_gangs]
+        placed = [(p.job_id, bool(p.uuids)) for p in result.committed] + gangs  # a MIG device too
+        for job_id, gpus in placed:  # GPU jobs' launches go first in the lane
             launch = functools.partial(launcher.launch, ctx, job_id)
             ctx.run_once("launch", job_id, launch, gpus=gpus)
         if result.rejected:
@@ -159,25 +170,31 @@ class Controller:
         for plugin in profile.pre_scorers:
             plugin.prepare(profile)
 
+    def _publish(self, reservations: tuple[ReservedGpus, ...]) -> None:
+        """Store the latest plan's reservations for the API processes when they changed."""
+        if reservations == self._reservations:
+            return
+        with self.ctx.db.write() as session:
+            published.put_reservations(session, reservations)
+        self._reservations = reservations
+
     def _with_history(self, snapshot: Snapshot) -> Snapshot:
-        """Advance the queues' decayed usage to ``snapshot.now``; persist it each minute."""
+        """Advance the queues' decayed usage to ``snapshot.now``; publish it every
+        ``HISTORY_EVERY`` seconds (``store/published.py``), which also keeps it
+        across a restart."""
         queues = self.ctx.config.scheduler.queues
         if not queues.queues:
             return snapshot
         if self._history is None:
             with self.ctx.db.read() as session:
-                saved = meta_store.get_json(session, HISTORY_KEY)
-            half_life = queues.fair_share.half_life
-            self._history = (
-                UsageHistory.from_dict(saved) if saved else UsageHistory(half_life=half_life)
-            )
+                saved = published.get_history(session)
+            self._history = saved or UsageHistory(half_life=queues.fair_share.half_life)
         if self._history.half_life != queues.fair_share.half_life:  # a live change applies
             self._history = replace(self._history, half_life=queues.fair_share.half_life)
         self._history = self._history.advance(snapshot.now, queue_usage(snapshot))
-        self.ctx.queue_history = self._history
-        if snapshot.now - self._history_saved >= 60:
+        if snapshot.now - self._history_saved >= published.HISTORY_EVERY:
             with self.ctx.db.write() as session:
-                meta_store.put_json(session, HISTORY_KEY, self._history.to_dict())
+                published.put_history(session, self._history)
             self._history_saved = snapshot.now
         return replace(snapshot, queue_history=self._history)
 

@@ -121,17 +121,17 @@ def outcome(job: Job, status: ContainerStatus | None, on_fault: str = "requeue")
     if job.stop_requested == "requeue":
         return Outcome(JobState.PENDING, f"requeued by {job.stop_requested_by}; no retry used")
     if job.stop_requested == "gpu_memory":
-        return _maybe_retry(
+        return maybe_retry(
             job, JobState.FAILED, job.stop_requested_by or "GPU memory limit exceeded"
         )
     if job.stop_requested == "gpu_fault":
         why = f"its GPU was quarantined: {job.stop_requested_by}"
         if on_fault == "fail":
-            return _maybe_retry(job, JobState.FAILED, why)
+            return maybe_retry(job, JobState.FAILED, why)
         return Outcome(JobState.PENDING, f"{why}; requeued, no retry used")
     if status is None:
         why = f"container {job.container_name} disappeared while the job was running"
-        return _maybe_retry(job, JobState.LOST, why)
+        return maybe_retry(job, JobState.LOST, why)
     code = status.exit_code
     if code == 0:
         return Outcome(JobState.SUCCEEDED, "exited with code 0")
@@ -142,10 +142,11 @@ def outcome(job: Job, status: ContainerStatus | None, on_fault: str = "requeue")
         why = f"exited with code {code}"
         if status.error:
             why += f": {status.error}"
-    return _maybe_retry(job, JobState.FAILED, why)
+    return maybe_retry(job, JobState.FAILED, why)
 
 
-def _maybe_retry(job: Job, state: JobState, why: str) -> Outcome:
+def maybe_retry(job: Job, state: JobState, why: str) -> Outcome:
+    """``state`` with ``why``, or PENDING (a retry) while the job has retries left."""
     if job.failures < job.spec.retries:
         retry = f"retrying ({job.failures + 1} of {job.spec.retries} retries)"
         return Outcome(JobState.PENDING, f"{why}; {retry}", failed_attempt=True)
@@ -167,6 +168,8 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if fresh.state is not JobState.RUNNING and status is None:
         return  # not started yet: the launcher, not a loss
     job = fresh
+    if job.gang and status is not None and not _rest_of_gang_stopped(ctx, job):
+        return  # its GPUs stay held: the next pass tries again
     result = outcome(job, status, ctx.config.gpus.health.on_fault)
     target, reason = result.state, result.reason
     failed = status is not None and status.exit_code not in (0, None) and not job.stop_requested
@@ -199,6 +202,20 @@ def finish(ctx: RuntimeContext, job: Job, status: ContainerStatus | None) -> Non
     if status is not None:
         attempt, container = job.attempt, status.id
         ctx.run_once("archive", job.id, lambda: archive_and_remove(ctx, job.id, attempt, container))
+
+
+def _rest_of_gang_stopped(ctx: RuntimeContext, job: Job) -> bool:
+    """A gang ends with its first failing member (or with the last to succeed): the
+    members still running are stopped (SIGTERM, grace, SIGKILL) before its GPUs are
+    freed, so none is handed on while a member still uses it. False when the engine
+    could not be asked (nothing is freed; the next pass tries again)."""
+    assert job.container_name is not None
+    try:
+        ctx.executor.stop(job.container_name, ctx.config.executor.stop_grace)
+    except ExecutorUnavailable as exc:
+        log.warning("job %s: the rest of its gang not stopped yet: %s", job.id, exc)
+        return False
+    return True
 
 
 def archive_and_remove(ctx: RuntimeContext, job_id: int, attempt: int, container: str) -> None:

@@ -41,6 +41,7 @@ from gpudock.executors.base import (
     ExecutorUnavailable,
     LaunchError,
     LaunchRequest,
+    Member,
 )
 from gpudock.runtime import node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
@@ -94,7 +95,7 @@ def launch(ctx: RuntimeContext, job_id: int) -> None:
         return
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
-        log.warning("job %s: Docker unreachable; launch resumes when it returns", job_id)
+        log.warning("job %s: %s; the launch resumes when it returns", job_id, exc)
         return
     except LaunchError as exc:
         with ctx.db.write() as session:
@@ -213,4 +214,8 @@ def build_request(
         labels=labels,
         pull_login=None if pull is None else pull.login,
         always_pull=pull is not None and pull.always,
+        node=job.node,
+        members=tuple(
+            Member(rank, part.node, part.gpu_uuids) for rank, part in enumerate(job.gang)
+        ),
     )

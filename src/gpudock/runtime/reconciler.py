@@ -15,6 +15,10 @@ Run at start-up and periodically. One pass:
 5. unmount what launches of a crashed server left staged (``release_stale_mounts``),
    and reap what a crashed engine left of this instance's containers (``reap_leftovers``).
 
+On a multi-node engine (``ctx.cluster``) a pass judges every node's jobs
+except those on a node that is away (the cluster watcher's node loss owns
+them), and leaves node statuses to the watcher.
+
 ``reconcile_container`` does step 3 for the one job an engine event names,
 as soon as the event arrives (or, when the job's launch or finish is under
 way, as soon as that work ends); the full pass stays the safety net.
@@ -36,6 +40,7 @@ from gpudock.executors.base import (
 )
 from gpudock.runtime import finisher, launcher, node_health, undescribed
 from gpudock.runtime.context import RuntimeContext
+from gpudock.store import cluster as cluster_store
 from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 
@@ -52,7 +57,8 @@ def reconcile(ctx: RuntimeContext) -> None:
     """
     with ctx.db.read() as session:
         active = job_store.list_jobs(session, states=job_store.ACTIVE_STATES, newest_first=False)
-    active = [j for j in active if j.node in (None, ctx.node_name)]  # this host's jobs only
+        away = cluster_store.away_nodes(session) if ctx.cluster else set()
+    active = [j for j in active if _judged_here(ctx, j, away)]
     ctx.undescribed.keep_only(j.id for j in active)
     containers = _engine_containers(ctx)
     if containers is None:
@@ -68,6 +74,15 @@ def reconcile(ctx: RuntimeContext) -> None:
             _handle_orphan(ctx, container)
     ctx.executor.release_stale_mounts()
     ctx.executor.reap_leftovers()
+
+
+def _judged_here(ctx: RuntimeContext, job: Job, away: set[str]) -> bool:
+    """Whether this pass judges ``job``: on one host, its own jobs; on a cluster, every
+    job none of whose nodes is away (their engine's view is stale: the cluster
+    watcher's node loss handles them, ``runtime/cluster.py``)."""
+    if not ctx.cluster:
+        return job.node in (None, ctx.node_name)
+    return not any(part.node in away for part in job.placement)
 
 
 def reconcile_container(ctx: RuntimeContext, name: str, action: str | None = None) -> bool:
@@ -96,7 +111,8 @@ def reconcile_container(ctx: RuntimeContext, name: str, action: str | None = Non
         return True  # the job's launch or finish ends first
     with ctx.db.read() as session:
         job = job_store.get_job(session, job_id)
-    if job is None or job.node not in (None, ctx.node_name):
+        away = cluster_store.away_nodes(session) if ctx.cluster else set()
+    if job is None or not _judged_here(ctx, job, away):
         return False
     if job.state not in job_store.ACTIVE_STATES or job.container_name != name:
         return True  # an ended attempt's container (its finisher removes it, or removed it)
@@ -147,6 +163,8 @@ def _engine_containers(ctx: RuntimeContext) -> list[ContainerStatus] | None:
     except ExecutorUnavailable as exc:
         node_health.mark_engine_down(ctx, exc)
         return None
+    if ctx.cluster:
+        return containers  # node statuses are the cluster watcher's (runtime/cluster.py)
     with ctx.db.write() as session:
         changed = inv_store.set_node_status(
             session, ctx.node_name, NodeStatus.AVAILABLE, None, ctx.clock()

@@ -58,12 +58,42 @@ def reload_file(ctx: RuntimeContext, path: Path | None) -> bool:
     return True
 
 
-def install_sighup(ctx: RuntimeContext, path: Path | None) -> None:
-    """On ``SIGHUP``, reload ``path`` in a thread (never inside the signal handler)."""
+class Reloads:
+    """``SIGHUP``'s handler, installed before the server serves anything.
 
-    def handler(_signum: int, _frame: FrameType | None) -> None:
+    Until ``ready``, a ``SIGHUP`` is remembered (the server is still starting:
+    its workers may already answer, its controller cannot reload yet) and
+    applied once by ``ready``; from then on each one reloads ``path`` in a
+    thread (never inside the signal handler). Without it, a ``SIGHUP`` that
+    came while the server started would end it.
+    """
+
+    def __init__(self) -> None:
+        self._ctx: RuntimeContext | None = None
+        self._path: Path | None = None
+        self._owed = False
+
+    def install(self) -> Reloads:
+        signal.signal(signal.SIGHUP, self._handler)
+        return self
+
+    def ready(self, ctx: RuntimeContext, path: Path | None) -> None:
+        """The controller runs on ``ctx``: reload ``path`` on each ``SIGHUP``, and now
+        if one came while the server started."""
+        self._path = path
+        self._ctx = ctx  # the handler reads it: set last, after the path
+        if self._owed:
+            self._owed = False
+            self._reload(ctx)
+
+    def _handler(self, _signum: int, _frame: FrameType | None) -> None:
+        ctx = self._ctx
+        if ctx is None:
+            self._owed = True
+        else:
+            self._reload(ctx)
+
+    def _reload(self, ctx: RuntimeContext) -> None:
         threading.Thread(
-            target=reload_file, args=(ctx, path), name="gpudock-reload", daemon=True
+            target=reload_file, args=(ctx, self._path), name="gpudock-reload", daemon=True
         ).start()
-
-    signal.signal(signal.SIGHUP, handler)

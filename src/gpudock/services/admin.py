@@ -1,13 +1,13 @@
 """Live administration: read, diff and apply the scheduling config (``ClusterConfig``).
 
 An apply is one database transaction (validate against the store, store the
-config, set the nodes' labels and taints, record ``config.applied``). Just
-before it commits, still holding the write lock, the process swaps
-``ctx.config`` for a new value (one attribute assignment; put back if the
-commit fails), so the next cycle and the next request see the new config
-whole, a refused apply changes nothing, and a use case that checked a request
-against the old config checks it again before it writes (``config_guard``).
-Applies are serialised.
+config, set the nodes' labels and taints, record ``config.applied``, bump the
+cluster version). Every process, the one that took the apply included, reads
+the new config when it next syncs (``RuntimeContext.sync``): the controller's
+next cycle, any request that reads the config, and, under the write lock,
+any write checked against it (``config_guard``). So once the apply's
+response is sent, every API process answers with the new config, and a
+refused apply changes nothing. Applies are serialised by the write lock.
 Lowering a quota stops no job: the cycle's usual rules (reclaim, priority)
 decide what runs next.
 """
@@ -15,7 +15,6 @@ decide what runs next.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +30,6 @@ from gpudock.store import cluster_config as store
 from gpudock.store.tokens import Principal
 
 log = logging.getLogger("gpudock.admin")
-
-_APPLY_LOCK = threading.Lock()  # one apply at a time: commit order = swap order
 
 
 class ConfigRefused(InvalidInput):
@@ -69,12 +66,14 @@ class AdminService:
     def in_force(self) -> InForce:
         """``current`` without the role check (SIGHUP)."""
         with self.ctx.db.read() as session:
+            self.ctx.sync(session)
             return self._in_force(session)
 
     def diff(self, principal: Principal, new: ClusterConfig) -> list[Change]:
         """What applying ``new`` would change; ``ConfigRefused`` if it would be refused."""
         _admin_only(principal)
         with self.ctx.db.read() as session:
+            self.ctx.sync(session)
             old = self._in_force(session).config
             _refuse_if_bad(session, old, new)
         return diff(old, new)
@@ -87,22 +86,17 @@ class AdminService:
 
     def apply_as(self, new: ClusterConfig, by: str, source: str) -> tuple[int, list[Change]]:
         """``apply`` for ``by`` (a user, or ``sighup``) without the role check."""
-        with _APPLY_LOCK:
-            previous = self.ctx.config
-            try:
-                with self.ctx.db.write() as session:
-                    old = self._in_force(session).config
-                    _refuse_if_bad(session, old, new)
-                    changes = diff(old, new)
-                    nodes = {name: (t.labels, t.taints) for name, t in new.nodes.items()}
-                    document, now = new.document(), self.ctx.clock()
-                    dicts = [c.to_dict() for c in changes]
-                    version = store.save(session, document, nodes, by, source, now, dicts)
-                    # The atomic swap, under the write lock (``config_guard``).
-                    self.ctx.config = new.into(previous, self.ctx.node_name)
-            except BaseException:
-                self.ctx.config = previous  # the commit failed: the old config stays
-                raise
+        with self.ctx.db.write() as session:
+            self.ctx.sync(session)  # the config in force now, whoever applied it
+            old = self._in_force(session).config
+            _refuse_if_bad(session, old, new)
+            changes = diff(old, new)
+            nodes = {name: (t.labels, t.taints) for name, t in new.nodes.items()}
+            document, now = new.document(), self.ctx.clock()
+            dicts = [c.to_dict() for c in changes]
+            version = store.save(session, document, nodes, by, source, now, dicts)
+        with self.ctx.db.read() as session:
+            self.ctx.sync(session)  # in force here at once; elsewhere at each process's next sync
         self.ctx.wake_scheduler.set()
         log.info(
             "config version %d applied by %s (%s): %d changes", version, by, source, len(dicts)

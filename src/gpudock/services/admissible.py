@@ -26,8 +26,9 @@ def check_admissible(ctx: RuntimeContext, spec: JobSpec, user: str) -> None:
     its queue's limit, or above a queue without borrowing's guarantee, or
     beyond what its cohort and the cluster could ever lend it, or above the
     queue's ``max_running_gpus_per_user`` (``field``: the resource). As the
-    node half, a job admissible on the controller's latest snapshot is
-    accepted without a read; a refusal is decided on nodes read now.
+    node half, a job admissible on this process's cached nodes
+    (``RuntimeContext.feasibility_nodes``) is accepted without a read; a
+    refusal is decided on nodes read now.
     """
     config = ctx.config.scheduler.queues
     if not config.queues:
@@ -43,8 +44,7 @@ def check_admissible(ctx: RuntimeContext, spec: JobSpec, user: str) -> None:
         nodes=spec.nodes,
         cpus=spec.cpus,
     )
-    published = ctx.published_snapshot()
-    if published is not None and never_admitted_on(config, job, published.nodes) is None:
+    if never_admitted_on(config, job, ctx.feasibility_nodes()) is None:
         return
     with ctx.db.read() as session:
         nodes = load_nodes(session)

@@ -7,6 +7,10 @@ Rules:
   (401) ``invalid token``; a revoked or expired one is 401 saying which and
   when (``token revoked at ...``, ``token expired at ...``, UTC ISO 8601);
 * each use records ``last_used_at``, written at most once a minute per token;
+* a process answers from its copy of a token row for up to ``CACHE_TTL``
+  (``store/tokens.py: TokenCache``): a revocation takes effect at once in the
+  process that made it and within ``CACHE_TTL`` in every other; an expiry at
+  once everywhere;
 * only admins create tokens (for any user, admin or not): a user's stolen
   token must not be able to mint fresh ones that outlive its revocation;
 * users list and revoke their own tokens; admins anyone's. Another user's
@@ -36,6 +40,7 @@ from gpudock.core.spec_schema import EXPIRES_PATTERN, TOKEN_NAME_PATTERN
 from gpudock.core.units import parse_duration
 from gpudock.core.users import USER_HELP, USER_PATTERN
 from gpudock.runtime.context import RuntimeContext
+from gpudock.store import inventory as inv_store
 from gpudock.store import tokens as token_store
 from gpudock.store.tokens import Principal, TokenInfo
 
@@ -103,31 +108,48 @@ class AuthService:
 
     def authenticate(self, header: str | None) -> Principal:
         """Resolve an ``Authorization: Bearer <token>`` header; raise ``Unauthorized``."""
-        if not header:
-            raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <token>'")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized("Authorization header must be 'Bearer <token>'")
-        return self.authenticate_token(token.strip())
+        return self.authenticate_token(bearer_token(header))
+
+    def authenticate_user(self, header: str | None) -> Principal:
+        """As ``authenticate``, refusing a node token (``Forbidden``): it acts for an agent only."""
+        principal = self.authenticate(header)
+        refuse_node_token(principal)
+        return principal
 
     def authenticate_token(self, token: str) -> Principal:
-        """The principal of a plain token; ``Unauthorized`` when unknown, revoked or expired."""
-        now = self.ctx.clock()
+        """The principal of a plain token; ``Unauthorized`` when unknown, revoked or expired.
+
+        Answers from this process's ``ctx.tokens`` when it holds a fresh copy
+        (``TokenCache``: a revocation elsewhere is seen within ``CACHE_TTL``),
+        else with one indexed read, which it then caches.
+        """
+        cached = self.cached_principal(token)
+        if cached is not None:
+            return cached
+        now, cache, digest = self.ctx.clock(), self.ctx.tokens, token_store.hash_token(token)
+        generation, read_at = cache.generation, cache.now()
         with self.ctx.db.read() as session:
-            info = token_store.find(session, token)
+            info = token_store.find_hash(session, digest)
         if info is None:
             raise Unauthorized("invalid token")
-        state = info.state(now)
-        if state == "revoked":
-            assert info.revoked_at is not None
-            raise Unauthorized(f"token revoked at {iso(info.revoked_at)}")
-        if state == "expired":
-            assert info.expires_at is not None
-            raise Unauthorized(f"token expired at {iso(info.expires_at)}")
+        _refuse_inactive(info, now)
         if token_store.due_for_touch(info, now):
             with self.ctx.db.write() as session:
                 token_store.touch(session, info.id, now)
+            info = replace(info, last_used_at=now)
+        cache.put(digest, info, generation, read_at)
         return info.principal
+
+    def cached_principal(self, token: str) -> Principal | None:
+        """``authenticate_token`` from the cache alone, with no I/O: the principal,
+        ``Unauthorized`` for a cached revoked or expired token, or None (not cached,
+        or its last use is due to be written): then call ``authenticate_token``."""
+        info = self.ctx.tokens.get(token_store.hash_token(token))
+        if info is None:
+            return None
+        now = self.ctx.clock()
+        _refuse_inactive(info, now)
+        return None if token_store.due_for_touch(info, now) else info.principal
 
     def authenticate_cookie(
         self, token: str, method: str, host: str | None, origin: str | None, ui_header: str | None
@@ -139,21 +161,30 @@ class AuthService:
         form can set without a CORS preflight, which this server never grants)
         and, when the browser sends ``Origin``, one whose host is this server's.
         """
-        if method.upper() not in SAFE_METHODS:
-            check_same_origin(host, origin, ui_header)
-        return self.authenticate_token(token)
+        return self.authenticate_token(cookie_token(token, method, host, origin, ui_header))
 
     def create_token(
         self,
         principal: Principal,
-        user: str,
+        user: str | None,
         admin: bool = False,
         name: str | None = None,
         expires: str | float | None = None,
+        node: str | None = None,
     ) -> tuple[TokenInfo, str]:
-        """A new token for ``user`` and its secret (shown once); admins only."""
+        """A new token for ``user`` and its secret (shown once); admins only.
+
+        ``node``: a node token for that registered node's agent (its user is
+        ``agent@NODE`` unless given; never an admin). ``NotFound`` for a node
+        that is not registered.
+        """
         if not principal.is_admin:
             raise Forbidden("only an admin can create tokens")
+        if node is not None:
+            user = user or f"agent@{node}"
+            self._check_node(node, admin)
+        if user is None:
+            raise InvalidInput("give the user the token acts as", field="user")
         if not USER_PATTERN.fullmatch(user):
             raise InvalidInput(f"user {user!r} must be {USER_HELP}", field="user")
         if name is not None and not _NAME_RE.fullmatch(name):
@@ -173,7 +204,16 @@ class AuthService:
                 name=name,
                 expires_at=None if lifetime is None else now + lifetime,
                 created_by=principal.user,
+                node=node,
             )
+
+    def _check_node(self, node: str, admin: bool) -> None:
+        if admin:
+            raise InvalidInput("a node token acts for its node's agent only; it cannot be admin")
+        with self.ctx.db.read() as session:
+            names = [n.name for n in inv_store.list_nodes(session)]
+        if node not in names:
+            raise NotFound(f"unknown node {node!r} (nodes: {', '.join(names) or 'none'})")
 
     def list_tokens(self, principal: Principal, user: str | None = None) -> list[TokenInfo]:
         """Tokens of ``user`` (all users' for admins without ``user``); users: their own."""
@@ -200,7 +240,46 @@ class AuthService:
                 )
             if not token_store.revoke(session, token_id, now):  # writers are serialized
                 raise Conflict(f"token {token_id} was already revoked")
+        self.ctx.tokens.forget(token_id)  # at once here; other processes within CACHE_TTL
         return replace(info, revoked_at=now)
+
+
+def refuse_node_token(principal: Principal) -> None:
+    """``Forbidden`` for a node token: it acts only for its node's agent."""
+    if principal.node is not None:
+        raise Forbidden(
+            "a node token acts only for its node's agent (/v1/agent/...); use a user's token"
+        )
+
+
+def cookie_token(
+    token: str, method: str, host: str | None, origin: str | None, ui_header: str | None
+) -> str:
+    """The UI cookie's token, after ``authenticate_cookie``'s cross-site checks (no I/O)."""
+    if method.upper() not in SAFE_METHODS:
+        check_same_origin(host, origin, ui_header)
+    return token
+
+
+def bearer_token(header: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header; ``Unauthorized`` else."""
+    if not header:
+        raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <token>'")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("Authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
+def _refuse_inactive(info: TokenInfo, now: float) -> None:
+    """``Unauthorized`` saying when, for a revoked or expired token."""
+    state = info.state(now)
+    if state == "revoked":
+        assert info.revoked_at is not None
+        raise Unauthorized(f"token revoked at {iso(info.revoked_at)}")
+    if state == "expired":
+        assert info.expires_at is not None
+        raise Unauthorized(f"token expired at {iso(info.expires_at)}")
 
 
 def check_same_origin(host: str | None, origin: str | None, ui_header: str | None) -> None:

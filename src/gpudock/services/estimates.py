@@ -16,6 +16,7 @@ from dataclasses import replace
 from gpudock.runtime.context import RuntimeContext
 from gpudock.services.jobs import JobService
 from gpudock.sim.start_times import Gates, StartEstimate, estimate_starts
+from gpudock.store import published
 from gpudock.store.gates import load_gate_facts
 from gpudock.store.snapshot import load_snapshot
 from gpudock.store.tokens import Principal
@@ -34,9 +35,13 @@ class EstimateService:
         if job_id is not None:
             JobService(self.ctx).get(job_id, principal)
         with self.ctx.db.read() as session:
+            self.ctx.sync(session)
+            scheduler = self.ctx.config.scheduler
             snapshot = load_snapshot(session, self.ctx.clock(), limit=MAX_PENDING)
             facts = load_gate_facts(session, [j.id for j in snapshot.pending])
-        snapshot = replace(snapshot, queue_history=self.ctx.queue_history)
+            half_life = scheduler.queues.fair_share.half_life
+            history = published.history_at(session, snapshot, half_life)
+        snapshot = replace(snapshot, queue_history=history)
         owners = {j.id: j.user for j in snapshot.pending}
         wanted = [
             j.id
@@ -47,7 +52,6 @@ class EstimateService:
         if not wanted:
             return []
         gates = Gates(facts.gated, facts.states, facts.tasks)
-        scheduler = self.ctx.config.scheduler
         defaults = {q.name: q.default_runtime for q in scheduler.queues.queues if q.default_runtime}
         found = estimate_starts(snapshot, scheduler, gates, defaults, wanted=wanted)
         return [found[i] for i in wanted]

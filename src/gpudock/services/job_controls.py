@@ -12,7 +12,8 @@ short transaction; the scheduler and reconciler are woken after it commits.
   with a ``hold`` pending reason naming who holds it; **release** lets it run.
 * **requeue** an ALLOCATED, STARTING or RUNNING job: a stop request of kind
   ``requeue``; the runtime stops its container as for a preemption and the
-  job goes back to PENDING without spending a retry.
+  job goes back to PENDING without spending a retry. ``force_requeue``
+  (admins) does it at once for a job whose node is lost, stopping nothing.
 * **update** a PENDING job's ``priority_class``, ``max_runtime`` or
   ``gpus``: the new spec is validated exactly as a submit would be (spec
   rules, queue membership, priority rights, never-fits on the nodes and in
@@ -31,12 +32,14 @@ from sqlalchemy.orm import Session
 from gpudock.core.errors import Conflict, Forbidden, InvalidInput
 from gpudock.core.job import Job, JobSpec, JobState
 from gpudock.core.units import format_duration
+from gpudock.executors.base import ExecutorUnavailable
 from gpudock.scheduler.hold import held_reason
 from gpudock.services.admissible import check_admissible
 from gpudock.services.config_guard import write_checked
 from gpudock.services.jobs import JobService
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member
+from gpudock.store import cluster as cluster_store
 from gpudock.store import job_controls as control_store
 from gpudock.store import jobs as job_store
 from gpudock.store.tokens import Principal
@@ -99,6 +102,50 @@ class JobControls(JobService):
         log.info("job %d requeue asked by %s", job_id, principal.user, extra={"job": job_id})
         self.ctx.wake_reconciler.set()
         return self.get(job_id, principal)
+
+    def force_requeue(self, job_id: int, principal: Principal) -> Job:
+        """Requeue an active job whose node is lost, at once, without stopping anything.
+
+        Admins only (``Forbidden``). ``Conflict`` unless the job is active with
+        a part on a node that is not ready: on a ready node a plain requeue
+        stops its container first. The job goes back to PENDING (no retry
+        used); its services are removed. The caller vouches that the old
+        container stopped: gpudock cannot stop it while its node is away.
+        """
+        if not principal.is_admin:
+            raise Forbidden("only an admin can force a requeue")
+        job = self.get(job_id, principal)
+        if job.state not in REQUEUE_FROM:
+            raise Conflict(f"job {job_id} is {job.state.value}; only an active job is requeued")
+        with self.ctx.db.read() as session:
+            away = sorted(cluster_store.away_nodes(session) & {p.node for p in job.placement})
+        if not away:
+            raise Conflict(
+                f"job {job_id} runs on a node that is ready; requeue it without --force "
+                "(its container is stopped first)"
+            )
+        reason = (
+            f"requeued by {principal.user} with --force: node {', '.join(away)} is lost and "
+            "the operator vouches its container stopped; no retry used"
+        )
+        with self.ctx.db.write() as session:
+            done = job_store.transition(
+                session, job_id, job.state, JobState.PENDING, self.ctx.clock(), reason=reason
+            )
+        if not done:
+            raise Conflict(f"job {job_id} changed meanwhile; look at it again")
+        log.warning("job %d: %s", job_id, reason, extra={"job": job_id})
+        if job.container_name is not None:
+            name = job.container_name
+            self.ctx.run_once("orphan", job_id, lambda: self._remove_quietly(name))
+        self.ctx.wake_scheduler.set()
+        return self.get(job_id, principal)
+
+    def _remove_quietly(self, name: str) -> None:
+        try:
+            self.ctx.executor.remove(name)
+        except ExecutorUnavailable as exc:  # the orphan pass removes it later
+            log.info("services of %s not removed yet: %s", name, exc)
 
     def update(self, job_id: int, changes: dict[str, Any], principal: Principal) -> Job:
         """Change a job's ``UPDATABLE`` fields (see the module doc for the rules).

@@ -90,7 +90,8 @@ class LogReader(Iterator[bytes]):
     def _unarchived(self, archive: Path) -> Iterator[bytes]:
         """An ended attempt whose archive is still being written (the finisher
         frees GPUs first, then archives): read its container, which is removed
-        only after the archive is complete; if it is gone already, the archive."""
+        only after the archive is complete; if it is gone already, or the engine
+        refuses it while it is being removed, the archive."""
         assert self._job.container_name is not None
         seen = False
         try:
@@ -98,7 +99,10 @@ class LogReader(Iterator[bytes]):
                 seen = True
                 yield chunk
         except ExecutorUnavailable as exc:
-            yield f"[gpudock] cannot read logs: Docker unreachable: {exc}\n".encode()
+            if not seen and archive.exists():  # removed after its archive was complete
+                yield from _read_file(archive)
+            else:
+                yield f"[gpudock] cannot read logs: Docker unreachable: {exc}\n".encode()
             return
         if not seen and archive.exists():
             yield from _read_file(archive)

@@ -183,6 +183,12 @@ class JobService:
         """
         if not spec.mounts:
             return
+        if not self.ctx.executor.binds_mounts:
+            raise InvalidInput(
+                f"mounts are not available on backend {self.ctx.config.backend}: the server "
+                "cannot check host paths on the node a job lands on; use a volume in the image",
+                field="mounts",
+            )
         allowed = self.ctx.config.executor.allowed_mounts
         unsafe = self.ctx.executor.mount_problem()
         for text in spec.mounts:
@@ -225,10 +231,12 @@ class JobService:
         it would be with nothing running); nothing when ``scheduler.never_fits`` is
         ``pending`` (the cycle then keeps the job pending with the same reasons).
 
-        Every placement constraint goes into the request. A job that fits the nodes of
-        the controller's latest snapshot is accepted without a read; a refusal is always
-        decided on nodes read from the store now, so a node that joined since that
-        snapshot is counted.
+        Every placement constraint goes into the request (CPU-only jobs too: a
+        selector or the nodes' taints may rule out every node). A job that fits
+        this process's cached nodes (``RuntimeContext.feasibility_nodes``, true
+        at the cluster version ``write_checked`` checks again under the write
+        lock) is accepted without a read; a refusal is always decided on nodes
+        read from the store now.
         """
         config = self.ctx.config.scheduler
         if config.never_fits == "pending":
@@ -250,8 +258,7 @@ class JobService:
             cuda_require=cuda_require,
         )
         profile = build_profile(config)
-        published = self.ctx.published_snapshot()
-        if published is not None and never_fits(request, published.nodes, profile) is None:
+        if never_fits(request, self.ctx.feasibility_nodes(), profile) is None:
             return
         with self.ctx.db.read() as session:
             nodes = load_nodes(session)

@@ -10,6 +10,7 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.admission import QueueAdmission, QueuePolicy, queue_usage, usable_capacity
 from gpudock.scheduler.snapshot import Snapshot
 from gpudock.services.queue_access import add_standing
+from gpudock.store import published
 from gpudock.store.snapshot import load_snapshot
 from gpudock.store.tokens import Principal
 from gpudock.store.user_jobs import pending_by_queue
@@ -24,10 +25,12 @@ class QueueService:
         limit, borrowed, lendable, fair-share entitlement and dominant share;
         the caller's standing in each, and membership for admins (``add_standing``)."""
         with self.ctx.db.read() as session:
+            self.ctx.sync(session)
+            config = self.ctx.config.scheduler.queues
             snapshot = load_snapshot(session, self.ctx.clock())
             pending = pending_by_queue(session, principal.user)
-        config = self.ctx.config.scheduler.queues
-        report = queue_report(snapshot, config, self.ctx.queue_history).to_dict()
+            history = published.history_at(session, snapshot, config.fair_share.half_life)
+        report = queue_report(snapshot, config, history).to_dict()
         return add_standing(report, config, principal, pending)
 
 

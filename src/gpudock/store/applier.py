@@ -16,6 +16,10 @@ placement the applier re-checks the *current* rows inside one transaction:
 If any of those conditional updates touches no row the whole placement is
 rolled back and reported as rejected; the next cycle reconsiders the job. Two
 schedulers racing on one database can therefore never double-book a GPU.
+
+A multi-node gang (``Plan.gangs``) is committed the same way, all its parts
+in one transaction: every GPU of every node, or none. Its job row names rank
+0's node and every GPU, and ``jobs.gang`` keeps the parts in rank order.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from sqlalchemy.orm import Session
 from gpudock.core.events import EventType
 from gpudock.core.inventory import GpuHealth
 from gpudock.core.job import JobState
-from gpudock.scheduler.snapshot import Placement, Plan
+from gpudock.scheduler.snapshot import GangPlacement, Placement, Plan
 from gpudock.store import events as event_store
 from gpudock.store import jobs as job_store
 from gpudock.store.db import Database
@@ -48,6 +52,12 @@ class ApplyResult:
     rejected: list[tuple[Placement, str]] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)  # victims now asked to stop
     resized: list[int] = field(default_factory=list)  # elastic jobs now asked to restart
+    committed_gangs: list[GangPlacement] = field(default_factory=list)
+
+    @property
+    def started(self) -> list[int]:
+        """The jobs now ALLOCATED: committed placements and gangs, in that order."""
+        return [p.job_id for p in self.committed] + [g.job_id for g in self.committed_gangs]
 
 
 def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
@@ -62,6 +72,15 @@ def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
             result.rejected.append((placement, str(exc)))
         else:
             result.committed.append(placement)
+    for gang in plan.gangs:
+        try:
+            with db.write() as session:
+                _commit_gang(session, gang, now)
+        except _Rejected as exc:
+            log.info("placement of gang job %s rejected: %s", gang.job_id, exc)
+            result.rejected.extend((part, str(exc)) for part in gang.parts[:1])
+        else:
+            result.committed_gangs.append(gang)
     if plan.preemptions:
         with db.write() as session:
             for preemption in plan.preemptions:
@@ -78,7 +97,8 @@ def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
     return result
 
 
-def _commit_placement(session: Session, placement: Placement, now: float) -> None:
+def _take_all(session: Session, placement: Placement, now: float) -> None:
+    """Take every GPU of ``placement`` (conditionally) and record its allocations."""
     if placement.mig is not None and not _take_mig(session, placement.mig, placement):
         raise _Rejected(f"MIG device {placement.mig} is no longer free")
     for uuid in placement.gpu_uuids:
@@ -93,6 +113,35 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
                 created_at=now,
             )
         )
+
+
+def _commit_gang(session: Session, gang: GangPlacement, now: float) -> None:
+    """All parts of a gang, or (``_Rejected``, rolled back) none."""
+    for part in gang.parts:
+        _take_all(session, part, now)
+    parts = [[part.node, list(part.gpu_uuids)] for part in gang.parts]
+    first = gang.parts[0]
+    payload = {"gang": parts, "memory_per_gpu": first.memory_per_gpu}
+    event_store.append_for_job(
+        session, EventType.JOB_PLACED, gang.job_id, now, payload, node=first.node
+    )
+    moved = job_store.transition(
+        session,
+        gang.job_id,
+        JobState.PENDING,
+        JobState.ALLOCATED,
+        now,
+        node=first.node,
+        allocated_at=now,
+        gpu_uuids=[uuid for part in gang.parts for uuid in part.gpu_uuids],
+        gang=parts,
+    )
+    if not moved:
+        raise _Rejected("job is no longer PENDING")
+
+
+def _commit_placement(session: Session, placement: Placement, now: float) -> None:
+    _take_all(session, placement, now)
     payload = {"gpus": list(placement.uuids), "memory_per_gpu": placement.memory_per_gpu}
     event_store.append_for_job(  # rolled back with the placement if it is rejected below
         session, EventType.JOB_PLACED, placement.job_id, now, payload, node=placement.node

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from gpudock.core.events import EventType
 from gpudock.core.job import TERMINAL_STATES, JobState
 from gpudock.store import events as event_store
+from gpudock.store import meta as meta_store
 from gpudock.store.models import ClusterConfigRow, GpuRow, JobRow, NodeRow, TokenRow
 
 
@@ -51,7 +52,8 @@ def save(
     changes: list[dict[str, Any]],
 ) -> int:
     """Store ``document`` as the config in force, set every node's labels and taints
-    (``nodes``; a registered node not in it gets none), and record ``config.applied``.
+    (``nodes``; a registered node not in it gets none), record ``config.applied`` and
+    bump the cluster version (``meta.py``).
 
     Returns the new version. All in the caller's transaction.
     """
@@ -64,6 +66,7 @@ def save(
     session.flush()
     payload = {"version": row.id, "by": by, "source": source, "changes": changes}
     event_store.append(session, EventType.CONFIG_APPLIED, now, payload)
+    meta_store.bump_cluster_version(session)  # every process re-reads its config (``meta.py``)
     return row.id
 
 

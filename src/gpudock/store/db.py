@@ -8,15 +8,21 @@ SQLite runs in WAL mode. pysqlite's own transaction handling is disabled so
 that SQLAlchemy emits ``BEGIN`` itself: write transactions use
 ``BEGIN IMMEDIATE`` (they take the write lock up front and wait for it under
 ``busy_timeout`` instead of failing on a lock upgrade), read transactions a
-plain ``BEGIN``. On PostgreSQL every write transaction first takes one
-advisory transaction lock, so writers commit one at a time there too: event
-log ids (``store/events.py``) then become visible in id order, and a reader
-paging by id never skips one. Never make network calls while a session is open.
+plain ``BEGIN``. Writers take turns first within their process (a lock) and
+then across the processes on the file (``flock`` on ``<file>.writer``; the
+server's API workers and its controller), so at most one of them waits in
+SQLite's busy handler. On PostgreSQL every write transaction first takes one
+advisory transaction lock, so writers commit one at a time there too, from
+any process on any host: event log ids (``store/events.py``) then become
+visible in id order, and a reader paging by id never skips one. Never make
+network calls while a session is open.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -94,10 +100,13 @@ class Database:
         event.listen(engine, "handle_error", self._failed)
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
         self.is_sqlite = engine.dialect.name == "sqlite"
-        # SQLite: this process's writers take turns here (see ``write``)
+        # SQLite: this process's writers take turns here, then with other processes'
         self._write_turn: AbstractContextManager[object] = (
             threading.Lock() if self.is_sqlite else nullcontext()
         )
+        path = engine.url.database if self.is_sqlite else None
+        self._file_lock = FileTurn(Path(f"{path}.writer")) if path and path != ":memory:" else None
+        self._file_turn: AbstractContextManager[object] = self._file_lock or nullcontext()
         self._writing = threading.local()  # .active: this thread is inside ``write``
 
     @classmethod
@@ -124,8 +133,9 @@ class Database:
     def write(self) -> Iterator[Session]:
         """A session in one write transaction: committed on success.
 
-        On SQLite the process's writers first queue on one in-process lock, so
-        only one of them at a time waits in ``BEGIN IMMEDIATE``: SQLite's busy
+        On SQLite the process's writers first queue on one in-process lock, and
+        then on a file lock shared with the other processes on the database, so
+        only one writer at a time waits in ``BEGIN IMMEDIATE``: SQLite's busy
         handler polls with sleeps of up to 100 ms, which under many concurrent
         writers (a submit storm) costs far more than the writes themselves.
         Write transactions never nest: a thread that opens one inside another
@@ -133,7 +143,7 @@ class Database:
         """
         if getattr(self._writing, "active", False):
             raise RuntimeError("write transactions never nest: this thread already holds one")
-        with self._write_turn, self._sessions() as session:
+        with self._write_turn, self._file_turn, self._sessions() as session:
             self._writing.active = True
             try:
                 if self.is_sqlite:
@@ -162,6 +172,8 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self._file_lock is not None:
+            self._file_lock.close()
 
     @staticmethod
     def _started(
@@ -183,6 +195,35 @@ class Database:
         error = context.sqlalchemy_exception or context.original_exception
         if error is not None and (database_unavailable(error) or context.is_disconnect):
             self.availability.failed(error)
+
+
+class FileTurn:
+    """An exclusive ``flock`` on ``path`` (made on first use), held inside ``with``.
+
+    The kernel wakes the next waiter as soon as the holder unlocks (or dies:
+    a killed process never leaves it held). One open file per instance, so
+    the caller keeps its own threads out (``Database._write_turn``): ``flock``
+    does not order the threads of one process.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def __enter__(self) -> FileTurn:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._fd is not None
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def database_unavailable(error: BaseException) -> bool:

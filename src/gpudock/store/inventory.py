@@ -22,6 +22,7 @@ from gpudock.core.inventory import (
 from gpudock.core.job import JobState
 from gpudock.core.mig import known_profiles
 from gpudock.store import events as event_store
+from gpudock.store import meta as meta_store
 from gpudock.store.models import GpuRow, JobRow, MetaRow, MigDeviceRow, NodeRow
 
 
@@ -39,7 +40,9 @@ def register_node(
     released normally) but marked ``missing`` so nothing new lands on them. A
     quarantined or cordoned GPU stays so (``GpuHealth.sticky``). Allocation
     counters of known GPUs are never touched here. The node's MIG devices are
-    replaced by ``inv.mig_devices`` (``_register_mig_devices``).
+    replaced by ``inv.mig_devices`` (``_register_mig_devices``). Bumps the
+    cluster version (``meta.py``): what a submit checks a job against may have
+    changed.
     """
     node = session.get(NodeRow, inv.name)
     if node is None:
@@ -98,6 +101,7 @@ def register_node(
             row.version += 1
     session.flush()
     _register_mig_devices(session, inv)
+    meta_store.bump_cluster_version(session)  # what submits check changed (``meta.py``)
 
 
 def _refresh_gpu(
@@ -238,8 +242,7 @@ def list_nodes(session: Session) -> list[Node]:
     by_node: dict[str, list[Gpu]] = {}
     for gpu in gpus:
         by_node.setdefault(gpu.node, []).append(gpu)
-    cpus_used = used_cpus_by_node(session)
-    memory_used = used_memory_by_node(session)
+    cpus_used, memory_used = used_by_node(session)
     migs: dict[str, list[MigDevice]] = {}
     for mig in list_mig_devices(session):
         migs.setdefault(mig.node, []).append(mig)
@@ -259,6 +262,11 @@ def list_nodes(session: Session) -> list[Node]:
             cpus_used=cpus_used.get(r.name, 0.0),
             memory=r.memory,
             memory_used=memory_used.get(r.name, 0),
+            engine_state=r.engine_state,
+            availability=r.availability,
+            down_since=r.down_since,
+            agent_seen_at=r.agent_seen_at,
+            fencing=r.fence_nonce is not None,
             gpu_sharing=r.gpu_sharing,
             mig_devices=migs.get(r.name, []),
         )
@@ -268,28 +276,45 @@ def list_nodes(session: Session) -> list[Node]:
 
 def used_cpus_by_node(session: Session) -> dict[str, float]:
     """``{node: sum of cpus}`` over jobs holding resources (ALLOCATED, STARTING,
-    RUNNING) that requested CPUs. One aggregate query; nodes without such jobs
-    are absent."""
-    active = [s.value for s in JobState if s.holds_resources]
-    stmt = (
-        select(JobRow.node, func.sum(JobRow.cpus))
-        .where(JobRow.state.in_(active), JobRow.cpus.is_not(None), JobRow.node.is_not(None))
-        .group_by(JobRow.node)
-    )
-    return {node: float(total or 0.0) for node, total in session.execute(stmt) if node}
+    RUNNING) that requested CPUs; a gang's ``cpus`` count on each of its nodes."""
+    return used_by_node(session)[0]
 
 
 def used_memory_by_node(session: Session) -> dict[str, int]:
     """``{node: sum of memory}`` (bytes, from each job's spec) over jobs holding resources
-    that set ``memory``. One aggregate query; nodes without such jobs are absent."""
+    that set ``memory``; a gang's ``memory`` counts on each of its nodes."""
+    return used_by_node(session)[1]
+
+
+def used_by_node(session: Session) -> tuple[dict[str, float], dict[str, int]]:
+    """The CPU cores and memory bytes held per node by jobs holding resources: one
+    aggregate query over one-node jobs and one over gangs (whose ``cpus`` and ``memory``
+    count on each of their nodes). A node without such jobs is absent."""
     active = [s.value for s in JobState if s.holds_resources]
     memory = JobRow.spec["memory"].as_float()
     stmt = (
-        select(JobRow.node, func.sum(memory))
-        .where(JobRow.state.in_(active), memory.is_not(None), JobRow.node.is_not(None))
+        select(JobRow.node, func.sum(JobRow.cpus), func.sum(memory))
+        .where(JobRow.state.in_(active), JobRow.node.is_not(None), JobRow.gang.is_(None))
         .group_by(JobRow.node)
     )
-    return {node: round(total or 0) for node, total in session.execute(stmt) if node}
+    cpus: dict[str, float] = {}
+    mem: dict[str, int] = {}
+    for node, cpu_total, mem_total in session.execute(stmt):
+        if node and cpu_total is not None:
+            cpus[node] = float(cpu_total)
+        if node and mem_total is not None:
+            mem[node] = round(mem_total)
+    gangs = select(JobRow.cpus, memory, JobRow.gang).where(JobRow.state.in_(active), _GANG)
+    for cpu, size, gang in session.execute(gangs):
+        for node, _uuids in gang or ():
+            if cpu is not None:
+                cpus[str(node)] = cpus.get(str(node), 0.0) + float(cpu)
+            if size is not None:
+                mem[str(node)] = mem.get(str(node), 0) + round(size)
+    return cpus, mem
+
+
+_GANG = JobRow.gang.is_not(None)
 
 
 def list_gpus(session: Session, node: str | None = None) -> list[Gpu]:

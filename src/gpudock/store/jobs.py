@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from gpudock.core.arrays import ArrayTask
 from gpudock.core.events import EventType
-from gpudock.core.job import Job, JobSpec, JobState, PendingReason, check_transition
+from gpudock.core.job import Job, JobPart, JobSpec, JobState, PendingReason, check_transition
 from gpudock.scheduler.snapshot import JobRequest, Preemption, Resize
 from gpudock.store import events as event_store
 from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow, MigDeviceRow
@@ -135,21 +135,32 @@ def list_jobs(
     """
     if any("\x00" in text for text in (queue, user) if text is not None):
         return []
-    stmt = select(JobRow)
-    if states:
-        stmt = stmt.where(JobRow.state.in_([s.value for s in states]))
-    if queue is not None:
-        stmt = stmt.where(JobRow.queue == queue)
-    if user is not None:
-        stmt = stmt.where(JobRow.user == user)
-    if before is not None:
-        stmt = stmt.where(JobRow.id < before)
-    stmt = stmt.order_by(JobRow.id.desc() if newest_first else JobRow.id.asc())
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    rows = list(session.scalars(stmt))
+    given: dict[str, object] = {"states": [s.value for s in states or ()] or None}
+    given |= {"queue": queue, "user": user, "before": before, "limit": limit}
+    params = {k: v for k, v in given.items() if v is not None}
+    stmt = _list_statement(frozenset(params), newest_first)
+    rows = list(session.scalars(stmt, params))
     allocs = _allocations(session, [r.id for r in rows if r.state in ACTIVE_STATES])
     return [to_job(r, allocs.get(r.id, ())) for r in rows]
+
+
+@lru_cache(maxsize=64)
+def _list_statement(filters: frozenset[str], newest_first: bool) -> Any:
+    """``list_jobs``' statement for one set of filters, built once: its values are bound
+    parameters, so each call skips building and keying the statement."""
+    stmt = select(JobRow)
+    if "states" in filters:
+        stmt = stmt.where(JobRow.state.in_(bindparam("states", expanding=True)))
+    if "queue" in filters:
+        stmt = stmt.where(JobRow.queue == bindparam("queue"))
+    if "user" in filters:
+        stmt = stmt.where(JobRow.user == bindparam("user"))
+    if "before" in filters:
+        stmt = stmt.where(JobRow.id < bindparam("before"))
+    stmt = stmt.order_by(JobRow.id.desc() if newest_first else JobRow.id.asc())
+    if "limit" in filters:
+        stmt = stmt.limit(bindparam("limit"))
+    return stmt
 
 
 def count_by_state(session: Session) -> dict[str, int]:
@@ -212,6 +223,7 @@ def transition(
             allocated_at=None,
             started_at=None,
             gpu_uuids=None,
+            gang=None,
             exit_code=None,
             stop_requested=None,
             stop_requested_by=None,
@@ -380,6 +392,22 @@ _SET_REASONS = (  # run on the connection: one executemany, compiled once
 )
 
 
+def note(session: Session, job_id: int, reason: str) -> bool:
+    """Set an active job's ``reason`` without a state change (e.g. its node is lost and
+    it waits for the operator); True if it changed. The next transition replaces it."""
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.id == job_id,
+            JobRow.state.in_([s.value for s in ACTIVE_STATES]),
+            or_(JobRow.reason.is_(None), JobRow.reason != reason),
+        )
+        .values(reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
 def request_stop(
     session: Session, job_id: int, kind: str, by: str, now: float | None = None
 ) -> bool:
@@ -518,7 +546,17 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         held_by=row.held_by,
         held_at=row.held_at,
         gpu_layers=tuple(row.gpu_layers or ()),
+        gang=gang_parts(row.gang),
     )
+
+
+def gang_parts(stored: list[list[object]] | None) -> tuple[JobPart, ...]:
+    """A stored ``jobs.gang`` (``[[node, [uuid, ...]], ...]``) as ``JobPart``s, rank order."""
+    parts = []
+    for node, uuids in stored or ():
+        assert isinstance(uuids, list)
+        parts.append(JobPart(str(node), tuple(str(u) for u in uuids)))
+    return tuple(parts)
 
 
 def stored_spec(data: dict[str, Any]) -> JobSpec:

@@ -96,6 +96,8 @@ class JobRow(Base):
     gpu_layers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
     # its image's NVIDIA_REQUIRE_* (ImageRequirements.text), learnt at submit; None: unknown/none
     cuda_require: Mapped[str | None] = mapped_column(Text)
+    # A multi-node gang's parts in rank order: [[node, [gpu uuid, ...]], ...]; NULL otherwise.
+    gang: Mapped[list[list[object]] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class JobEventRow(Base):
@@ -150,6 +152,15 @@ class NodeRow(Base):
     cpus: Mapped[float | None] = mapped_column(Float)  # cores offered to jobs; None: not counted
     memory: Mapped[int | None] = mapped_column(BigInteger)  # bytes offered; None: not counted
     gpu_sharing: Mapped[str | None] = mapped_column(String(16))  # GpuSharing; None: unknown
+    # A node of a multi-node engine (Swarm; migration 0013). NULL on the docker backend.
+    engine_id: Mapped[str | None] = mapped_column(String(64))  # the Swarm node ID
+    availability: Mapped[str | None] = mapped_column(String(16))  # active | pause | drain
+    engine_state: Mapped[str | None] = mapped_column(String(16))  # ready | down | ...
+    down_since: Mapped[float | None] = mapped_column(Float)  # not ready since (node-loss grace)
+    agent_seen_at: Mapped[float | None] = mapped_column(Float)  # the node agent's last report
+    fence_nonce: Mapped[str | None] = mapped_column(String(64))  # a returning node must echo it
+    fence_nonce_at: Mapped[float | None] = mapped_column(Float)
+    fenced_at: Mapped[float | None] = mapped_column(Float)  # last report with nothing stale
 
 
 class GpuRow(Base):
@@ -237,6 +248,7 @@ class TokenRow(Base):
     expires_at: Mapped[float | None] = mapped_column(Float)  # None: never
     last_used_at: Mapped[float | None] = mapped_column(Float)  # updated at most once a minute
     created_by: Mapped[str | None] = mapped_column(String(128))
+    node: Mapped[str | None] = mapped_column(String(128))  # a node token: that node's agent only
 
 
 class ClusterConfigRow(Base):

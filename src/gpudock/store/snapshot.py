@@ -36,8 +36,8 @@ from gpudock.scheduler.snapshot import (
     RunningJob,
     Snapshot,
 )
-from gpudock.store.inventory import used_cpus_by_node, used_memory_by_node
-from gpudock.store.jobs import ACTIVE_STATES, after_in_order
+from gpudock.store.inventory import used_by_node
+from gpudock.store.jobs import ACTIVE_STATES, after_in_order, gang_parts
 from gpudock.store.models import AllocationRow, GpuRow, JobRow, MigDeviceRow, NodeRow
 
 T = TypeVar("T", NodeView, RunningJob)
@@ -102,8 +102,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
                 nvlink=g.nvlink,
             )
         )
-    cpus_used = used_cpus_by_node(session)
-    memory_used = used_memory_by_node(session)
+    cpus_used, memory_used = used_by_node(session)
     migs = _mig_views(session, parents_ok)
     return tuple(
         NodeView(
@@ -274,7 +273,11 @@ def _tolerations_text(text: str | None) -> tuple[Toleration, ...]:
 
 def _running(session: Session) -> tuple[RunningJob, ...]:
     """Jobs holding GPUs, with the share they hold per GPU (from their allocations); a
-    MIG job holds its MIG device (``RunningJob.mig``) and no GPU."""
+    MIG job holds its MIG device (``RunningJob.mig``) and no GPU.
+
+    A multi-node gang is one entry per node (its parts, rank order), as the
+    simulator gives it: each holds that node's GPUs, and all share the job's id.
+    """
     shares: dict[int, int | None] = {}
     for job_id, memory in session.execute(select(AllocationRow.job_id, AllocationRow.memory)):
         shares[job_id] = memory
@@ -299,6 +302,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.spec["elastic"].as_string().label("elastic"),
             JobRow.spec["memory"].as_float().label("memory"),
             JobRow.spec["mig"].as_string().label("mig"),
+            JobRow.gang,
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
         .order_by(JobRow.id)
@@ -308,8 +312,8 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             id=r.id,
             queue=r.queue,
             priority=r.priority,
-            node=r.node or "",
-            gpu_uuids=tuple(r.gpu_uuids or ()) if r.mig is None else (),
+            node=node,
+            gpu_uuids=uuids if r.mig is None else (),
             memory_per_gpu=shares.get(r.id),
             started_at=r.started_at,
             submitted_at=r.submitted_at,
@@ -325,7 +329,17 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             mig=next(iter(r.gpu_uuids or ()), None) if r.mig is not None else None,
         )
         for r in session.execute(stmt)
+        for node, uuids in _parts(r.node, r.gpu_uuids, r.gang)
     )
+
+
+def _parts(
+    node: str | None, uuids: list[str] | None, gang: list[list[object]] | None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """``(node, GPU uuids)`` of each part of a job holding resources: one, or a gang's."""
+    if gang:
+        return [(part.node, part.gpu_uuids) for part in gang_parts(gang)]
+    return [(node or "", tuple(uuids or ()))]
 
 
 def _restartable(gpus: int, max_gpus: float | None, elastic: str | None) -> tuple[int, int] | None:

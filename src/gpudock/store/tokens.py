@@ -4,13 +4,18 @@ A token is active until it is revoked (``revoked_at``) or its ``expires_at``
 passes; ``find`` returns revoked and expired tokens too, so the caller can
 say which it was. ``last_used_at`` is written at most once per
 ``TOUCH_EVERY`` seconds per token (``touch``), not once per request.
+
+``TokenCache`` is one process's short-lived copy of the rows it read, so
+most requests check their token without a read: see its contract.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Collection
+import threading
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,17 +28,28 @@ MAX_TOKEN_ID = 2**31 - 1  # tokens.id is a 32-bit INTEGER on PostgreSQL
 
 TOKEN_PREFIX = "gpd_"
 TOUCH_EVERY = 60.0  # seconds between two writes of one token's last_used_at
+CACHE_TTL = 0.5
+"""Seconds a process may answer from a token row it read (``TokenCache``): a token
+revoked by another process stops working there within this long."""
+CACHE_SIZE = 4096  # tokens one process keeps at most; a full cache starts over
 
 TokenState = Literal["active", "expired", "revoked"]
 
 
+ENROLL = "*"
+"""``tokens.node`` of an enrollment token: it only enrolls Swarm agent tasks."""
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a request acts as. ``token_id`` and ``expires_at`` name the token it came with
-    (None for principals made in code); they never take part in equality."""
+    """Who a request acts as. ``node``: a node token's node (its agent only; ``ENROLL``:
+    an enrollment token); None for users' and admins' tokens. ``token_id`` and
+    ``expires_at`` name the token it came with (None for principals made in code); they
+    never take part in equality."""
 
     user: str
     is_admin: bool
+    node: str | None = None
     token_id: int | None = field(default=None, compare=False)
     expires_at: float | None = field(default=None, compare=False)
 
@@ -51,6 +67,7 @@ class TokenInfo:
     expires_at: float | None
     last_used_at: float | None
     revoked_at: float | None
+    node: str | None = None
 
     def state(self, now: float) -> TokenState:
         """``revoked`` wins over ``expired``; a token expires at ``expires_at`` exactly."""
@@ -62,7 +79,9 @@ class TokenInfo:
 
     @property
     def principal(self) -> Principal:
-        return Principal(self.user, self.is_admin, token_id=self.id, expires_at=self.expires_at)
+        return Principal(
+            self.user, self.is_admin, self.node, token_id=self.id, expires_at=self.expires_at
+        )
 
     @classmethod
     def of(cls, row: TokenRow) -> TokenInfo:
@@ -76,6 +95,7 @@ class TokenInfo:
             expires_at=row.expires_at,
             last_used_at=row.last_used_at,
             revoked_at=row.revoked_at,
+            node=row.node,
         )
 
 
@@ -92,8 +112,12 @@ def issue_token(
     name: str | None = None,
     expires_at: float | None = None,
     created_by: str | None = None,
+    node: str | None = None,
 ) -> tuple[TokenInfo, str]:
-    """Store a new token; return it and its secret (the plain text is never stored)."""
+    """Store a new token; return it and its secret (the plain text is never stored).
+
+    ``node``: a node token, for that node's agent only (``ENROLL``: enrollment).
+    """
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = TokenRow(
         token_hash=hash_token(token),
@@ -103,6 +127,7 @@ def issue_token(
         name=name,
         expires_at=expires_at,
         created_by=created_by,
+        node=node,
     )
     session.add(row)
     session.flush()
@@ -116,7 +141,12 @@ def create_token(session: Session, user: str, is_admin: bool, now: float) -> str
 
 def find(session: Session, token: str) -> TokenInfo | None:
     """The token with this secret, whatever its state; None if never issued."""
-    row = session.scalar(select(TokenRow).where(TokenRow.token_hash == hash_token(token)))
+    return find_hash(session, hash_token(token))
+
+
+def find_hash(session: Session, digest: str) -> TokenInfo | None:
+    """``find`` by the secret's ``hash_token``: one read of the unique index."""
+    row = session.scalar(select(TokenRow).where(TokenRow.token_hash == digest))
     return None if row is None else TokenInfo.of(row)
 
 
@@ -153,6 +183,20 @@ def list_tokens(session: Session, user: str | None = None) -> list[TokenInfo]:
     if user is not None:
         query = query.where(TokenRow.user == user)
     return [TokenInfo.of(row) for row in session.scalars(query)]
+
+
+def revoke_node_tokens(
+    session: Session, node: str, now: float, created_by: str | None = None
+) -> list[int]:
+    """Revoke every active token of ``node`` (only those ``created_by``, if given); return
+    their ids."""
+    query = select(TokenRow.id).where(TokenRow.node == node, TokenRow.revoked_at.is_(None))
+    if created_by is not None:
+        query = query.where(TokenRow.created_by == created_by)
+    ids = list(session.scalars(query))
+    for token_id in ids:
+        revoke(session, token_id, now)
+    return ids
 
 
 def revoke(session: Session, token_id: int, now: float) -> bool:
@@ -203,3 +247,59 @@ def has_admin(session: Session, now: float | None = None) -> bool:
     return (
         session.scalar(select(TokenRow.id).where(TokenRow.is_admin.is_(True)).limit(1)) is not None
     )
+
+
+class TokenCache:
+    """One process's copies of the token rows it read, by ``hash_token``, each for ``ttl``.
+
+    Contract:
+
+    * ``get`` returns a copy read at most ``ttl`` seconds ago (monotonic time),
+      else None: a row changed by another process (a revocation) is seen there
+      within ``ttl``. The caller still checks ``TokenInfo.state`` with its own
+      clock, so an expiry takes effect at once everywhere;
+    * ``forget`` (a revocation in this process) drops the token's copy at once,
+      and a read that began before it is never stored after it (``generation``),
+      so this process never answers from a copy older than its own revocation;
+    * at most ``size`` tokens are kept; a full cache is emptied and refills.
+
+    No I/O and no lock on ``get``; ``put`` and ``forget`` hold one short lock.
+    """
+
+    def __init__(
+        self,
+        ttl: float = CACHE_TTL,
+        size: int = CACHE_SIZE,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl, self.size, self._monotonic = ttl, size, monotonic
+        self._entries: dict[str, tuple[TokenInfo, float]] = {}
+        self._lock = threading.Lock()
+        self.generation = 0  # bumped by ``forget``: reads begun before it are not stored
+
+    def get(self, digest: str) -> TokenInfo | None:
+        """The copy of the token with this hash, if it was read less than ``ttl`` ago."""
+        entry = self._entries.get(digest)
+        if entry is None or self._monotonic() - entry[1] >= self.ttl:
+            return None
+        return entry[0]
+
+    def put(self, digest: str, info: TokenInfo, generation: int, read_at: float) -> None:
+        """Keep ``info``, read at ``read_at`` (``now()`` before the read) in ``generation``."""
+        with self._lock:
+            if generation != self.generation:
+                return  # a revocation landed during the read: the copy may predate it
+            if len(self._entries) >= self.size:
+                self._entries.clear()
+            self._entries[digest] = (info, read_at)
+
+    def now(self) -> float:
+        """The cache's clock (monotonic): pass its value before a read to ``put``."""
+        return self._monotonic()
+
+    def forget(self, token_id: int) -> None:
+        """Drop every copy of token ``token_id`` (it was revoked in this process)."""
+        with self._lock:
+            self.generation += 1
+            for digest in [d for d, (info, _) in self._entries.items() if info.id == token_id]:
+                del self._entries[digest]

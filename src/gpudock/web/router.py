@@ -10,18 +10,20 @@ from html import escape
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+import orjson
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpudock.api.deps import Auth, Ctx, CurrentUser, TokenWatches
+from gpudock.api.deps import Auth, CurrentUser, TokenWatches, injected
+from gpudock.api.routing import OneHop
 from gpudock.core.errors import NotFound, Unauthorized
-from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin
+from gpudock.services.auth import UI_COOKIE, UI_HEADER, check_same_origin, refuse_node_token
 from gpudock.services.dashboard import DashboardService
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css", "favicon.svg": "image/svg+xml"}
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=OneHop)
 KEEPALIVE = 15.0  # seconds between two comments on an idle session stream (proxies)
 
 
@@ -33,10 +35,6 @@ class LoginIn(BaseModel):
 class WhoAmI(BaseModel):
     user: str
     admin: bool
-
-
-def get_dashboard(ctx: Ctx) -> DashboardService:
-    return DashboardService(ctx)
 
 
 @router.get("")
@@ -82,6 +80,7 @@ def login(
     """Check the token and keep it in an HttpOnly, SameSite=Strict cookie."""
     check_same_origin(request.headers.get("host"), request.headers.get("origin"), ui_header)
     principal = auth.authenticate_token(body.token.strip())
+    refuse_node_token(principal)
     response.set_cookie(
         UI_COOKIE,
         body.token.strip(),
@@ -132,13 +131,14 @@ async def session(user: CurrentUser, watches: TokenWatches) -> StreamingResponse
 
 @router.get("/api/cluster")
 def cluster(
-    user: CurrentUser, service: Annotated[DashboardService, Depends(get_dashboard)]
+    user: CurrentUser, service: Annotated[DashboardService, injected(DashboardService)]
 ) -> Response:
-    """Every node and GPU with booking, readings and holders (see ``DashboardService``)."""
-    body = json.dumps(
-        service.cluster(user), separators=(",", ":")
-    )  # plain data: skip FastAPI's encoder
-    return Response(body, media_type="application/json")
+    """Every node and GPU with booking, readings and holders (see ``DashboardService``).
+
+    Plain data, encoded by orjson (a large page, asked for on every poll), not
+    by FastAPI's encoder.
+    """
+    return Response(orjson.dumps(service.cluster(user)), media_type="application/json")
 
 
 _NO_STORE = {"Cache-Control": "no-store"}

@@ -47,10 +47,13 @@ def assert_storm_accounted_for(run: dict[str, Any]) -> None:
     assert (run["lost"], run["duplicated"], run["double_booked"]) == (0, 0, 0)
     assert run["pending_without_reason"] == 0
     assert run["states"].get("SUCCEEDED", 0) > 0  # jobs really ran during the storm
+    for cores in (run["idle_cores"], run["storm_cores"]):  # each process's CPU was read
+        assert {"controller", "api-1"} <= set(cores), cores
+    assert run["storm_cores"]["api-1"] > 0
 
 
 def test_a_submit_storm_on_sqlite_loses_nothing_and_double_books_nothing(docker: Any) -> None:
-    data = run_benchmark("submit_storm.py", "--submits", "500", "--db", "sqlite")
+    data = run_benchmark("submit_storm.py", "--submits", "500", "--db", "sqlite", "--idle", "1")
     assert_storm_accounted_for(data["sqlite"])
 
 
@@ -64,7 +67,7 @@ def test_a_submit_storm_on_postgresql_loses_nothing_and_double_books_nothing(
         psycopg.connect(PG_URL.replace("+psycopg", ""), connect_timeout=3).close()
     except psycopg.OperationalError as exc:
         require("PostgreSQL", str(exc))
-    data = run_benchmark("submit_storm.py", "--submits", "300", "--db", "postgres")
+    data = run_benchmark("submit_storm.py", "--submits", "300", "--db", "postgres", "--idle", "1")
     assert_storm_accounted_for(data["postgres"])
 
 
@@ -76,10 +79,17 @@ def test_dispatch_runs_every_job_once_beside_a_bare_loop(docker: Any) -> None:
 
 
 def test_the_api_floor_answers_every_request_and_measures_the_server(docker: Any) -> None:
-    data = run_benchmark("api_floor.py", "--requests", "200", "--concurrency", "16")
+    data = run_benchmark(
+        "api_floor.py", "--requests", "200", "--concurrency", "16", "--api-workers", "2"
+    )
     assert data["requests"] == 200 and data["per_s"] > 0
     assert data["server_cpu_ms_per_request"] > 0  # the server's CPU was read, not assumed
     assert 0 < data["server_cores"] <= data["machine_busy_cores"] + 0.1  # a part of it
+    assert set(data["processes"]) == {"controller", "api-1", "api-2"}
+    bare = data["bare"]  # the bare FastAPI app, measured by the same client in the same run
+    assert bare["requests"] == 200 and bare["server_cpu_ms_per_request"] > 0
+    ratio = data["server_cpu_ms_per_request"] / bare["server_cpu_ms_per_request"]
+    assert data["cpu_ratio"] == pytest.approx(ratio, abs=0.01)
 
 
 def test_gpu_jobs_behind_a_cpu_only_backlog_all_run_once(docker: Any) -> None:

@@ -125,6 +125,23 @@ def test_server_start_errors_are_one_line(tmp_path: Path, args: list[str], messa
         assert not (tmp_path / "gpudock.db").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5", "65"])
+def test_a_bad_api_workers_value_is_a_one_line_usage_error(tmp_path: Path, value: str) -> None:
+    env = {**os.environ, "GPUDOCK_HOME": str(tmp_path)}
+    result = subprocess.run(
+        [gpudock_bin(), "server", "--port", "1", "--api-workers", value],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: --api-workers must be a whole number from 1 to 64 (API processes); got {value!r}"
+    ]
+    assert not list(tmp_path.iterdir()), "refused before anything was made"
+
+
 def test_placement_flags_and_inventory_columns(make_server: Any) -> None:
     config = {
         **FAST_CONFIG,

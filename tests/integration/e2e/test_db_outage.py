@@ -166,10 +166,15 @@ def test_a_database_outage_gives_503s_not_500s_and_loses_nothing(
 
 
 def assert_one_line_per_change(log: str, before_outage: int, still_down: int) -> None:
-    """The outage is logged once when it starts and once when the database answers
-    again (after it really was back), with no trace and no per-job failure."""
+    """Each process (the controller and the API worker) logs the outage once when it
+    starts and once when the database answers again (after it really was back), with
+    no trace and no per-job failure."""
     during = log[before_outage:]
-    assert during.count("database unavailable (") == 1, during[-3000:]
-    assert during.count("database reachable again") == 1, during[-3000:]
-    assert log.index("database reachable again", before_outage) > still_down  # not early
+    for process in ("[controller]", "[api-1]"):
+        lines = [line for line in during.splitlines() if process in line]
+        said = "\n".join(lines)
+        assert said.count("database unavailable (") == 1, f"{process}:\n{said[-3000:]}"
+        assert said.count("database reachable again") == 1, f"{process}:\n{said[-3000:]}"
+        back = next(i for i, line in enumerate(lines) if "database reachable again" in line)
+        assert log.index(lines[back], before_outage) > still_down  # not early
     assert "Traceback" not in during and "failed unexpectedly" not in during

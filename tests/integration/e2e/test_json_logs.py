@@ -63,8 +63,10 @@ def test_json_logs_carry_time_level_logger_message_job_and_request_id(make_serve
             "message": f"job {job_id} submitted by admin to queue default",
             "job": job_id,
             "request_id": "team-test-42",
+            "process": "api-1",  # the API worker that took the submit
         }
     ]
+    assert all(r["process"] == "controller" for r in launched()), "the controller launches"
     assert any(r.get("request_id") == generated for r in records), "the request's own line"
     assert any(r["logger"].startswith("uvicorn") for r in records), "uvicorn logs through it"
     assert not any(server.admin_token in json.dumps(r) for r in records), "never the secret"

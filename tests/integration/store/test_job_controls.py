@@ -276,11 +276,13 @@ def test_downgrade_to_0006_and_back_keeps_jobs_and_their_history(controls: JobCo
         assert [e["to"] for e in job_store.job_events(session, job.id)] == ["PENDING"]
 
 
-def test_submit_counts_a_node_that_joined_after_the_latest_cycle(controls: JobControls) -> None:
-    """The published snapshot can only speed an acceptance: a refusal reads the store."""
+def test_submit_counts_a_node_that_joined_after_the_nodes_were_cached(
+    controls: JobControls,
+) -> None:
+    """The cached nodes can only speed an acceptance: a registration bumps the cluster
+    version (they are read again), and a refusal reads the store."""
     ctx = controls.ctx
-    with ctx.db.read() as session:
-        ctx.snapshot = load_snapshot(session, ctx.clock())  # the cycle saw 4 GPUs
+    assert submit(controls, gpus=1).state == JobState.PENDING  # caches the 4-GPU node
     bigger = emulated_inventory("n1", "8xH100-80GB")
     with ctx.db.write() as session:
         inv_store.register_node(session, bigger, ctx.clock())

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from gpudock.api.deps import CurrentUser, get_ctx
+from gpudock.api.deps import CurrentUser, injected
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut
 from gpudock.cluster_config import Change, ClusterConfig
-from gpudock.runtime.context import RuntimeContext
 from gpudock.services.admin import AdminService
 
-router = APIRouter(prefix="/v1/admin/config", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/config", tags=["admin"], route_class=OneHop)
 
 REFUSED: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "not an admin"},
@@ -58,11 +58,7 @@ class DiffOut(BaseModel):
     changes: list[ChangeOut]
 
 
-def get_admin(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> AdminService:
-    return AdminService(ctx)
-
-
-Admin = Annotated[AdminService, Depends(get_admin)]
+Admin = Annotated[AdminService, injected(AdminService)]
 
 
 @router.get("", response_model=ConfigOut, responses={403: REFUSED[403]})

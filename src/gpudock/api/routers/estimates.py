@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from gpudock.api.deps import CurrentUser, get_ctx
+from gpudock.api.deps import CurrentUser, injected
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut
-from gpudock.runtime.context import RuntimeContext
 from gpudock.services.estimates import EstimateService
 from gpudock.sim.start_times import StartEstimate
 from gpudock.store.jobs import MAX_JOB_ID
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHop)
 
 
 class StartEstimateOut(BaseModel):
@@ -32,10 +32,6 @@ class StartEstimateOut(BaseModel):
         )
 
 
-def get_estimates(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> EstimateService:
-    return EstimateService(ctx)
-
-
 @router.get(
     "/estimates",
     response_model=list[StartEstimateOut],
@@ -43,7 +39,7 @@ def get_estimates(ctx: Annotated[RuntimeContext, Depends(get_ctx)]) -> EstimateS
 )
 def estimates(
     user: CurrentUser,
-    service: Annotated[EstimateService, Depends(get_estimates)],
+    service: Annotated[EstimateService, injected(EstimateService)],
     job: Annotated[
         int | None, Query(ge=1, le=MAX_JOB_ID, description="only this job (404 if not yours)")
     ] = None,

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from gpudock.api.deps import Ctx, CurrentUser
+from gpudock.api.deps import CurrentUser, injected
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut
 from gpudock.services.events import TYPE_FILTER_PATTERN, TYPES_HELP, EventService, parse_types
 from gpudock.store.events import MAX_EVENT_ID
 from gpudock.store.jobs import MAX_JOB_ID
 
-router = APIRouter(prefix="/v1/events", tags=["events"])
+router = APIRouter(prefix="/v1/events", tags=["events"], route_class=OneHop)
 ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorOut},
     404: {"model": ErrorOut},
@@ -37,14 +38,10 @@ class EventPageOut(BaseModel):
     next: int = Field(description="pass as since= to get the events after these")
 
 
-def get_events(ctx: Ctx) -> EventService:
-    return EventService(ctx)
-
-
 @router.get("", response_model=EventPageOut, responses=ERRORS)
 def list_events(
     user: CurrentUser,
-    service: Annotated[EventService, Depends(get_events)],
+    service: Annotated[EventService, injected(EventService)],
     since: Annotated[int, Query(ge=0, le=MAX_EVENT_ID, description="last id seen")] = 0,
     job: Annotated[int | None, Query(ge=1, le=MAX_JOB_ID)] = None,
     type: Annotated[

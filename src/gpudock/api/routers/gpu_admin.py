@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpudock.api.deps import Ctx, CurrentUser
+from gpudock.api.deps import CurrentUser, injected
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut, GpuOut
 from gpudock.core.mig import PROFILE_PATTERN
 from gpudock.core.mig_plan import MigPlan, describe
 from gpudock.services.gpu_admin import GpuAdminService
 
-router = APIRouter(tags=["inventory"])
+router = APIRouter(tags=["inventory"], route_class=OneHop)
 WANT_SCHEMA = PROFILE_PATTERN.removesuffix("$") + "=[0-9]{1,4}$"
 """A ``want`` the plan takes: a MIG profile name, ``=``, a count (the schema says it; the
 service's messages say what is wrong)."""
@@ -23,11 +24,7 @@ def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorOut, "description": description}
 
 
-def get_service(ctx: Ctx) -> GpuAdminService:
-    return GpuAdminService(ctx)
-
-
-Service = Annotated[GpuAdminService, Depends(get_service)]
+Service = Annotated[GpuAdminService, injected(GpuAdminService)]
 CHANGES: dict[int | str, dict[str, Any]] = {
     403: _error("not an admin"),
     404: _error("no such GPU"),

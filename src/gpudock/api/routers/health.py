@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
@@ -9,11 +11,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from gpudock import __version__
 from gpudock.api.deps import Ctx, Inventory
 from gpudock.api.errors import DB_RETRY_AFTER
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import HealthOut
 from gpudock.store import jobs as job_store
 from gpudock.store.db import database_unavailable
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=OneHop)
 
 
 @router.get(
@@ -28,6 +31,8 @@ def healthz(ctx: Ctx, inventory: Inventory) -> HealthOut | JSONResponse:
         version=__version__,
         node=ctx.node_name,
         instance=ctx.instance_id,
+        process=ctx.process,
+        pid=os.getpid(),
         docker="unknown",
         db="ok",
         jobs={},

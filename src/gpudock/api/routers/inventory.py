@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from gpudock.api.deps import CurrentUser, Inventory
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import GpuOut, NodeOut, ReservedForOut
 
-router = APIRouter(prefix="/v1", tags=["inventory"])
+router = APIRouter(prefix="/v1", tags=["inventory"], route_class=OneHop)
 
 
 @router.get("/nodes", response_model=list[NodeOut])

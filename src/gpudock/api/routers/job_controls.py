@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-from gpudock.api.deps import Ctx, CurrentUser, TokenWatches
+from gpudock.api.deps import Ctx, CurrentUser, TokenWatches, injected
 from gpudock.api.routers import job_tty
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut, JobOut
 from gpudock.core import spec_schema as schema
 from gpudock.core.job import MAX_ARGS, MAX_TEXT
 from gpudock.services.job_controls import JobControls
 from gpudock.services.job_exec import JobExec, ndjson
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHop)
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -30,15 +31,7 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_controls(ctx: Ctx) -> JobControls:
-    return JobControls(ctx)
-
-
-def get_exec(ctx: Ctx) -> JobExec:
-    return JobExec(ctx)
-
-
-Controls = Annotated[JobControls, Depends(get_controls)]
+Controls = Annotated[JobControls, injected(JobControls)]
 
 
 class JobUpdate(BaseModel):
@@ -90,9 +83,21 @@ def release(job_id: int, user: CurrentUser, controls: Controls) -> JobOut:
     return JobOut.of(controls.release(job_id, user))
 
 
-@router.post("/{job_id}/requeue", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT})
-def requeue(job_id: int, user: CurrentUser, controls: Controls) -> JobOut:
-    """Stop an active job's container and put it back in the queue (no retry used)."""
+@router.post(
+    "/{job_id}/requeue",
+    response_model=JobOut,
+    responses={**NOT_FOUND, **CONFLICT, 403: _error("force without being an admin")},
+)
+def requeue(job_id: int, user: CurrentUser, controls: Controls, force: bool = False) -> JobOut:
+    """Stop an active job's container and put it back in the queue (no retry used).
+
+    ``force`` (admins): requeue at once a job whose node is lost, without
+    stopping its container (no one can reach it): the caller vouches that it
+    stopped. For a job on an unwatched node (no agent) that waits for the
+    operator.
+    """
+    if force:
+        return JobOut.of(controls.force_requeue(job_id, user))
     return JobOut.of(controls.requeue(job_id, user))
 
 
@@ -134,7 +139,7 @@ def exec_command(
     The stream ends early, with ``{"error": "session ended: token revoked"}`` (or
     ``token expired``), when the caller's token dies; the command is not killed.
     """
-    output = get_exec(ctx).start(job_id, body.command, user)
+    output = JobExec(ctx).start(job_id, body.command, user)
     watch = watches.watch(user, lambda _: output.interrupt())
 
     def body_lines() -> Iterator[bytes]:

@@ -51,7 +51,7 @@ async def exec_tty(websocket: WebSocket, job_id: str) -> None:
     number = _job_id(job_id)
     command, rows, cols = _query(websocket)
     header = websocket.headers.get("authorization")
-    principal = await to_thread.run_sync(AuthService(ctx).authenticate, header)
+    principal = await to_thread.run_sync(AuthService(ctx).authenticate_user, header)
     start = JobExec(ctx).start_tty
     session = await to_thread.run_sync(start, number, command, principal, rows, cols)
     watch, ended = websocket.app.state.token_watch.watch_async(principal)

@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import WithJsonSchema
 
 from gpudock.api.deps import CurrentUser, Jobs, TokenWatches
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
@@ -23,7 +24,7 @@ STATE_FILTER_PATTERN = f"^{_STATE_ITEM}(?:,{_STATE_ITEM})*{END}"
 """What ``parse_states`` accepts, for the schema (ASCII classes: no case-folding surprises)."""
 StateFilter = Annotated[str, WithJsonSchema({"type": "string", "pattern": STATE_FILTER_PATTERN})]
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OneHop)
 ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorOut},
     404: {"model": ErrorOut},

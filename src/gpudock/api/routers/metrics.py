@@ -15,19 +15,20 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response
 
 from gpudock.api.deps import Ctx
+from gpudock.api.routing import OneHop
 from gpudock.core.errors import Unauthorized
-from gpudock.metrics.collector import CONTENT_TYPE, StoreCollector, exposition
+from gpudock.metrics.collector import CONTENT_TYPE, scrape
 
-router = APIRouter(tags=["metrics"])
+router = APIRouter(tags=["metrics"], route_class=OneHop)
 
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(ctx: Ctx, authorization: Annotated[str | None, Header()] = None) -> Response:
-    """Every gpudock metric, computed now (a few read-only queries)."""
+    """Every gpudock metric, computed now (a few read-only queries) by the controller's
+    process (``collector.scrape``)."""
     token = ctx.config.metrics.token
     if token is not None:
         sent = (authorization or "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(sent.encode(), token.encode()):
             raise Unauthorized("/metrics needs 'Authorization: Bearer <metrics.token>'")
-    body = exposition(ctx.metrics, StoreCollector(ctx))
-    return Response(body, media_type=CONTENT_TYPE)
+    return Response(scrape(ctx), media_type=CONTENT_TYPE)

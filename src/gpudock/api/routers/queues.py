@@ -7,8 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from gpudock.api.deps import CurrentUser, Queues
+from gpudock.api.routing import OneHop
 
-router = APIRouter(prefix="/v1", tags=["queues"])
+router = APIRouter(prefix="/v1", tags=["queues"], route_class=OneHop)
 
 
 @router.get("/queues")

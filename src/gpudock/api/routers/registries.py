@@ -7,24 +7,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field, SecretStr
 
-from gpudock.api.deps import Ctx, CurrentUser
+from gpudock.api.deps import CurrentUser, injected
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut
 from gpudock.core.image_ref import REGISTRY_PATTERN
 from gpudock.core.registries import MAX_REGISTRY_LENGTH
 from gpudock.services.registries import MAX_PASSWORD_LENGTH, USERNAME_PATTERN, RegistryService
 from gpudock.store.registries import StoredLogin
 
-router = APIRouter(prefix="/v1/registries", tags=["registries"])
+router = APIRouter(prefix="/v1/registries", tags=["registries"], route_class=OneHop)
 
 
-def get_registries(ctx: Ctx) -> RegistryService:
-    return RegistryService(ctx)
-
-
-Registries = Annotated[RegistryService, Depends(get_registries)]
+Registries = Annotated[RegistryService, injected(RegistryService)]
 RegistryName = Annotated[
     str,
     Path(

@@ -5,20 +5,24 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from gpudock.api.deps import Auth, Ctx, CurrentUser
+from gpudock.api.routing import OneHop
 from gpudock.api.schemas import ErrorOut, TokenCreate, TokenInfoOut, TokenOut
 
-router = APIRouter(prefix="/v1/tokens", tags=["auth"])
+router = APIRouter(prefix="/v1/tokens", tags=["auth"], route_class=OneHop)
 
 
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=TokenOut,
-    responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+    responses={403: {"model": ErrorOut}, 404: {"model": ErrorOut}, 422: {"model": ErrorOut}},
 )
 def create(body: TokenCreate, user: CurrentUser, auth: Auth, ctx: Ctx) -> TokenOut:
-    """Create a token for ``user`` (admin only). The secret is shown only once."""
-    info, secret = auth.create_token(user, body.user, body.admin, body.name, body.expires)
+    """Create a token for ``user`` (admin only), or a node token for a node's agent
+    (``node``). The secret is shown only once."""
+    info, secret = auth.create_token(
+        user, body.user, body.admin, body.name, body.expires, node=body.node
+    )
     return TokenOut(**TokenInfoOut.of(info, ctx.clock()).model_dump(), token=secret)
 
 

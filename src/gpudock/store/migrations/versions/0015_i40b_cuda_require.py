@@ -1,7 +1,7 @@
 """A job's image requirements: ``jobs.cuda_require``
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0013
 
 ADD COLUMN only: ``jobs.cuda_require``, the ``NVIDIA_REQUIRE_*`` of the job's image
 (and env) in canonical text (``ImageRequirements.text``), learnt when the image was
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0012"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,102 @@
+"""The controller's control socket: what an API worker on its host asks the controller.
+
+The controller's process holds what a ``/metrics`` scrape reports besides the
+store: its runtime counters and histograms (``RuntimeMetrics``: cycles,
+placements, job waits) and its latest snapshot (the queue report without a
+load of its own). An API worker answers ``GET /metrics`` by asking the
+controller for the whole exposition (``ask``), so every worker answers what
+the one-process server would.
+
+The socket is a Unix stream socket in Linux's abstract namespace (no file,
+no path length limit), named after the instance and the controller's pid
+(``address``). One request per connection: the worker sends ``metrics\\n``
+and reads the answer until the controller closes. Only a process of the
+server's own user is answered (``SO_PEERCRED``): the scrape may be behind
+``metrics.token``, which the worker checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("gpudock.runtime")
+
+REQUEST = b"metrics\n"
+TIMEOUT = 10.0  # seconds a worker waits for the controller's answer
+
+
+def address(instance_id: str, pid: int) -> str:
+    """The control socket's abstract address for a controller process."""
+    return f"\0gpudock-{instance_id}-{pid}-control"
+
+
+class ControlServer:
+    """Answers ``metrics`` requests with ``scrape()`` on ``addr``, in a thread, until ``stop``."""
+
+    def __init__(self, addr: str, scrape: Callable[[], bytes]) -> None:
+        self.scrape = scrape
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.sock.bind(addr)
+        self.sock.listen(16)
+        self.sock.settimeout(1.0)  # only to notice ``stop``
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpudock-control", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                try:
+                    self._answer(conn)
+                except Exception:
+                    log.exception("control socket: a request failed")
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.settimeout(TIMEOUT)
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            log.warning("control socket: refused a process of uid %d", uid)
+            return
+        request = b""
+        while not request.endswith(b"\n") and len(request) < 64:
+            chunk = conn.recv(64)
+            if not chunk:
+                return
+            request += chunk
+        if request == REQUEST:
+            conn.sendall(self.scrape())
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as knock:
+            knock.connect(self.sock.getsockname())  # its ``accept`` returns now, not in 1 s
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def ask(addr: str, timeout: float = TIMEOUT) -> bytes:
+    """The controller's ``/metrics`` exposition; ``OSError`` (or ``TimeoutError``) when it
+    cannot answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
+        sock.settimeout(timeout)
+        sock.connect(addr)
+        sock.sendall(REQUEST)
+        parts = []
+        while chunk := sock.recv(1 << 16):
+            parts.append(chunk)
+    if not parts:
+        raise ConnectionError("the controller closed the control socket without an answer")
+    return b"".join(parts)
