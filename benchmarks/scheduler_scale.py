@@ -58,6 +58,12 @@ a node's used CPUs are ``N`` per exclusive GPU or share), so CPUs run out
 before GPUs on nodes full of shares: the path of jobs asking for CPUs
 (``indexed.CpuVerdicts``, binpack's CPU rule).
 
+``--mig``: every third node's GPUs are in MIG mode (layouts of 1g.10gb x7, 3g.40gb x2,
+4g.40gb+2g.20gb+1g.10gb, 2g.20gb x3+1g.10gb, in turn), and the mix is a fifth MIG jobs
+(1g.10gb to 4g.40gb), a fifth shares, the rest whole GPUs; ``mig_ratio`` in the JSON
+holds the drain's figures without ``--mig`` and with it, from the same run, and their
+ratio.
+
 ``--extra-filter noop`` registers a filter the capacity index does not know (it declares
 nothing, and admits every node) and appends it to the profile: the drain runs without
 it, then with it, and ``extra_filter`` in the JSON holds both figures and their ratio (a
@@ -107,6 +113,7 @@ from gpudock.scheduler.session import SchedulerSession
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
+    MigView,
     NodeView,
     Placement,
     Plan,
@@ -124,6 +131,13 @@ OCCUPANCIES = (("empty", 0.0), ("half", 0.5), ("full", 1.0))
 PRIORITIES = ((0, 1, 10), (85, 10, 5))  # values, weights: pending and running jobs alike
 MAX_RUNTIMES = (1800.0, 3600.0, 7200.0, 14400.0, 28800.0)
 GRACE_S = 30.0  # a preempted job has stopped this long after the cycle that chose it
+MIG_LAYOUTS = (  # ``--mig``: the layouts of the GPUs in MIG mode, in turn (A100/H100 80GB)
+    ("1g.10gb",) * 7,
+    ("3g.40gb", "3g.40gb"),
+    ("4g.40gb", "2g.20gb", "1g.10gb"),
+    ("2g.20gb", "2g.20gb", "2g.20gb", "1g.10gb"),
+)
+MIG_PROFILES = (("1g.10gb", 0.45), ("2g.20gb", 0.25), ("3g.40gb", 0.15), ("4g.40gb", 0.15))
 
 
 # -- the emulated cluster --------------------------------------------------------------
@@ -147,12 +161,26 @@ class Gpu:
 
 
 @dataclass(slots=True)
+class Mig:
+    """A MIG device of a GPU in MIG mode (``--mig``)."""
+
+    uuid: str
+    parent: str
+    profile: str
+    held: bool = False
+
+    def view(self) -> MigView:
+        return MigView(self.uuid, self.parent, self.profile, 10 * GiB, self.held)
+
+
+@dataclass(slots=True)
 class Node:
     name: str
     gpus: list[Gpu]
     available: bool = True
     cached: NodeView | None = None
     cpus_per_gpu: float = 0.0  # > 0: the node counts 2x this per GPU (``--cpus-per-gpu``)
+    migs: list[Mig] = field(default_factory=list)
 
     def view(self) -> NodeView:
         if self.cached is None:
@@ -164,6 +192,8 @@ class Node:
                 held = sum(1 if g.exclusive else g.shares for g in self.gpus)
                 used = self.cpus_per_gpu * held
             self.cached = NodeView(self.name, gpus, self.available, reason, (), (), cpus, used)
+            if self.migs:
+                self.cached = replace(self.cached, migs=tuple(m.view() for m in self.migs))
         return self.cached
 
 
@@ -171,10 +201,19 @@ class Cluster:
     """Node and GPU allocation state, changed by placements and completions."""
 
     def __init__(
-        self, nodes: int, gpus_per_node: int, rnd: random.Random, cpus_per_gpu: float = 0.0
+        self,
+        nodes: int,
+        gpus_per_node: int,
+        rnd: random.Random,
+        cpus_per_gpu: float = 0.0,
+        mig: bool = False,
     ) -> None:
+        """``mig``: every GPU of every third node is in MIG mode (a third of the GPUs; the
+        other nodes still take 8-GPU jobs), with the ``MIG_LAYOUTS`` in turn (drawn from
+        nothing: ``rnd``'s stream is the same)."""
         self.nodes: dict[str, Node] = {}
         self.by_uuid: dict[str, Gpu] = {}
+        self.migs: dict[str, tuple[Node, Mig]] = {}
         for i in range(nodes):
             name = f"node-{i:05d}"
             model = MODELS[i % len(MODELS)]
@@ -182,7 +221,14 @@ class Cluster:
             for gpu in gpus:
                 gpu.healthy = rnd.random() > 0.002
                 self.by_uuid[gpu.uuid] = gpu
-            self.nodes[name] = Node(name, gpus, rnd.random() > 0.005, None, cpus_per_gpu)
+            node = self.nodes[name] = Node(name, gpus, rnd.random() > 0.005, None, cpus_per_gpu)
+            for gpu in gpus if mig and i % 3 == 1 else ():
+                gpu.healthy = False  # in MIG mode: its devices are the units
+                layout = MIG_LAYOUTS[(i // 3 + gpu.index) % len(MIG_LAYOUTS)]
+                for slot, profile in enumerate(layout):
+                    device = Mig(f"MIG-{gpu.uuid}-{slot}", gpu.uuid, profile)
+                    node.migs.append(device)
+                    self.migs[device.uuid] = (node, device)
 
     def views(self) -> tuple[NodeView, ...]:
         return tuple(n.view() for n in self.nodes.values())
@@ -194,6 +240,8 @@ class Cluster:
         return sum(1 for g in self.by_uuid.values() if g.exclusive or g.shares)
 
     def take(self, placement: Placement) -> None:
+        if placement.mig is not None:
+            self.migs[placement.mig][1].held = True
         for uuid in placement.gpu_uuids:
             gpu = self.by_uuid[uuid]
             if placement.memory_per_gpu is None:
@@ -204,6 +252,8 @@ class Cluster:
         self.nodes[placement.node].cached = None
 
     def release(self, placement: Placement) -> None:
+        if placement.mig is not None:
+            self.migs[placement.mig][1].held = False
         for uuid in placement.gpu_uuids:
             gpu = self.by_uuid[uuid]
             if placement.memory_per_gpu is None:
@@ -225,6 +275,26 @@ def random_job(job_id: int, rnd: random.Random, submitted_at: float) -> JobReque
         return JobRequest(job_id, gpus, submitted_at, share, model, priority)
     gpus = rnd.choices([g for g, _ in WHOLE_GPUS], weights=[w for _, w in WHOLE_GPUS])[0]
     return JobRequest(job_id, gpus, submitted_at, None, model, priority)
+
+
+def random_mig_job(job_id: int, rnd: random.Random, submitted_at: float) -> JobRequest:
+    """One job of the ``--mig`` mix: a fifth ask for a MIG device (``MIG_PROFILES``), a
+    fifth for memory shares, the rest whole GPUs, as ``random_job``."""
+    draw = rnd.random()
+    priority = rnd.choices(*PRIORITIES)[0]
+    if draw < 0.2:
+        profile = rnd.choices(*zip(*MIG_PROFILES, strict=True))[0]
+        return JobRequest(job_id, 0, submitted_at, None, None, priority, mig=profile)
+    if draw < 0.4:
+        gpus = 2 if rnd.random() < 0.1 else 1
+        return JobRequest(job_id, gpus, submitted_at, rnd.choice(SHARES_GIB) * GiB, None, priority)
+    gpus = rnd.choices([g for g, _ in WHOLE_GPUS], weights=[w for _, w in WHOLE_GPUS])[0]
+    return JobRequest(job_id, gpus, submitted_at, None, None, priority)
+
+
+def job_maker(args: argparse.Namespace) -> Callable[[int, random.Random, float], JobRequest]:
+    """``random_mig_job`` with ``--mig``, else ``random_job``."""
+    return random_mig_job if getattr(args, "mig", False) else random_job
 
 
 def with_cpus(job: JobRequest, cpus_per_gpu: float) -> JobRequest:
@@ -397,8 +467,9 @@ def drain(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
     """Run cycles on a virtual clock until every queued job has been placed (and has stayed)."""
     rnd = random.Random(args.seed)
     limits = random.Random(args.seed + 3)  # max_runtime draws: the job stream stays the same
-    cluster = Cluster(args.nodes, args.gpus_per_node, rnd, args.cpus_per_gpu)
-    jobs = [random_job(i, rnd, i * 0.001) for i in range(1, args.queued + 1)]
+    cluster = Cluster(args.nodes, args.gpus_per_node, rnd, args.cpus_per_gpu, args.mig)
+    make = job_maker(args)
+    jobs = [make(i, rnd, i * 0.001) for i in range(1, args.queued + 1)]
     jobs = [with_cpus(job, args.cpus_per_gpu) for job in jobs]
     if args.running:
         jobs = [with_limit(job, limits) for job in jobs]
@@ -476,7 +547,7 @@ def started(job: JobRequest, p: Placement, now: float) -> RunningJob:
     """The running job a placement becomes (it starts at once)."""
     return RunningJob(
         job.id, job.queue, job.priority, p.node, p.gpu_uuids, p.memory_per_gpu, now,
-        job.submitted_at, job.max_runtime, cpus=job.cpus,
+        job.submitted_at, job.max_runtime, cpus=job.cpus, mig=p.mig,
     )  # fmt: skip
 
 
@@ -565,7 +636,7 @@ def latency(args: argparse.Namespace, timer: Timer) -> tuple[dict[str, Any], lis
     by_level: dict[str, float] = {}
     now = 0.0
     for label, occupancy in OCCUPANCIES:
-        cluster = Cluster(args.nodes, args.gpus_per_node, rnd, args.cpus_per_gpu)
+        cluster = Cluster(args.nodes, args.gpus_per_node, rnd, args.cpus_per_gpu, args.mig)
         fill(cluster, occupancy, rnd)
         nodes = cluster.views()
         running: tuple[RunningJob, ...] = ()
@@ -579,7 +650,7 @@ def latency(args: argparse.Namespace, timer: Timer) -> tuple[dict[str, Any], lis
         before = len(timer.seconds)
         for c in range(per_level):
             jobs = tuple(
-                with_cpus(random_job(c * 10_000 + i, rnd, float(i)), args.cpus_per_gpu)
+                with_cpus(job_maker(args)(c * 10_000 + i, rnd, float(i)), args.cpus_per_gpu)
                 for i in range(LATENCY_QUEUE)
             )
             if args.running:
@@ -662,6 +733,21 @@ def without_and_with(args: argparse.Namespace, which: str) -> dict[str, Any]:
         "with": {k: extra[k] for k in keys},
         "ratio": round(extra["decisions_per_s"] / without["decisions_per_s"], 3),
         "cpu_ratio": round(extra["decisions_per_cpu_s"] / without["decisions_per_cpu_s"], 3),
+    }
+
+
+def mig_ratio(args: argparse.Namespace) -> dict[str, Any]:
+    """``--mig``: the drain's decisions/s without MIG (the default mix), then with, in this
+    run, and the ratio (the goal: at least 0.7)."""
+    plain = argparse.Namespace(**{**vars(args), "mig": False})
+    without = drain(plain, timer_of(plain))
+    with_mig = drain(args, timer_of(args))
+    keys = ("decisions_per_s", "decisions_per_cpu_s", "schedule_s", "never_placed")
+    return {
+        "without": {k: without[k] for k in keys},
+        "with": {k: with_mig[k] for k in keys},
+        "ratio": round(with_mig["decisions_per_s"] / without["decisions_per_s"], 3),
+        "cpu_ratio": round(with_mig["decisions_per_cpu_s"] / without["decisions_per_cpu_s"], 3),
     }
 
 
@@ -753,6 +839,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=3,
         help="runs of the latency cycles (later ones in fresh processes): *_best_of_runs figures",
     )
+    add(
+        "--mig",
+        action="store_true",
+        help="a third of the GPUs in MIG mode (mixed layouts), a fifth of the jobs asking for "
+        "a MIG device and a fifth for shares; the drain also runs without, for mig_ratio",
+    )
     add("--cycle-times", action="store_true", help=argparse.SUPPRESS)  # JSON of every cycle's ms
     add("--json", action="store_true", help="print one JSON object")
     add("--profile", action="store_true", help="print the hottest functions to stderr")
@@ -777,6 +869,8 @@ def main(argv: list[str] | None = None) -> None:
     for which in ("extra_filter", "extra_scorer"):
         if getattr(args, which) is not None and not args.skip_drain:
             result[which] = without_and_with(args, which)
+    if args.mig and not args.skip_drain:
+        result["mig_ratio"] = mig_ratio(args)
     with profiling(args.profile, timer):
         if not args.skip_drain:
             result.update(drain(args, timer))

@@ -188,23 +188,30 @@ import dataclasses, inspect, json
 from gpudock import _native
 from gpudock.core.affinity import Taint, Toleration, Topology
 from gpudock.scheduler.capacity import GpuState
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, Placement, RunningJob
+from gpudock.scheduler.snapshot import (
+    GpuView, JobRequest, MigView, NodeView, Placement, RunningJob,
+)
 
 gpu = GpuView("g0", 0, "H100", 80)
+mig = MigView("MIG-0", "g0", "1g.10gb", 10)
 samples = {  # every field given, each unlike the others of its type
     NodeView: dict(name="n1", gpus=(gpu,), available=False, unavailable_reason="drained",
                    labels=(("a", "b"),), taints=(), cpus=32.0, used_cpus=4.0,
-                   host_memory=64, used_host_memory=8),
+                   host_memory=64, used_host_memory=8, migs=(mig,), gpu_sharing="mps",
+                   cuda_version="12.4", driver_version="550.54", out_of_service=((1, "cordoned"),)),
     JobRequest: dict(id=7, gpus=2, submitted_at=1.5, gpu_memory=5, gpu_model="H100",
                      priority=3, queue="q", user="u", nodes=4, cpus=2.5, max_runtime=99.0,
                      can_preempt=False, node_selector=(("k", "v"),), tolerations=(),
-                     topology=None, memory=3, held_by="h", max_gpus=4, remaining=120.0),
+                     topology=None, memory=3, held_by="h", max_gpus=4, remaining=120.0,
+                     mig="1g.10gb", gpu_compute=30,
+                     cuda_require="NVIDIA_REQUIRE_CUDA=cuda>=12.4"),
     RunningJob: dict(id=7, queue="q", priority=3, node="n1", gpu_uuids=("g0",),
                      memory_per_gpu=5, started_at=1.5, submitted_at=0.5, max_runtime=99.0,
                      min_runtime=9.0, preemptible=False, stopping=True, preempted_for=11,
                      user="u", cpus=2.5, elastic=(1, 4), memory=6, restart_cost=60.0,
-                     checkpoint_interval=600.0, start_seconds=12.0, estimated_end=500.0),
-    Placement: dict(job_id=7, node="n1", gpu_uuids=("g0", "g1"), memory_per_gpu=5),
+                     checkpoint_interval=600.0, start_seconds=12.0, estimated_end=500.0,
+                     mig="MIG-1"),
+    Placement: dict(job_id=7, node="n1", gpu_uuids=("g0", "g1"), memory_per_gpu=5, mig="MIG-2"),
     GpuState: dict(uuid="g0", index=3, name="H100", memory_total=80, used_memory=40,
                    exclusive=True, shared_jobs=2, healthy=False, numa=1, nvlink=0),
 }

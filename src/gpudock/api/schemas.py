@@ -63,7 +63,7 @@ class JobOut(BaseModel):
         default_factory=list,
         description="what holds a shared job to its GPU memory share, strongest first: "
         "mps (the driver's limit), watchdog (stopped past it), hints (framework env); "
-        "empty for whole GPUs",
+        "mig for a MIG device (the hardware's partition); empty for whole GPUs",
     )
     spec: JobSpec
 

@@ -12,6 +12,8 @@ def gpus_text(job: dict[str, Any]) -> str:
     spec = job["spec"]
     if not spec["gpus"]:
         return "-"
+    if spec.get("mig"):
+        return f"mig {spec['mig']}"
     text = str(spec["gpus"])
     if spec.get("gpu_memory"):
         text += f"x{format_size(spec['gpu_memory'])}"

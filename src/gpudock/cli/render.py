@@ -77,7 +77,9 @@ def show_job(console: Console, job: dict[str, Any]) -> None:
     elif alloc:
         share = f" ({format_size(alloc['memory_per_gpu'])} each)" if alloc["memory_per_gpu"] else ""
         rows.append(("allocation", f"{alloc['node']}: {', '.join(alloc['gpus'])}{share}"))
-    if spec.get("gpu_memory") and spec.get("gpus"):
+    if spec.get("mig"):
+        rows.append(("mig", f"one {spec['mig']} device"))
+    if (spec.get("gpu_memory") and spec.get("gpus")) or spec.get("mig"):
         rows.append(("memory limit", layers_text(job)))
     if spec.get("max_runtime"):
         rows.append(("max runtime", format_duration(spec["max_runtime"])))
@@ -134,6 +136,7 @@ LAYER_TEXT = {
     "mps": "MPS (the driver's limit)",
     "watchdog": "watchdog (stopped past it)",
     "hints": "framework hints (env)",
+    "mig": "MIG (the hardware's partition)",
 }
 
 

@@ -50,6 +50,9 @@ def submit(
     ] = None,
     gpu_memory: Annotated[str | None, typer.Option(help="per-GPU share, e.g. 20GiB")] = None,
     gpu_model: Annotated[str | None, typer.Option(help="GPU model, e.g. H100")] = None,
+    mig: Annotated[
+        str | None, typer.Option(help="one MIG device of this profile, e.g. 1g.10gb")
+    ] = None,
     queue: Annotated[str | None, typer.Option()] = None,
     priority: Annotated[int | None, typer.Option(help="users may only lower it")] = None,
     priority_class: Annotated[str | None, typer.Option(help="an admin-defined class")] = None,
@@ -109,6 +112,7 @@ def submit(
         "elastic": elastic,
         "gpu_memory": gpu_memory,
         "gpu_model": gpu_model,
+        "mig": mig,
         "queue": queue,
         "priority": priority,
         "priority_class": priority_class,

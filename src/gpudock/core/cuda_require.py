@@ -21,6 +21,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 KEYS = ("cuda", "driver", "arch", "brand")
@@ -74,6 +75,12 @@ class Constraint:
     op: str
     value: str
 
+    def fails(self, facts: GpuFacts) -> bool:
+        """True when ``facts`` surely break the constraint: a known fact that does not meet
+        it (an unknown one may)."""
+        known = facts.brand if self.key == "brand" else getattr(facts, self.key)
+        return known is not None and not self.holds(facts)
+
     def holds(self, facts: GpuFacts) -> bool:
         """True when ``facts`` meet the constraint; an unknown fact never does."""
         if self.key == "brand":
@@ -97,6 +104,10 @@ class Requirement:
 
     def holds(self, facts: GpuFacts) -> bool:
         return any(all(c.holds(facts) for c in group) for group in self.alternatives)
+
+    def fails(self, facts: GpuFacts) -> bool:
+        """True when no alternative can hold: each has a constraint ``facts`` surely break."""
+        return all(any(c.fails(facts) for c in group) for group in self.alternatives)
 
     def min_cuda(self) -> Version | None:
         """The least ``cuda>=``/``cuda>`` version the alternatives ask for (for reasons)."""
@@ -146,9 +157,36 @@ class ImageRequirements:
             return f"{name} is not met ({_describe(requirement)})"
         return None
 
+    def refuses(self, facts: GpuFacts) -> str | None:
+        """Why ``facts`` surely break a requirement (facts not known may hold: a node's
+        CUDA and driver versions are known, its GPUs' brand may not be), or None. What
+        the scheduler filters nodes by (``policies/cuda_compat.py``)."""
+        for name, requirement in sorted(self.requirements.items()):
+            if not requirement.fails(facts):
+                continue
+            need = requirement.min_cuda()
+            if need is not None and facts.cuda is not None and facts.cuda < need:
+                return f"image needs CUDA ≥ {_text(need)}; driver supports {_text(facts.cuda)}"
+            return f"{name} is not met ({_describe(requirement)})"
+        return None
+
     def min_cuda(self) -> Version | None:
         found = [v for r in self.requirements.values() if (v := r.min_cuda()) is not None]
         return max(found) if found else None
+
+    def text(self) -> str:
+        """One line per variable, ``NAME=value`` in its canonical form, sorted: what the
+        store keeps of a job's image (``requirements_of``: the same requirements back)."""
+        return "\n".join(
+            f"{name}={_as_value(req)}" for name, req in sorted(self.requirements.items())
+        )
+
+
+@lru_cache(maxsize=1024)
+def requirements_of(text: str) -> ImageRequirements | None:
+    """The requirements ``ImageRequirements.text`` wrote (None when it holds none);
+    ``ValueError`` for text that does not parse."""
+    return image_requirements(parse_env_list(text.splitlines()))
 
 
 def image_requirements(env: Mapping[str, str]) -> ImageRequirements | None:
@@ -190,6 +228,11 @@ def _pad(version: Version, width: int) -> Version:
 
 def _text(version: Version) -> str:
     return ".".join(str(p) for p in version)
+
+
+def _as_value(requirement: Requirement) -> str:
+    """The requirement as ``NVIDIA_REQUIRE_*`` text: alternatives by spaces."""
+    return " ".join(",".join(str(c) for c in group) for group in requirement.alternatives)
 
 
 def _describe(requirement: Requirement) -> str:

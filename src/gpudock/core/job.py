@@ -45,6 +45,8 @@ from gpudock.core.image_ref import (
     MAX_REFERENCE_LENGTH,
     check_image_reference,
 )
+from gpudock.core.mig import PROFILE_PATTERN as MIG_PROFILE_PATTERN
+from gpudock.core.mig import mig_request_problem
 from gpudock.core.mount_forms import canonical_mount
 from gpudock.core.units import parse_duration, parse_size
 
@@ -222,6 +224,14 @@ class JobSpec(BaseModel):
         json_schema_extra={"minimum": 1, "maximum": 100},
     )
     gpu_model: str | None = Field(default=None, description="GPU model constraint, e.g. H100")
+    mig: str | None = Field(
+        default=None,
+        description=(
+            "one MIG device of this profile (e.g. 1g.10gb, any profile a node's GPUs "
+            "report) instead of whole GPUs or a memory share; gpus is then 1"
+        ),
+        json_schema_extra={"pattern": MIG_PROFILE_PATTERN},
+    )
     cpus: float | None = Field(
         default=None, gt=0, le=4096, allow_inf_nan=False, description="CPU limit in cores"
     )
@@ -326,6 +336,8 @@ class JobSpec(BaseModel):
             data["gpus"] = per_node
         if isinstance(data, dict):
             data = normalise_range(data)  # ``gpus: '2-4'``, ``min_gpus``: ``gpus`` + ``max_gpus``
+        if isinstance(data, dict) and data.get("mig") is not None and "gpus" not in data:
+            data = {**data, "gpus": 1}  # a MIG job holds one device: its ``gpus`` reads 1
         return data
 
     @field_validator("*", mode="before")
@@ -541,6 +553,22 @@ class JobSpec(BaseModel):
                 "gpu_compute is the compute share of a shared job: give gpu_memory (and gpus) "
                 "with it; a job with whole GPUs has all of their compute"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _mig_device(self) -> JobSpec:
+        """A MIG job holds exactly one MIG device of one node (``core/mig.py``)."""
+        if self.mig is None:
+            return self
+        problem = mig_request_problem(self.mig, self.gpus, self.gpu_memory)
+        if problem is None and self.gpus == 0:
+            problem = f"mig asks for one {self.mig} device; it cannot be combined with gpus: 0"
+        if problem is None and (self.max_gpus is not None or self.nodes > 1):
+            problem = (
+                f"mig asks for one {self.mig} device on one node; leave max_gpus and nodes out"
+            )
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

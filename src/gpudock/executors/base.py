@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudock.core.cluster import AVAILABILITIES, EngineNode
+from gpudock.core.cuda_require import ImageRequirements
 from gpudock.core.job import Mount
 from gpudock.core.registries import RegistryLogin
 from gpudock.executors.deadlines import Deadlines, EngineCalls
@@ -285,6 +286,11 @@ class Executor(ABC):
         override this cannot.
         """
         return "this executor does not stage bind mounts"
+
+    def image_requirements(self, image: str) -> tuple[bool, ImageRequirements | None]:
+        """Whether the engine has ``image``, and its ``NVIDIA_REQUIRE_*`` (None: none).
+        An executor that does not override this knows no image: ``(False, None)``."""
+        return False, None
 
     def release_stale_mounts(self) -> int:
         """Remove what launches of a crashed server left for binding; how many. Idempotent."""

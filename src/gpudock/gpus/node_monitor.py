@@ -5,7 +5,8 @@
     NodeGpuMonitor(config, sink, gpus)           one per node: in the single-host server's
       │                                          process, or in the node agent on each node
       ├─ watch thread, every watchdog.interval (≤ 0.5 s)
-      │    NVML processes per GPU ─► pid → container (processes.py) ─► job (sink)
+      │    NVML processes per GPU (a MIG GPU's: per MIG device, by instance)
+      │      ─► pid → container (processes.py) ─► job (sink)
       │    judge() (watchdog.py) ─► sink.over_limit(offence)   once per job and attempt
       │                         └─► sink.stray(stray)           once per (GPU, pid)
       │    every health.poll_interval: GPUs lost, ECC counters of GPUs without events,
@@ -41,6 +42,11 @@ from gpudock.gpus.watchdog import Assignment, Offence, ProcessSample, Stray, Ver
 from gpudock.gpus.xid import FaultClass, FaultKind, GpuFault, classify_xid, ecc_fault
 
 log = logging.getLogger("gpudock.gpus.monitor")
+
+
+def is_mig(uuid: str) -> bool:
+    """A MIG device's uuid (``MIG-…``): its processes are listed by its parent GPU."""
+    return uuid.startswith("MIG-")
 
 
 class NodeSink(Protocol):
@@ -94,6 +100,7 @@ class NodeGpuMonitor:
         self.clock = clock
         self.watching = False  # NVML is open: the watchdog and health checks run
         self._containers: dict[str, int | None] = {}
+        self._instances: dict[str, dict[int, str]] = {}  # GPU -> its MIG devices by instance
         self._offended: set[int] = set()
         self._strays: set[tuple[str, int]] = set()
         self._lost: set[str] = set()
@@ -150,7 +157,7 @@ class NodeGpuMonitor:
         assignments = self.sink.assignments()
         live = {a.job_id for a in assignments}
         self._offended &= live  # a job that left may offend again on its next attempt
-        held = {u for a in assignments for u in a.gpu_uuids}
+        held = {u for a in assignments for u in a.gpu_uuids if not is_mig(u)}
         samples = self._samples(held | set(self.gpu_uuids))
         verdict = judge(samples, assignments)
         for offence in verdict.offences:
@@ -179,9 +186,22 @@ class NodeGpuMonitor:
                     continue  # ended since NVML listed it: nothing to attribute
                 job = self._job_of(container) if container is not None else None
                 used = process.used_memory or 0
-                samples.append(ProcessSample(uuid, process.pid, used, container, job))
+                device = self._device_of(uuid, process.gpu_instance)
+                samples.append(ProcessSample(device, process.pid, used, container, job))
         self.pids.forget_all_but(s.pid for s in samples)
         return samples
+
+    def _device_of(self, uuid: str, instance: int | None) -> str:
+        """Where a process of GPU ``uuid`` runs: its MIG device when it runs in MIG GPU
+        instance ``instance`` (NVML lists a MIG-mode GPU's processes with their instance),
+        else the GPU. The instances' devices are read once per GPU, again when an
+        instance is not known (an admin changed the layout)."""
+        if instance is None:
+            return uuid
+        known = self._instances.get(uuid)
+        if known is None or instance not in known:
+            known = self._instances[uuid] = self.nvml.mig_instances(uuid)
+        return known.get(instance, uuid)
 
     def _job_of(self, container: str) -> int | None:
         if container not in self._containers:

@@ -64,10 +64,28 @@ class GpuQueryFailed(GpudockError):
 
 
 class GpuProcess(NamedTuple):
-    """A compute process on a GPU; ``used_memory`` is None when NVML cannot tell."""
+    """A compute process on a GPU; ``used_memory`` is None when NVML cannot tell.
+    ``gpu_instance``: the MIG GPU instance it runs in, None when it runs on the GPU
+    itself (NVML's 0xFFFFFFFF) or NVML does not say."""
 
     pid: int
     used_memory: int | None
+    gpu_instance: int | None = None
+
+
+NO_INSTANCE = 0xFFFFFFFF
+"""NVML's ``gpuInstanceId`` of a process that runs in no MIG instance."""
+
+
+def gpu_process(info: Any) -> GpuProcess:
+    """A ``GpuProcess`` of one of NVML's ``nvmlProcessInfo_t``."""
+    instance = getattr(info, "gpuInstanceId", None)
+    used = info.usedGpuMemory
+    return GpuProcess(
+        int(info.pid),
+        None if used is None else int(used),
+        None if instance is None or int(instance) == NO_INSTANCE else int(instance),
+    )
 
 
 @contextmanager
@@ -148,7 +166,7 @@ def gpu_processes(uuid: str) -> list[GpuProcess]:
             procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
         except pynvml.NVMLError as err:
             raise GpuQueryFailed(f"cannot list processes on GPU {uuid}: {err}") from err
-    return [GpuProcess(int(p.pid), _int_or_none(p.usedGpuMemory)) for p in procs]
+    return [gpu_process(p) for p in procs]
 
 
 def format_cuda_version(version: int) -> str:
@@ -212,7 +230,3 @@ def _optional(func: Any) -> Any:
     except pynvml.NVMLError as err:
         log.debug("%s failed: %s", func.__name__, err)
         return None
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)

@@ -5,9 +5,9 @@ every half second, so it holds one session (``nvmlInit`` once, NVML counts
 them) and caches each GPU's handle. Threads may share one ``NvmlLive``: NVML
 is thread-safe.
 
-NVML symbols used beyond discovery's: nvmlDeviceGetTotalEccErrors,
-nvmlEventSetCreate, nvmlDeviceGetSupportedEventTypes, nvmlDeviceRegisterEvents,
-nvmlEventSetWait_v2, nvmlEventSetFree.
+NVML symbols used beyond discovery's (and its MIG walk, ``nvml_mig.py``):
+nvmlDeviceGetTotalEccErrors, nvmlEventSetCreate, nvmlDeviceGetSupportedEventTypes,
+nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree.
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ from typing import Any, NamedTuple
 
 import pynvml
 
-from gpudock.gpus.nvml import INIT_HINTS, GpuProcess, GpuQueryFailed, NvmlUnavailable
+from gpudock.gpus.nvml import (
+    INIT_HINTS,
+    GpuProcess,
+    GpuQueryFailed,
+    NvmlUnavailable,
+    gpu_process,
+)
+from gpudock.gpus.nvml_mig import read_mig_devices
 
 log = logging.getLogger("gpudock.gpus")
 
@@ -83,7 +90,19 @@ class NvmlLive:
             procs = pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle(uuid))
         except pynvml.NVMLError as err:
             raise GpuQueryFailed(f"GPU {uuid}: {err}") from err
-        return [GpuProcess(int(p.pid), _int_or_none(p.usedGpuMemory)) for p in procs]
+        return [gpu_process(p) for p in procs]
+
+    def mig_instances(self, uuid: str) -> dict[int, str]:
+        """The MIG devices of GPU ``uuid`` by GPU instance id (empty when MIG is off or
+        they cannot be read): where a process in an instance runs."""
+        problems: list[str] = []
+        try:
+            found = read_mig_devices(uuid, self.handle(uuid), problems)
+        except GpuQueryFailed:
+            return {}
+        for problem in problems:
+            log.debug("%s", problem)
+        return {m.gpu_instance: m.uuid for m in found if m.gpu_instance is not None}
 
     def ecc_errors(self, uuid: str) -> tuple[int, int] | None:
         """Volatile (since the last reset) ``(corrected, uncorrected)`` ECC error counts,
@@ -154,7 +173,3 @@ class NvmlLive:
             pynvml.nvmlEventSetFree(events)
         except pynvml.NVMLError as err:
             log.debug("nvmlEventSetFree failed: %s", err)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)

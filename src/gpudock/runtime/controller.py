@@ -154,7 +154,7 @@ class Controller:
                 job_store.set_backlog_reason(session, window[limit - 1], reason)
         ctx.metrics.cycle_done(time.perf_counter() - started, plan, result)
         gangs = [(g.job_id, any(p.gpu_uuids for p in g.parts)) for g in result.committed_gangs]
-        placed = [(p.job_id, bool(p.gpu_uuids)) for p in result.committed] + gangs
+        placed = [(p.job_id, bool(p.uuids)) for p in result.committed] + gangs  # a MIG device too
         for job_id, gpus in placed:  # GPU jobs' launches go first in the lane
             launch = functools.partial(launcher.launch, ctx, job_id)
             ctx.run_once("launch", job_id, launch, gpus=gpus)

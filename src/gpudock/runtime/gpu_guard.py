@@ -39,7 +39,7 @@ from gpudock.runtime.context import RuntimeContext
 from gpudock.store import events as event_store
 from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
-from gpudock.store.models import GpuRow, JobRow
+from gpudock.store.models import GpuRow, JobRow, MigDeviceRow
 
 log = logging.getLogger("gpudock.gpu_guard")
 
@@ -159,9 +159,13 @@ class StoreSink:
             uuids = list(session.scalars(stmt))
             for uuid in uuids:
                 inv_store.set_gpu_health(session, uuid, GpuHealth.QUARANTINED, reason, now)
+            slices = session.scalars(  # their MIG devices' jobs stop with them
+                select(MigDeviceRow.uuid).where(MigDeviceRow.parent_uuid.in_(uuids))
+            )
+            held = {*uuids, *slices}
         log.error("GPU(s) %s quarantined: %s", ", ".join(uuids), reason)
         detail = f"{fault.summary} on {fault.gpu_uuid}"
-        for job_id, _gpus, _memory in self._jobs_on(set(uuids)):
+        for job_id, _gpus, _memory in self._jobs_on(held):
             payload: dict[str, object] = {
                 "by": "gpu health",
                 "reason": detail,

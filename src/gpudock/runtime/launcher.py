@@ -168,7 +168,10 @@ def requeue_after_engine_fault(ctx: RuntimeContext, job: Job, exc: EngineFault) 
 def gpu_layers(job: Job, mps: bool, watchdog: bool) -> list[str]:
     """The layers that hold a shared job to its GPU memory share, strongest first:
     ``mps`` (the driver's limit), ``watchdog`` (the node stops it past its share),
-    ``hints`` (its frameworks told the limit). A job with whole GPUs has none."""
+    ``hints`` (its frameworks told the limit). A MIG job's is ``mig`` (the hardware
+    partitions the GPU's memory); a job with whole GPUs has none."""
+    if job.spec.mig is not None and job.gpu_uuids:
+        return ["mig"]
     if job.gpu_memory_per_gpu is None or not job.gpu_uuids:
         return []
     return [*(["mps"] if mps else []), *(["watchdog"] if watchdog else []), "hints"]

@@ -26,6 +26,7 @@ from gpudock.scheduler.node_fit import ANY_MODEL, NodeFit, node_fit, refit
 from gpudock.scheduler.node_state import (
     AnyGpu,
     GpuState,
+    MigState,
     NodeState,
     capacity_left,
     left_after,
@@ -41,6 +42,7 @@ __all__ = [  # this module's own, and those of ``node_state.py``, split from it
     "CycleState",
     "FitMemo",
     "GpuState",
+    "MigState",
     "NodeState",
     "NodeStates",
     "ReservationError",
@@ -262,7 +264,8 @@ class CycleState:
 
         Raises ``ReservationError`` (changing nothing) unless the GPUs are
         distinct, exist, are usable now by the job (``usable_now``), and number
-        exactly ``job.gpus``.
+        exactly ``job.gpus``, and, for a MIG job, the node has a free MIG device of
+        its profile (taken here; ``Placement.mig``).
         """
         node = self.nodes[node_name]
         chosen = _gpus_at(node.gpus, gpu_indices)
@@ -274,6 +277,7 @@ class CycleState:
         for gpu in chosen:
             if not usable_now(job, gpu):
                 raise ReservationError(f"job {job.id} does not fit GPUs {list(gpu_indices)}")
+        device = _free_mig(job, node) if job.mig is not None else None
         if job.cpus and node.cpus is not None:
             if job.cpus > node.free_cpus + 1e-9:
                 raise ReservationError(
@@ -283,8 +287,11 @@ class CycleState:
             node.free_cpus -= job.cpus
         if job.memory and node.host_memory is not None:
             node.free_host_memory -= job.memory  # ``memory_capacity`` checked it fits
+        if device is not None:
+            device.held = True
         share = self._take(job, node, chosen)
-        return Placement(job.id, node_name, tuple([g.uuid for g in chosen]), share)
+        mig = None if device is None else device.uuid
+        return Placement(job.id, node_name, tuple([g.uuid for g in chosen]), share, mig)
 
     def hold(self, job: JobRequest, node_name: str, gpu_indices: Sequence[int]) -> None:
         """Keep GPUs for ``job`` without placing it (a preemptor waiting for its victims).
@@ -335,6 +342,15 @@ class CycleState:
         if fit is not None:
             self._stale[node.name] = fit
         return share
+
+
+def _free_mig(job: JobRequest, node: NodeState) -> MigState:
+    """The node's first free MIG device of ``job.mig``'s profile (snapshot order: by parent
+    GPU, then slot); ``ReservationError`` when it has none."""
+    for device in node.migs:
+        if device.profile == job.mig and device.healthy and not device.held:
+            return device
+    raise ReservationError(f"job {job.id} needs a free MIG {job.mig}; {node.name} has none")
 
 
 def _gpus_at(gpus: tuple[GpuState, ...], indices: Sequence[int]) -> list[GpuState]:

@@ -11,14 +11,15 @@ still accelerated: the accelerator runs its own methods on the candidates it fou
 
 * ``NodeOnly``: the verdict, and the wording of its rejections, depend only on the
   node's own traits (``NodeTraits``: its name, labels, taints, availability, its GPUs'
-  names, sizes and health) and on ``key(job)``; never on what runs there, what is free,
-  or other job fields. An accelerator runs ``check`` on a node's snapshot view once per
-  key and node, keeps the verdict while the view object is the same, and takes it to
-  hold for the node as it would be after any jobs left. Its ``UNRESOLVABLE`` verdicts
-  are "never on this node": the submit-time check refuses a job they rule out on every
-  node (``feasibility.py``). ``key`` None: the verdict does not depend on the job.
-  ``check`` and ``word`` are the filter's ``filter`` and ``explain``, typed for traits, so
-  that an accelerator calls them on views without copying a node.
+  names, sizes and health, its GPU sharing mode and driver versions) and on
+  ``key(job)``; never on what runs there, what is free, or other job fields. An
+  accelerator runs ``check`` on a node's snapshot view once per key and node, keeps
+  the verdict while the view object is the same, and takes it to hold for the node as
+  it would be after any jobs left. Its ``UNRESOLVABLE`` verdicts are "never on this
+  node": the submit-time check refuses a job they rule out on every node
+  (``feasibility.py``). ``key`` None: the verdict does not depend on the job.
+  ``check`` and ``word`` are the filter's ``filter`` and ``explain``, typed for traits,
+  so that an accelerator calls them on views without copying a node.
 * ``NeedsGpus``, ``NeedsHost``, ``NeedsGroup``: the verdict is exactly the capacity
   model's rule for one resource (``rules.py``): ``SUCCESS`` iff the rule holds now,
   ``UNRESOLVABLE`` iff it could not hold were the node empty. ``word`` states the
@@ -121,6 +122,14 @@ class NodeTraits(Protocol):
     def cpus(self) -> float | None: ...
     @property
     def host_memory(self) -> int | None: ...
+    @property
+    def gpu_sharing(self) -> str | None: ...
+    @property
+    def cuda_version(self) -> str | None: ...
+    @property
+    def driver_version(self) -> str | None: ...
+    @property
+    def out_of_service(self) -> tuple[tuple[int, str], ...]: ...
 
 
 TraitRejection = tuple[Status, NodeTraits]

@@ -144,6 +144,9 @@ PlacementKey = tuple[
     float | None,
     int,
     int | None,
+    str | None,
+    int | None,
+    str | None,
 ]
 
 
@@ -151,8 +154,8 @@ def placement_key(job: JobRequest) -> PlacementKey:
     """The only job fields filters and scorers may read.
 
     ``(gpus, gpu_memory, gpu_model, node_selector, tolerations, topology,
-    cpus, nodes, memory)``. Jobs with equal keys get equal verdicts on every node,
-    so the cycle shares verdicts between them.
+    cpus, nodes, memory, mig, gpu_compute, cuda_require)``. Jobs with equal keys get
+    equal verdicts on every node, so the cycle shares verdicts between them.
     """
     return (
         job.gpus,
@@ -164,6 +167,9 @@ def placement_key(job: JobRequest) -> PlacementKey:
         job.cpus,
         job.nodes,
         job.memory,
+        job.mig,
+        job.gpu_compute,
+        job.cuda_require,
     )
 
 

@@ -15,7 +15,7 @@ from operator import attrgetter
 
 from gpudock.core.affinity import Taint
 from gpudock.core.inventory import gpu_model_matches
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView
+from gpudock.scheduler.snapshot import GpuView, JobRequest, MigView, NodeView
 
 
 @dataclass(slots=True)
@@ -105,6 +105,27 @@ class GpuState:
 
 
 @dataclass(slots=True)
+class MigState:
+    """One MIG device during a cycle (a mutable copy of ``MigView``): ``held`` once taken."""
+
+    uuid: str
+    parent: str
+    profile: str
+    memory_total: int
+    held: bool
+    healthy: bool
+
+    @classmethod
+    def from_view(cls, view: MigView) -> MigState:
+        return cls(view.uuid, view.parent, view.profile, view.memory_total, view.held, view.healthy)
+
+    @property
+    def free(self) -> bool:
+        """Healthy and held by no job: a MIG job of its profile may take it."""
+        return self.healthy and not self.held
+
+
+@dataclass(slots=True)
 class NodeState:
     """One node's remaining capacity during a cycle.
 
@@ -129,6 +150,11 @@ class NodeState:
     free_cpus: float = 0.0
     host_memory: int | None = None
     free_host_memory: int = 0
+    migs: tuple[MigState, ...] = ()  # MIG devices, in the snapshot's order
+    gpu_sharing: str | None = None  # how it shares a GPU (``NodeView.gpu_sharing``)
+    cuda_version: str | None = None  # ``NodeView.cuda_version``
+    driver_version: str | None = None  # ``NodeView.driver_version``
+    out_of_service: tuple[tuple[int, str], ...] = ()  # ``NodeView.out_of_service``
 
     @classmethod
     def from_view(cls, view: NodeView) -> NodeState:
@@ -161,6 +187,11 @@ class NodeState:
             free_cpus=free_cpus,
             host_memory=view.host_memory,
             free_host_memory=(view.host_memory or 0) - view.used_host_memory,
+            migs=tuple([MigState.from_view(m) for m in view.migs]) if view.migs else (),
+            gpu_sharing=view.gpu_sharing,
+            cuda_version=view.cuda_version,
+            driver_version=view.driver_version,
+            out_of_service=view.out_of_service,
         )
         node.refresh()
         return node

@@ -60,7 +60,9 @@ def first_rejection(filters: Sequence[FilterPolicy], job: JobRequest, node: Node
 
 def node_after(node: NodeState, leaving: Sequence[RunningJob]) -> NodeState:
     """``node`` as it would be once ``leaving`` released what they hold: their GPUs (a whole
-    GPU, or a share of one, by uuid), CPUs and host memory. A copy; ``node`` is untouched."""
+    GPU, or a share of one, by uuid), CPUs and host memory. A copy; ``node`` is untouched.
+    MIG devices stay held: preemption frees none (decision 0020), so a MIG job never
+    takes a victim's device."""
     released: dict[str, list[RunningJob]] = {}
     for job in leaving:
         for uuid in job.gpu_uuids:
@@ -82,31 +84,22 @@ def node_after(node: NodeState, leaving: Sequence[RunningJob]) -> NodeState:
         free_cpus += sum(j.cpus or 0.0 for j in leaving)
     if node.host_memory is not None:
         free_memory += sum(j.memory or 0 for j in leaving)
-    after = NodeState(
-        node.name,
-        node.available,
-        node.unavailable_reason,
-        node.labels,
-        tuple(gpus),
-        taints=node.taints,
-        cpus=node.cpus,
-        free_cpus=free_cpus,
-        host_memory=node.host_memory,
-        free_host_memory=free_memory,
-    )
+    after = replace(node, gpus=tuple(gpus), free_cpus=free_cpus, free_host_memory=free_memory)
     after.refresh()
     return after
 
 
 def emptied(view: NodeView) -> NodeView:
-    """``view`` with nothing running: every GPU idle, every CPU and byte of memory free."""
+    """``view`` with nothing running: every GPU idle, every MIG device free, every CPU and
+    byte of memory free."""
     gpus = tuple(
         replace(g, used_memory=0, exclusive=False, shared_jobs=0)
         if g.used_memory or g.exclusive or g.shared_jobs
         else g
         for g in view.gpus
     )
-    return replace(view, gpus=gpus, used_cpus=0.0, used_host_memory=0)
+    migs = tuple(replace(m, held=False) if m.held else m for m in view.migs)
+    return replace(view, gpus=gpus, used_cpus=0.0, used_host_memory=0, migs=migs)
 
 
 def greedy_victims(

@@ -37,13 +37,17 @@ from gpudock.scheduler.framework import (
 )
 from gpudock.scheduler.policies.binpack import Binpack
 from gpudock.scheduler.policies.cpu_capacity import CpuCapacity
+from gpudock.scheduler.policies.cuda_compat import CudaCompat
 from gpudock.scheduler.policies.fgd import Fgd, FgdPicker
 from gpudock.scheduler.policies.fgd_adaptive import AdaptiveFgd, AdaptiveFgdPicker, LearnWorkload
 from gpudock.scheduler.policies.gpu_capacity import GpuCapacity
+from gpudock.scheduler.policies.gpu_health import GpuHealth
 from gpudock.scheduler.policies.gpu_model import GpuModel
 from gpudock.scheduler.policies.gpu_picker import BestFitPicker
+from gpudock.scheduler.policies.gpu_sharing import GpuSharing
 from gpudock.scheduler.policies.gpu_topology import GpuTopology
 from gpudock.scheduler.policies.memory_capacity import MemoryCapacity
+from gpudock.scheduler.policies.mig_capacity import MigCapacity
 from gpudock.scheduler.policies.node_affinity import NodeAffinity
 from gpudock.scheduler.policies.node_health import NodeHealth
 from gpudock.scheduler.policies.priority_fifo import PriorityFifo
@@ -60,11 +64,15 @@ ORDER_POLICIES: Mapping[str, Callable[[], OrderPolicy]] = {
 FILTER_POLICIES: Mapping[str, Callable[[], FilterPolicy]] = {
     NodeAffinity.name: NodeAffinity,
     GpuModel.name: GpuModel,
+    GpuSharing.name: GpuSharing,
+    CudaCompat.name: CudaCompat,
     NodeHealth.name: NodeHealth,
+    GpuHealth.name: GpuHealth,
     CpuCapacity.name: CpuCapacity,
     MemoryCapacity.name: MemoryCapacity,
     GpuCapacity.name: GpuCapacity,
     GpuTopology.name: GpuTopology,
+    MigCapacity.name: MigCapacity,
 }
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTER_POLICIES)
 """The default filter order: "never" (unresolvable) checks first, then capacity, then topology."""

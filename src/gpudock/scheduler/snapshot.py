@@ -51,6 +51,19 @@ class GpuView:
 
 
 @dataclass(frozen=True, slots=True)
+class MigView:
+    """One MIG device: an allocatable unit of its parent GPU (in MIG mode), taken whole
+    by one job that asks for its ``profile`` (``JobRequest.mig``)."""
+
+    uuid: str
+    parent: str  # the parent GPU's uuid
+    profile: str  # e.g. "1g.10gb"
+    memory_total: int  # bytes
+    held: bool = False  # a job holds it
+    healthy: bool = True  # it and its parent GPU are healthy and not cordoned
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     name: str
     gpus: tuple[GpuView, ...]
@@ -62,11 +75,22 @@ class NodeView:
     used_cpus: float = 0.0  # cores held by the jobs placed here (those that asked for CPUs)
     host_memory: int | None = None  # memory bytes jobs may request here; None: not counted
     used_host_memory: int = 0  # memory held by the jobs placed here (those that asked for it)
+    migs: tuple[MigView, ...] = ()  # MIG devices of the node's GPUs in MIG mode
+    gpu_sharing: str | None = None  # exclusive | mps | time-slice (``GpuSharing``); None: unknown
+    cuda_version: str | None = None  # the newest CUDA its driver supports ("12.4"); None: unknown
+    driver_version: str | None = None  # its NVIDIA driver's version; None: unknown
+    # GPUs out of service (not ``healthy``, not in MIG mode): (index, "quarantined: XID 48 …")
+    out_of_service: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:
-    """What the scheduler needs to know of one pending job."""
+    """What the scheduler needs to know of one pending job.
+
+    A MIG job (``mig``: a profile name) asks for one MIG device of that profile and no
+    GPUs: its ``gpus`` is 0 here, whatever its spec says, so that every GPU rule sees a
+    job that takes no GPU, whole or shared; the MIG device is its unit (``mig_capacity``).
+    """
 
     id: int
     gpus: int
@@ -88,6 +112,9 @@ class JobRequest:
     max_gpus: int | None = None  # elastic: ``gpus`` is the least, this the most (``elastic.py``)
     remaining: float | None = None  # expected seconds it runs once started (an estimate; None:
     # unknown): what a preemption for it delays its victims by (``preemption_rules.py``)
+    mig: str | None = None  # a MIG profile: the job takes one MIG device of it
+    gpu_compute: int | None = None  # a shared job's compute share, percent (MPS only)
+    cuda_require: str | None = None  # its image's NVIDIA_REQUIRE_* (``ImageRequirements.text``)
 
     @property
     def shared(self) -> bool:
@@ -125,6 +152,7 @@ class RunningJob:
     checkpoint_interval: float | None = None  # it checkpoints every so many seconds of a run
     start_seconds: float | None = None  # measured: its current run took this long to start
     estimated_end: float | None = None  # when it is expected to end (an estimate); None: unknown
+    mig: str | None = None  # the MIG device it holds (its uuid; then ``gpu_uuids`` is empty)
 
 
 WorkloadEntry = tuple[int, int | None, float | None, int]
@@ -147,13 +175,20 @@ class Placement:
     """Put job ``job_id`` on ``gpu_uuids`` of ``node``.
 
     ``memory_per_gpu`` is the share taken on each GPU for shared jobs and None
-    for exclusive (whole-GPU) jobs.
+    for exclusive (whole-GPU) jobs. ``mig``: the uuid of the MIG device a MIG job
+    takes (it takes no GPU: ``gpu_uuids`` is empty; the job's devices are ``uuids``).
     """
 
     job_id: int
     node: str
     gpu_uuids: tuple[str, ...]
     memory_per_gpu: int | None = None
+    mig: str | None = None
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        """The devices the job gets: its GPUs, or its MIG device."""
+        return (self.mig,) if self.mig is not None else self.gpu_uuids
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,14 +40,20 @@ def insert_tasks(
     now: float,
     can_preempt: bool,
     array: ArrayRange | None,
+    cuda_require: str | None = None,
 ) -> Job:
-    """Store the job, or every task of ``array``; return the (first) job."""
+    """Store the job, or every task of ``array``; return the (first) job. ``cuda_require``:
+    its image's requirements, when known (``job_store.insert_job``)."""
     if array is None:
-        return job_store.insert_job(session, spec, user, now, can_preempt=can_preempt)
+        return job_store.insert_job(
+            session, spec, user, now, can_preempt=can_preempt, cuda_require=cuda_require
+        )
     first: Job | None = None
     for index in array.indices():
         task = ArrayTask(first.id if first else None, index, array.limit)
-        job = job_store.insert_job(session, spec, user, now, can_preempt=can_preempt, array=task)
+        job = job_store.insert_job(
+            session, spec, user, now, can_preempt=can_preempt, array=task, cuda_require=cuda_require
+        )
         first = first or job
     assert first is not None
     return first

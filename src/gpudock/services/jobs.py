@@ -8,11 +8,14 @@ from sqlalchemy.orm import Session
 
 from gpudock.core.affinity import parse_toleration
 from gpudock.core.arrays import ArrayRange
+from gpudock.core.cuda_require import ImageRequirements, image_requirements
 from gpudock.core.errors import Conflict, Infeasible, InvalidInput, NotFound
 from gpudock.core.gpu_env import EnvRefused, check_job_env
 from gpudock.core.job import Job, JobSpec, JobState, parse_mount
 from gpudock.core.job_defaults import with_defaults
+from gpudock.core.mig import unknown_profile_problem
 from gpudock.core.mounts import MountRefused, check_mount
+from gpudock.executors.base import EngineTimeout, Executor, ExecutorUnavailable
 from gpudock.runtime.context import RuntimeContext
 from gpudock.scheduler.feasibility import never_fits
 from gpudock.scheduler.registry import build_profile, preemption_rules
@@ -25,11 +28,35 @@ from gpudock.services.job_logs import LogReader, open_logs
 from gpudock.services.preemption import Protection, protection_of
 from gpudock.services.priority import resolve_priority
 from gpudock.services.queue_access import check_member, check_pending_limit
+from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 from gpudock.store.snapshot import load_nodes
 from gpudock.store.tokens import Principal
 
 log = logging.getLogger("gpudock.jobs")
+
+Checked = tuple[JobSpec, bool, ArrayRange | None, str | None]
+"""What ``submit`` checked: the final spec, whether it may preempt, its array, and its
+image's requirements (``image_cuda_require``)."""
+
+
+def image_cuda_require(executor: Executor, spec: JobSpec) -> str | None:
+    """The ``NVIDIA_REQUIRE_*`` of the job's image and env (the env's, the one NVIDIA key
+    a job may set, override the image's) as ``ImageRequirements.text``; None when there
+    are none or the image is not known here yet (not pulled, or the engine does not
+    answer: a job is not refused for what cannot be read). ``InvalidInput`` for a
+    requirement that does not parse: the toolkit would refuse the container."""
+    try:
+        own = image_requirements(spec.env)
+        try:
+            found = executor.image_requirements(spec.image)[1]
+        except (ExecutorUnavailable, EngineTimeout) as err:
+            log.info("requirements of image %s not read: %s", spec.image, err)
+            found = None
+    except ValueError as err:
+        raise InvalidInput(f"image {spec.image}: {err}", field="image") from None
+    merged = {**(found.requirements if found else {}), **(own.requirements if own else {})}
+    return ImageRequirements(merged).text() if merged else None
 
 
 class JobService:
@@ -54,24 +81,26 @@ class JobService:
         at once (``arrays.py``; the first task is returned).
         """
 
-        def check() -> tuple[JobSpec, bool, ArrayRange | None]:
+        def check() -> Checked:
             config = self.ctx.config
             check_member(principal, spec.queue, config.scheduler.queues)
             self._check_mounts(spec)
             self._check_env(spec)
             self._check_shares(spec)
+            self._check_mig(spec)
             final, can_preempt = resolve_priority(spec, principal, config.scheduler)
             final = with_defaults(final, config.job_defaults)  # stored: counted and limits
-            self._check_feasible(final)
+            cuda = image_cuda_require(self.ctx.executor, final)
+            self._check_feasible(final, cuda)
             check_admissible(self.ctx, final, principal.user)  # the queue's half
-            return final, can_preempt, plan_array(final, config.api.max_array_size)
+            return final, can_preempt, plan_array(final, config.api.max_array_size), cuda
 
-        def write(session: Session, checked: tuple[JobSpec, bool, ArrayRange | None]) -> Job:
-            final, can_preempt, array = checked
+        def write(session: Session, checked: Checked) -> Job:
+            final, can_preempt, array, cuda = checked
             queues, now = self.ctx.config.scheduler.queues, self.ctx.clock()
             check_pending_limit(session, principal, final.queue, queues, array.size if array else 1)
             check_dependencies(session, final, principal)
-            return insert_tasks(session, final, principal.user, now, can_preempt, array)
+            return insert_tasks(session, final, principal.user, now, can_preempt, array, cuda)
 
         job = write_checked(self.ctx, check, write)
         log.info(
@@ -192,7 +221,18 @@ class JobService:
                 field="gpu_memory",
             )
 
-    def _check_feasible(self, spec: JobSpec) -> None:
+    def _check_mig(self, spec: JobSpec) -> None:
+        """A MIG job's profile is one that a node's GPUs report or offer (``core/mig.py``:
+        ``known_profiles``); ``InvalidInput`` naming the known ones otherwise."""
+        if spec.mig is None:
+            return
+        with self.ctx.db.read() as session:
+            known = inv_store.known_mig_profiles(session)
+        problem = unknown_profile_problem(spec.mig, known)
+        if problem is not None:
+            raise InvalidInput(problem, field="mig")
+
+    def _check_feasible(self, spec: JobSpec, cuda_require: str | None = None) -> None:
         """Raise ``Infeasible`` when no node could ever run the job, in the words of the
         profile's filters (``scheduler.feasibility.never_fits``: the filters on each node as
         it would be with nothing running); nothing when ``scheduler.never_fits`` is
@@ -210,7 +250,7 @@ class JobService:
             return
         request = JobRequest(
             id=0,
-            gpus=spec.gpus,
+            gpus=0 if spec.mig is not None else spec.gpus,  # as the snapshot loads it
             submitted_at=0.0,
             gpu_memory=spec.gpu_memory,
             gpu_model=spec.gpu_model,
@@ -220,6 +260,9 @@ class JobService:
             tolerations=tuple(parse_toleration(t) for t in spec.tolerations),
             topology=spec.topology,
             memory=spec.memory,
+            mig=spec.mig,
+            gpu_compute=spec.gpu_compute,
+            cuda_require=cuda_require,
         )
         profile = build_profile(config)
         if never_fits(request, self.ctx.feasibility_nodes(), profile) is None:

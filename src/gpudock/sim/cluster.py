@@ -9,8 +9,13 @@ idle. Specs::
     64x8:H100:80GiB         and the memory of each GPU (any ``parse_size`` size)
     32x8:H100+16x4:A100     several groups
     cluster.yaml            {nodes: [{count, gpus, model, gpu_memory, cpus,
-                             memory_mib, name} | "32x8:H100", ...],
+                             memory_mib, name, mig, mig_gpus} | "32x8:H100", ...],
                              queues: <the server config's queues section>}
+
+``mig: [3g.40gb, 1g.10gb]`` lays out that MIG layout on each node's last
+``mig_gpus`` GPUs (default: all of them): GPU ``i``'s devices are
+``{node}-gpu{i}-mig{slot}``, the units of jobs asking ``mig`` (as discovery
+reports them to the server).
 
 Real clusters: ``alibaba_nodes`` reads the Alibaba 2023 node list (one node
 per row, named by its ``sn``); ``philly_vc_queues`` turns Philly's virtual
@@ -37,9 +42,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gpudock.core.mig import profile_syntax_problem
 from gpudock.core.units import parse_size
 from gpudock.queue.config import QueueConfig, QueuesConfig, QuotaConfig
-from gpudock.scheduler.snapshot import GpuView, NodeView
+from gpudock.scheduler.snapshot import GpuView, MigView, NodeView
 
 GiB = 2**30
 DEFAULT_PREFIX = "node"
@@ -67,7 +73,9 @@ class NodeGroup:
 
     ``cpus``: cores jobs may request per node (None: CPUs are not counted);
     ``memory_mib``: host memory, informational. ``name``: node-name prefix,
-    or the exact name of a one-node group.
+    or the exact name of a one-node group. ``mig``: the MIG layout (profiles, e.g.
+    ``("3g.40gb", "1g.10gb")``) of each of the node's last ``mig_gpus`` GPUs, which
+    are in MIG mode (no whole-GPU or share job; their MIG devices are the units).
     """
 
     count: int
@@ -77,6 +85,8 @@ class NodeGroup:
     cpus: float | None = None
     memory_mib: int | None = None
     name: str | None = None
+    mig: tuple[str, ...] = ()
+    mig_gpus: int = 0
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -91,6 +101,13 @@ class NodeGroup:
             raise ValueError(f"cpus must be a positive number, got {self.cpus}")
         if self.memory_mib is not None and self.memory_mib < 0:
             raise ValueError(f"memory_mib must not be negative, got {self.memory_mib}")
+        if not 0 <= self.mig_gpus <= self.gpus or (self.mig_gpus > 0) != bool(self.mig):
+            raise ValueError(
+                f"mig_gpus must be 1-{self.gpus} with a mig layout (0 without), got {self.mig_gpus}"
+            )
+        for profile in self.mig:
+            if (problem := profile_syntax_problem(profile)) is not None:
+                raise ValueError(problem)
         for what, text in (("GPU model", self.model), ("node name", self.name)):
             if text is not None and (not text or any(ch.isspace() for ch in text)):
                 raise ValueError(f"{what} must be non-empty without spaces, got {text!r}")
@@ -148,6 +165,7 @@ class ClusterSpec:
         views: list[NodeView] = []
         for group in self.groups:
             half = max(1, -(-group.gpus // 2))
+            first_mig = group.gpus - group.mig_gpus
             for _ in range(group.count):
                 node = next(names)
                 gpus = tuple(
@@ -156,12 +174,20 @@ class ClusterSpec:
                         index=i,
                         name=group.model,
                         memory_total=group.gpu_memory,
+                        healthy=i < first_mig,  # a GPU in MIG mode, as the store shows it
                         numa=i // half,
                         nvlink=0,
                     )
                     for i in range(group.gpus)
                 )
-                views.append(NodeView(name=node, gpus=gpus, cpus=group.cpus))
+                migs = tuple(
+                    MigView(
+                        f"{node}-gpu{i}-mig{slot}", f"{node}-gpu{i}", profile, _mig_bytes(profile)
+                    )
+                    for i in range(first_mig, group.gpus)
+                    for slot, profile in enumerate(group.mig)
+                )
+                views.append(NodeView(name=node, gpus=gpus, cpus=group.cpus, migs=migs))
         return tuple(views)
 
 
@@ -243,7 +269,9 @@ def _load_yaml(path: Path) -> ClusterSpec:
         raise ValueError(f"{where}: {exc}") from None
 
 
-_YAML_KEYS = ("count", "gpus", "model", "gpu_memory", "cpus", "memory_mib", "name")
+_YAML_KEYS = (
+    "count", "gpus", "model", "gpu_memory", "cpus", "memory_mib", "name", "mig", "mig_gpus"
+)  # fmt: skip
 
 
 def _yaml_group(entry: Mapping[str, Any], at: str) -> NodeGroup:
@@ -257,17 +285,29 @@ def _yaml_group(entry: Mapping[str, Any], at: str) -> NodeGroup:
     try:
         memory = entry.get("gpu_memory")
         cpus, memory_mib, name = entry.get("cpus"), entry.get("memory_mib"), entry.get("name")
+        mig = entry.get("mig") or []
+        if not isinstance(mig, list) or not all(isinstance(p, str) for p in mig):
+            raise ValueError(f"mig must be a list of MIG profiles such as 1g.10gb, got {mig!r}")
+        gpus = _int(entry["gpus"], "gpus")
+        mig_gpus = _int(entry.get("mig_gpus", gpus if mig else 0), "mig_gpus")
         return NodeGroup(
             count=_int(entry.get("count", 1), "count"),
-            gpus=_int(entry["gpus"], "gpus"),
+            gpus=gpus,
             model=str(entry.get("model", "GPU")),
             gpu_memory=80 * GiB if memory is None else parse_size(memory),
             cpus=None if cpus is None else _number(cpus, "cpus"),
             memory_mib=None if memory_mib is None else _int(memory_mib, "memory_mib"),
             name=None if name is None else str(name),
+            mig=tuple(mig),
+            mig_gpus=mig_gpus,
         )
     except ValueError as exc:
         raise ValueError(f"{at}: {exc}") from None
+
+
+def _mig_bytes(profile: str) -> int:
+    """A MIG profile's memory by its name: ``1g.10gb`` has 10 GB (``core/mig.py``)."""
+    return int(profile.split(".", 1)[1].split("gb", 1)[0]) * 10**9
 
 
 def _int(value: Any, key: str) -> int:

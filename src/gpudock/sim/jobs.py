@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpudock.scheduler.snapshot import (
     GpuView,
@@ -184,6 +184,7 @@ def _running_view(job: _Job, part: Placement) -> RunningJob:
         job.checkpoint,
         None,
         job.estimated_end,
+        part.mig,
     )
 
 
@@ -191,6 +192,8 @@ def _with_gpus(view: NodeView, gpus: tuple[GpuView, ...], used_cpus: float) -> N
     """``replace(view, gpus=gpus, used_cpus=used_cpus)``, without ``dataclasses.replace``'s
     introspection (a Plan's every start and end makes one). A test pins it to ``replace``."""
     v = view
+    if v.migs:  # the rare node with MIG devices keeps them
+        return replace(v, gpus=gpus, used_cpus=used_cpus)
     return NodeView(
         v.name, gpus, v.available, v.unavailable_reason, v.labels, v.taints, v.cpus, used_cpus
     )
@@ -224,6 +227,9 @@ def _with_priority(
         r.held_by,
         r.max_gpus,
         remaining,
+        r.mig,
+        r.gpu_compute,
+        r.cuda_require,
     )
 
 

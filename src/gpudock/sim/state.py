@@ -118,6 +118,7 @@ class SimState:
         self._allocated = 0.0
         self._by_queue: dict[str, float] = {}
         self._first_gpus: dict[str, tuple[int, ...]] = {}
+        self._first_migs: dict[str, str] = {}
         self.record = RunRecord(
             policy=policy.name,
             description=policy.description,
@@ -130,8 +131,13 @@ class SimState:
         )
 
     def first_placements(self) -> dict[str, tuple[int, ...]]:
-        """The GPU indices each started job got when it first started, by trace job id."""
+        """The GPU indices each started job got when it first started, by trace job id
+        (a MIG job's: none; its device is in ``first_migs``)."""
         return dict(self._first_gpus)
+
+    def first_migs(self) -> dict[str, str]:
+        """The MIG device each started MIG job got when it first started, by trace job id."""
+        return dict(self._first_migs)
 
     # ── setup ────────────────────────────────────────────────────────────
 
@@ -145,7 +151,7 @@ class SimState:
             selector = parse_selector({PARTITION_LABEL: _label(trace.queue)})
         return JobRequest(
             id=number,
-            gpus=trace.num_gpus,
+            gpus=0 if trace.mig is not None else trace.num_gpus,  # as the server's snapshot
             submitted_at=trace.submit_time,
             gpu_memory=memory,
             gpu_model=trace.gpu_model,
@@ -158,6 +164,7 @@ class SimState:
             max_runtime=trace.max_runtime,
             node_selector=selector,
             max_gpus=trace.max_gpus,
+            mig=trace.mig,
         )
 
     def _queue_policy(self, jobs: Sequence[TraceJob]) -> QueuePolicy | None:
@@ -235,6 +242,9 @@ class SimState:
             gpus[index] = known[1]
         view = self._nodes[part.node]
         used = view.used_cpus + sign * (request.cpus or 0.0) if view.cpus is not None else 0.0
+        if part.mig is not None:  # its MIG device held, or free again
+            migs = tuple(replace(m, held=sign > 0) if m.uuid == part.mig else m for m in view.migs)
+            view = replace(view, migs=migs)
         self._nodes[part.node] = _with_gpus(view, tuple(gpus), max(0.0, used))
 
     def _running_views(self, running: dict[int, _Job]) -> list[RunningJob]:

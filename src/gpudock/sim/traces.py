@@ -12,10 +12,11 @@ Formats (``FORMATS``; ``detect_format`` tells them apart by header):
 
 - ``canonical``: gpudock's own; required ``job_id, submit_time, duration,
   num_gpus``; optional ``gpu_fraction, queue, priority, gpu_model,
-  max_runtime, nodes, cpus, memory_mib, restart_overhead, checkpoint_interval``
-  (an empty cell means "not set"; ``gpu_model`` may list alternatives as
-  ``A|B``; the last two, in seconds, override the run's for that job). Other
-  columns are ignored.
+  max_runtime, nodes, cpus, memory_mib, restart_overhead, checkpoint_interval,
+  mig`` (an empty cell means "not set"; ``gpu_model`` may list alternatives as
+  ``A|B``; ``restart_overhead`` and ``checkpoint_interval``, in seconds,
+  override the run's for that job; ``mig`` is a MIG profile, with ``num_gpus``
+  1). Other columns are ignored.
 - ``philly``: Microsoft Philly 2017 as preprocessed by Pollux
   (``timestamp,duration,num_gpus,gpu_time,cluster``). ``timestamp`` is the
   wall-clock submission, ``cluster`` (the virtual cluster) becomes ``queue``,
@@ -55,6 +56,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from gpudock.core.mig import COMPUTE_SLICES, mig_request_problem, profile_syntax_problem
+
 if TYPE_CHECKING:
     from _csv import Reader
 
@@ -84,10 +87,14 @@ class TraceJob:
     elastic_restart: bool = False  # elastic: restart: a running job may be restarted to grow
     restart_overhead: float | None = None  # seconds each restart redoes; None: the run's
     checkpoint_interval: float | None = None  # it checkpoints this often; None: the run's
+    mig: str | None = None  # one MIG device of this profile (then ``num_gpus`` is 1)
 
     @property
     def total_gpus(self) -> float:
-        """GPU-equivalents the job holds while running (fractions count as such)."""
+        """GPU-equivalents the job holds while running (fractions count as such; a MIG
+        device as its compute slices of 7)."""
+        if self.mig is not None:
+            return int(self.mig.split("g", 1)[0]) / COMPUTE_SLICES
         per_gpu = 1.0 if self.gpu_fraction is None else self.gpu_fraction
         return self.num_gpus * self.nodes * per_gpu
 
@@ -154,6 +161,7 @@ class _Row(NamedTuple):
     note: str | None = None  # an adjustment, for Trace.adjusted
     restart_overhead: float | None = None
     checkpoint_interval: float | None = None
+    mig: str | None = None
 
     def job(self, origin: float) -> TraceJob:
         return TraceJob(
@@ -162,6 +170,7 @@ class _Row(NamedTuple):
             *self[2:13],
             restart_overhead=self.restart_overhead,
             checkpoint_interval=self.checkpoint_interval,
+            mig=self.mig,
         )
 
 
@@ -418,6 +427,13 @@ def _canonical(cells: list[str], c: dict[str, int], index: int) -> _Row:
             raise _RowError(f"gpu_fraction {text!r} needs num_gpus >= 1")
     opt = _optional
     models = _models(opt(cells, c, "gpu_model"))
+    mig = opt(cells, c, "mig")
+    if mig is not None:
+        problem = profile_syntax_problem(mig) or mig_request_problem(mig, num_gpus, None)
+        if problem is None and (num_gpus != 1 or fraction is not None):
+            problem = f"mig {mig} holds one device: num_gpus 1 and no gpu_fraction"
+        if problem is not None:
+            raise _RowError(problem)
     return _Row(
         job_id=_text(cells[c["job_id"]], "job_id"),
         submit_time=_number(cells[c["submit_time"]], "submit_time", floor=0),
@@ -438,6 +454,7 @@ def _canonical(cells: list[str], c: dict[str, int], index: int) -> _Row:
         checkpoint_interval=_positive(t, "checkpoint_interval")
         if (t := opt(cells, c, "checkpoint_interval"))
         else None,
+        mig=mig,
     )
 
 

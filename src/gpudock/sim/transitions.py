@@ -71,6 +71,8 @@ class JobTransitions(DynamicPriorities):
             job.first_start = now
             indices = [self._uuid_index[u][1] for part in parts for u in part.gpu_uuids]
             self._first_gpus[job.trace.job_id] = tuple(sorted(indices))
+            if parts[0].mig is not None:
+                self._first_migs[job.trace.job_id] = parts[0].mig
         for part in parts:
             self._change(part, job.request, +1)
         self._note_usage(now, job, +1)

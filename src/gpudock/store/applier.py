@@ -8,7 +8,9 @@ placement the applier re-checks the *current* rows inside one transaction:
   exclusive, healthy, not in MIG mode,
   and enough free memory outside the GPU's ``memory_reserved``), so the
   database itself refuses a double booking, and the shares on a GPU never
-  add up to more than its memory less the reserve;
+  add up to more than its memory less the reserve; a MIG device is given
+  only while it is healthy, held by no job, and its parent GPU is healthy and
+  in MIG mode (``mig_devices.job_id`` is the allocation);
 * the job moves PENDING → ALLOCATED only if it is still PENDING.
 
 If any of those conditional updates touches no row the whole placement is
@@ -25,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from gpudock.core.events import EventType
@@ -35,7 +37,7 @@ from gpudock.scheduler.snapshot import GangPlacement, Placement, Plan
 from gpudock.store import events as event_store
 from gpudock.store import jobs as job_store
 from gpudock.store.db import Database
-from gpudock.store.models import AllocationRow, GpuRow
+from gpudock.store.models import AllocationRow, GpuRow, MigDeviceRow
 
 log = logging.getLogger("gpudock.applier")
 
@@ -97,6 +99,8 @@ def apply_plan(db: Database, plan: Plan, now: float) -> ApplyResult:
 
 def _take_all(session: Session, placement: Placement, now: float) -> None:
     """Take every GPU of ``placement`` (conditionally) and record its allocations."""
+    if placement.mig is not None and not _take_mig(session, placement.mig, placement):
+        raise _Rejected(f"MIG device {placement.mig} is no longer free")
     for uuid in placement.gpu_uuids:
         if not _take_gpu(session, uuid, placement):
             raise _Rejected(f"GPU {uuid} no longer has room")
@@ -138,7 +142,7 @@ def _commit_gang(session: Session, gang: GangPlacement, now: float) -> None:
 
 def _commit_placement(session: Session, placement: Placement, now: float) -> None:
     _take_all(session, placement, now)
-    payload = {"gpus": list(placement.gpu_uuids), "memory_per_gpu": placement.memory_per_gpu}
+    payload = {"gpus": list(placement.uuids), "memory_per_gpu": placement.memory_per_gpu}
     event_store.append_for_job(  # rolled back with the placement if it is rejected below
         session, EventType.JOB_PLACED, placement.job_id, now, payload, node=placement.node
     )
@@ -150,10 +154,37 @@ def _commit_placement(session: Session, placement: Placement, now: float) -> Non
         now,
         node=placement.node,
         allocated_at=now,
-        gpu_uuids=list(placement.gpu_uuids),
+        gpu_uuids=list(placement.uuids),
     )
     if not moved:
         raise _Rejected("job is no longer PENDING")
+
+
+def _take_mig(session: Session, uuid: str, placement: Placement) -> bool:
+    """Give MIG device ``uuid`` to the job: it is on the placement's node, healthy, held
+    by no job, and its parent GPU is healthy and in MIG mode."""
+    parent_ok = (
+        select(GpuRow.uuid)
+        .where(
+            GpuRow.uuid == MigDeviceRow.parent_uuid,
+            GpuRow.health == GpuHealth.OK.value,
+            GpuRow.mig_mode.is_(True),
+        )
+        .exists()
+    )
+    stmt = (
+        update(MigDeviceRow)
+        .where(
+            MigDeviceRow.uuid == uuid,
+            MigDeviceRow.node == placement.node,
+            MigDeviceRow.health == GpuHealth.OK.value,
+            MigDeviceRow.job_id.is_(None),
+            parent_ok,
+        )
+        .values(job_id=placement.job_id, version=MigDeviceRow.version + 1)
+    )
+    result = session.execute(stmt.execution_options(synchronize_session=False))
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def _take_gpu(session: Session, uuid: str, placement: Placement) -> bool:

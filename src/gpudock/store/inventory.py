@@ -20,6 +20,7 @@ from gpudock.core.inventory import (
     NodeTraits,
 )
 from gpudock.core.job import JobState
+from gpudock.core.mig import known_profiles
 from gpudock.store import events as event_store
 from gpudock.store import meta as meta_store
 from gpudock.store.models import GpuRow, JobRow, MetaRow, MigDeviceRow, NodeRow
@@ -344,6 +345,14 @@ def _gpu_of(r: GpuRow) -> Gpu:
         brand=r.brand,
         arch=r.arch,
     )
+
+
+def known_mig_profiles(session: Session) -> set[str]:
+    """Every MIG profile a job may ask for here: those discovery found, and those the
+    MIG table of some node's GPU model offers (``core.mig.known_profiles``)."""
+    names = session.scalars(select(GpuRow.name).distinct())
+    found = session.scalars(select(MigDeviceRow.profile).distinct())
+    return known_profiles(names, found)
 
 
 def list_mig_devices(session: Session, node: str | None = None) -> list[MigDevice]:

@@ -23,7 +23,7 @@ from gpudock.core.events import EventType
 from gpudock.core.job import Job, JobPart, JobSpec, JobState, PendingReason, check_transition
 from gpudock.scheduler.snapshot import JobRequest, Preemption, Resize
 from gpudock.store import events as event_store
-from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow
+from gpudock.store.models import AllocationRow, GpuRow, JobEventRow, JobRow, MigDeviceRow
 
 ACTIVE_STATES = (JobState.ALLOCATED, JobState.STARTING, JobState.RUNNING)
 MAX_JOB_ID = 2**31 - 1  # jobs.id is a 32-bit INTEGER on PostgreSQL
@@ -36,8 +36,11 @@ def insert_job(
     now: float,
     can_preempt: bool = False,
     array: ArrayTask | None = None,
+    cuda_require: str | None = None,
 ) -> Job:
     """Store a new PENDING job and return it (with its id).
+
+    ``cuda_require``: its image's requirements (``ImageRequirements.text``), when known.
 
     ``spec.priority`` must already hold the priority class's value, if any;
     ``can_preempt`` comes from the class (jobs without a preempting one may not
@@ -72,6 +75,7 @@ def insert_job(
         pending_reasons=[],
         after=list(spec.after) or None,
         after_ok=list(spec.after_ok) or None,
+        cuda_require=cuda_require,
     )
     session.add(row)
     session.flush()
@@ -256,7 +260,7 @@ def transition(
 
 
 def release_allocation(session: Session, job_id: int) -> None:
-    """Give back every GPU (or GPU memory share) the job holds. Idempotent."""
+    """Give back every GPU (or GPU memory share) and MIG device the job holds. Idempotent."""
     rows = list(session.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)))
     for alloc in rows:
         if alloc.memory is None:
@@ -278,6 +282,12 @@ def release_allocation(session: Session, job_id: int) -> None:
                 .execution_options(synchronize_session=False)
             )
         session.delete(alloc)
+    session.execute(
+        update(MigDeviceRow)
+        .where(MigDeviceRow.job_id == job_id)
+        .values(job_id=None, version=MigDeviceRow.version + 1)
+        .execution_options(synchronize_session=False)
+    )
     session.flush()
 
 

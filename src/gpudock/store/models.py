@@ -96,6 +96,8 @@ class JobRow(Base):
     array_limit: Mapped[int | None] = mapped_column(Integer)
     # the memory-isolation layers its current attempt started with ("mps", "watchdog", "hints")
     gpu_layers: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    # its image's NVIDIA_REQUIRE_* (ImageRequirements.text), learnt at submit; None: unknown/none
+    cuda_require: Mapped[str | None] = mapped_column(Text)
     # A multi-node gang's parts in rank order: [[node, [gpu uuid, ...]], ...]; NULL otherwise.
     gang: Mapped[list[list[object]] | None] = mapped_column(JSON(none_as_null=True))
 
@@ -199,8 +201,9 @@ class GpuRow(Base):
 class MigDeviceRow(Base):
     """A MIG device discovery found: a slice of GPU ``parent_uuid``.
 
-    ``job_id`` is the job holding it (placing MIG jobs is the scheduler's
-    next step; until then always NULL).
+    ``job_id`` is the job holding it: the applier sets it (conditionally, as it
+    takes GPUs) and ``release_allocation`` clears it; a MIG job has no
+    ``allocations`` row (the device is not a ``gpus`` row).
     """
 
     __tablename__ = "mig_devices"

@@ -28,10 +28,17 @@ from sqlalchemy.orm import Session
 from gpudock.core.affinity import Taint, Toleration, parse_taint, parse_toleration
 from gpudock.core.inventory import GpuHealth, NodeStatus
 from gpudock.core.job import JobState
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
+from gpudock.scheduler.snapshot import (
+    GpuView,
+    JobRequest,
+    MigView,
+    NodeView,
+    RunningJob,
+    Snapshot,
+)
 from gpudock.store.inventory import used_by_node
 from gpudock.store.jobs import ACTIVE_STATES, after_in_order, gang_parts
-from gpudock.store.models import AllocationRow, GpuRow, JobRow, NodeRow
+from gpudock.store.models import AllocationRow, GpuRow, JobRow, MigDeviceRow, NodeRow
 
 T = TypeVar("T", NodeView, RunningJob)
 
@@ -66,10 +73,20 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
     is what shares may take: its memory less its ``memory_reserved`` (an
     exclusive job uses all of that), as the applier's WHERE clause counts it.
     A GPU in MIG mode is not ``healthy`` here: its MIG devices are the units
-    jobs get, never the GPU whole or a share of it (the applier agrees).
+    jobs get, never the GPU whole or a share of it (the applier agrees). A MIG
+    device is ``healthy`` when it and its parent GPU are (not quarantined, not
+    cordoned), and ``held`` while a job holds it. ``out_of_service`` names the
+    GPUs not ``ok`` (MIG mode aside) with their health and its reason.
     """
     gpus: dict[str, list[GpuView]] = {}
+    parents_ok: set[str] = set()
+    out: dict[str, list[tuple[int, str]]] = {}
     for g in session.scalars(select(GpuRow).order_by(GpuRow.node, GpuRow.index)):
+        if g.health == GpuHealth.OK.value:
+            parents_ok.add(g.uuid)
+        elif not g.mig_mode:
+            why = g.health + (f": {g.health_reason}" if g.health_reason else "")
+            out.setdefault(g.node, []).append((g.index, why))
         capacity = g.memory_total - (g.memory_reserved or 0)
         gpus.setdefault(g.node, []).append(
             GpuView(
@@ -86,6 +103,7 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             )
         )
     cpus_used, memory_used = used_by_node(session)
+    migs = _mig_views(session, parents_ok)
     return tuple(
         NodeView(
             name=n.name,
@@ -98,9 +116,34 @@ def load_nodes(session: Session) -> tuple[NodeView, ...]:
             used_cpus=cpus_used.get(n.name, 0.0),
             host_memory=n.memory,
             used_host_memory=memory_used.get(n.name, 0) if n.memory is not None else 0,
+            migs=tuple(migs.get(n.name, ())),
+            gpu_sharing=n.gpu_sharing,
+            cuda_version=n.cuda_version,
+            driver_version=n.driver_version,
+            out_of_service=tuple(out.get(n.name, ())),
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     )
+
+
+def _mig_views(session: Session, parents_ok: set[str]) -> dict[str, list[MigView]]:
+    """Each node's MIG devices, by parent GPU and slot (``load_nodes``)."""
+    stmt = select(MigDeviceRow).order_by(
+        MigDeviceRow.node, MigDeviceRow.parent_uuid, MigDeviceRow.slot
+    )
+    migs: dict[str, list[MigView]] = {}
+    for m in session.scalars(stmt):
+        migs.setdefault(m.node, []).append(
+            MigView(
+                uuid=m.uuid,
+                parent=m.parent_uuid,
+                profile=m.profile,
+                memory_total=m.memory_total,
+                held=m.job_id is not None,
+                healthy=m.health == GpuHealth.OK.value and m.parent_uuid in parents_ok,
+            )
+        )
+    return migs
 
 
 def _taints(stored: list[str] | None) -> tuple[Taint, ...]:
@@ -130,6 +173,9 @@ _PENDING_COLUMNS = (
     JobRow.spec["memory"].as_float(),
     JobRow.held_by,
     JobRow.spec["max_gpus"].as_float(),
+    JobRow.spec["mig"].as_string(),
+    JobRow.spec["gpu_compute"].as_float(),
+    JobRow.cuda_require,
 )
 _IN_ORDER = (JobRow.priority.desc(), JobRow.submitted_at, JobRow.id)
 
@@ -161,11 +207,12 @@ def _pending(session: Session, limit: int | None, gpu_share: int = 0) -> tuple[J
 
 
 def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
-    """``JobRequest``s from rows of ``_PENDING_COLUMNS``."""
+    """``JobRequest``s from rows of ``_PENDING_COLUMNS``; a MIG job asks for no GPU (its
+    unit is its MIG device: ``JobRequest.mig``)."""
     return tuple(
         JobRequest(
             id=job_id,
-            gpus=gpus,
+            gpus=0 if mig is not None else gpus,
             submitted_at=submitted_at,
             gpu_memory=gpu_memory,
             gpu_model=gpu_model,
@@ -182,6 +229,9 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             memory=None if memory is None else round(memory),
             held_by=held_by,
             max_gpus=None if max_gpus is None else round(max_gpus),
+            mig=mig,
+            gpu_compute=None if gpu_compute is None else round(gpu_compute),
+            cuda_require=cuda_require,
         )
         for (
             job_id,
@@ -202,6 +252,9 @@ def _requests(rows: Iterable[Sequence[Any]]) -> tuple[JobRequest, ...]:
             memory,
             held_by,
             max_gpus,
+            mig,
+            gpu_compute,
+            cuda_require,
         ) in rows
     )
 
@@ -219,7 +272,8 @@ def _tolerations_text(text: str | None) -> tuple[Toleration, ...]:
 
 
 def _running(session: Session) -> tuple[RunningJob, ...]:
-    """Jobs holding GPUs, with the share they hold per GPU (from their allocations).
+    """Jobs holding GPUs, with the share they hold per GPU (from their allocations); a
+    MIG job holds its MIG device (``RunningJob.mig``) and no GPU.
 
     A multi-node gang is one entry per node (its parts, rank order), as the
     simulator gives it: each holds that node's GPUs, and all share the job's id.
@@ -250,6 +304,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             JobRow.spec["max_gpus"].as_float().label("max_gpus"),
             JobRow.spec["elastic"].as_string().label("elastic"),
             JobRow.spec["memory"].as_float().label("memory"),
+            JobRow.spec["mig"].as_string().label("mig"),
             JobRow.gang,
         )
         .where(JobRow.state.in_([s.value for s in ACTIVE_STATES]))
@@ -261,7 +316,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             queue=r.queue,
             priority=r.priority,
             node=node,
-            gpu_uuids=uuids,
+            gpu_uuids=uuids if r.mig is None else (),
             memory_per_gpu=shares.get(r.id),
             started_at=r.started_at,
             submitted_at=r.submitted_at,
@@ -277,6 +332,7 @@ def _running(session: Session) -> tuple[RunningJob, ...]:
             restart_cost=r.restart_cost,
             checkpoint_interval=r.checkpoint_interval,
             start_seconds=_start_seconds(r.allocated_at, r.started_at),
+            mig=next(iter(r.gpu_uuids or ()), None) if r.mig is not None else None,
         )
         for r in session.execute(stmt)
         for node, uuids in _parts(r.node, r.gpu_uuids, r.gang)

@@ -9,7 +9,9 @@ real containers and XID events, and watch the server act on them.
 from __future__ import annotations
 
 import copy
+import io
 import subprocess
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,11 @@ from tests.integration.e2e.conftest import teardown
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.fake_nvml import GIB, FakeNvml, add_event, fake_gpu, fake_mig, make_fake_nvml
 from tests.kit.server import FAST_CONFIG, ServerProcess, job_state, submit, wait_for, wait_state
+
+from gpudock.sim.cluster import parse_cluster
+from gpudock.sim.engine import Simulator
+from gpudock.sim.policies import POLICIES
+from gpudock.sim.traces import TraceJob
 
 pytestmark = pytest.mark.docker
 
@@ -91,7 +98,10 @@ def test_bad_input_gets_a_clear_422_and_nothing_is_stored(api: httpx.Client) -> 
         ({**share, "gpu_compute": 0}, "gpu_compute", "a percentage from 1 to 100, got 0"),
         ({**share, "gpu_compute": 101}, "gpu_compute", "a percentage from 1 to 100, got 101"),
         ({**SLEEP, "gpus": 1, "gpu_compute": 50}, None, "compute share of a shared job"),
-        ({**SLEEP, "gpus": 1, "mig": "1g.10gb"}, "mig", "unknown field"),
+        ({**SLEEP, "mig": "5g.50gb"}, "mig", "not a profile any node's GPUs offer"),
+        ({**SLEEP, "mig": "big"}, None, "is not a MIG profile name"),
+        ({**SLEEP, "gpus": 2, "mig": "1g.10gb"}, None, "cannot be combined with gpus: 2"),
+        ({**share, "mig": "1g.10gb"}, None, "has its own memory; leave gpu_memory out"),
         ({**share, "gpu_memory": "79.6GiB"}, "gpus", "never be scheduled"),  # past the reserve
     ]
     before = len(api.get("/v1/jobs").json())
@@ -215,3 +225,179 @@ def test_mig_plan_prints_the_commands_and_changes_nothing(
     bad = server.cli("mig", "plan", "--want", "1g.10gb", check=False)
     assert bad.returncode == 2 and "must be PROFILE=COUNT" in bad.stderr
     assert "no MIG demand" in server.cli("mig", "plan").stdout
+
+
+def test_a_mig_job_gets_its_mig_device_and_gives_it_back(
+    api: httpx.Client, docker: Any, fake: FakeNvml, server: ServerProcess
+) -> None:
+    small = fake.state["gpus"][2]["mig_devices"][1]["uuid"]  # the only 1g.10gb
+    job = submit(api, **SLEEP, mig="1g.10gb")
+    running = wait_state(api, job, {"RUNNING"})
+    assert running["gpus"] == [small] and running["gpu_layers"] == ["mig"]
+    host = docker.api.inspect_container(running["container"])["HostConfig"]
+    env = docker.api.inspect_container(running["container"])["Config"]["Env"]
+    requests = host.get("DeviceRequests") or []
+    assert f"NVIDIA_VISIBLE_DEVICES={small}" in env
+    assert [r["DeviceIDs"] for r in requests] == [[small]]  # real (stand-in) GPUs: a request
+    second = submit(api, **SLEEP, mig="1g.10gb")
+    reasons = wait_for(lambda: job_state(api, second)["pending_reasons"], 10, "a pending reason")
+    assert reasons[0]["message"] == "needs mig 1g.10gb; node " + running["node"] + (
+        " has 1 free 3g.40gb"
+    )
+    devices = {d["uuid"]: d for g in api.get("/v1/gpus").json() for d in g["mig_devices"]}
+    assert devices[small]["job"] == job
+    shown = server.cli("show", str(job)).stdout
+    assert "one 1g.10gb device" in shown and "MIG (the hardware's partition)" in shown
+
+    api.post(f"/v1/jobs/{job}/cancel")
+
+    assert wait_state(api, second, {"RUNNING"})["gpus"] == [small]  # given back, taken again
+
+
+# (whole GPUs, share in GiB, MIG profile): whole and MIG jobs and shares, mixed
+STREAM: list[tuple[int, int | None, str | None]] = [
+    (1, None, "1g.10gb"),
+    (1, 20, None),
+    (1, None, None),
+    (1, None, "3g.40gb"),
+    (1, 40, None),
+    (1, None, "1g.10gb"),  # its one device is taken: waits
+    (1, 10, None),
+    (1, None, None),  # no idle GPU is left: waits
+]
+
+
+def test_the_simulator_places_mig_jobs_and_shares_like_the_server(
+    api: httpx.Client, tmp_path: Any
+) -> None:
+    gpus = api.get("/v1/gpus").json()
+    index = {g["uuid"]: (g["index"],) for g in gpus}
+    index.update({d["uuid"]: (g["index"], d["slot"]) for g in gpus for d in g["mig_devices"]})
+    live: list[tuple[int, ...] | None] = []
+    for whole, share, mig in STREAM:
+        spec: dict[str, Any] = {**SLEEP, "gpus": whole}
+        if share is not None:
+            spec["gpu_memory"] = f"{share}GiB"
+        if mig is not None:
+            spec = {**SLEEP, "mig": mig}
+        job = submit(api, **spec)
+        state = wait_for(
+            lambda job=job: (
+                (
+                    (j := job_state(api, job))["state"] == "RUNNING"
+                    or (j["state"] == "PENDING" and j["pending_reasons"])
+                )
+                and j
+            ),
+            60,
+            f"job {job} to run or to get a pending reason",
+        )
+        live.append(index[state["gpus"][0]] if state["state"] == "RUNNING" else None)
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "nodes: [{count: 1, gpus: 3, model: NVIDIA-H100-80GB-HBM3, gpu_memory: 80GiB,"
+        " mig: [3g.40gb, 1g.10gb], mig_gpus: 1}]\n"
+    )
+    jobs = [
+        TraceJob(
+            job_id=str(i),
+            submit_time=float(i),
+            duration=1e9,
+            num_gpus=whole,
+            gpu_fraction=None if share is None else share / 80,
+            mig=mig,
+        )
+        for i, (whole, share, mig) in enumerate(STREAM)
+    ]
+    sim = Simulator(jobs, parse_cluster(str(cluster)), POLICIES["priority"])
+    run = sim.run()
+    placed, migs = sim.first_placements(), sim.first_migs()
+    started = {r.job_id for r in run.jobs if r.start is not None and r.start < len(STREAM)}
+    simulated: list[tuple[int, ...] | None] = []
+    for i in range(len(STREAM)):
+        if str(i) not in started:
+            simulated.append(None)
+        elif str(i) in migs:  # node-0000-gpu2-mig1: GPU 2, slot 1
+            gpu, slot = migs[str(i)].rsplit("-gpu", 1)[1].split("-mig")
+            simulated.append((int(gpu), int(slot)))
+        else:
+            simulated.append(placed[str(i)])
+    assert simulated == live
+    assert live.count(None) == 2 and (2, 1) in live and (2, 0) in live
+
+
+def test_a_fatal_xid_on_a_mig_gpu_requeues_its_mig_job(api: httpx.Client, fake: FakeNvml) -> None:
+    job = submit(api, **SLEEP, mig="3g.40gb")
+    node = wait_state(api, job, {"RUNNING"})["node"]
+    add_event(fake.state, 2, "xid", 48)  # GPU 2 holds the MIG devices
+    fake.write()
+
+    requeued = wait_for(
+        lambda: (j := job_state(api, job))["attempt"] == 1 and j["pending_reasons"] and j,
+        30,
+        "the MIG job requeued, waiting",
+    )
+
+    assert requeued["state"] == "PENDING"  # its GPU is quarantined: no device of it is free
+    assert requeued["pending_reasons"][0]["message"] == (
+        f"needs mig 3g.40gb; node {node} has no free MIG device"
+    )
+
+
+@pytest.fixture(scope="module")
+def cuda_image(docker: Any) -> Iterator[str]:
+    """The test image with ``NVIDIA_REQUIRE_CUDA=cuda>=12.8`` (the stand-in's driver
+    supports 12.4), built here and removed after."""
+    tag = f"gpudock-test/cuda-require:{uuid.uuid4().hex[:8]}"
+    require = "cuda>=12.8 brand=tesla,driver>=470,driver<471"
+    dockerfile = f'FROM {TEST_IMAGE}\nENV NVIDIA_REQUIRE_CUDA="{require}"\n'
+    docker.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, rm=True)
+    yield tag
+    docker.images.remove(tag, force=True)
+
+
+def test_what_no_node_can_run_is_refused_at_submit_saying_why(
+    api: httpx.Client, cuda_image: str, server: ServerProcess
+) -> None:
+    node = api.get("/v1/nodes").json()[0]["name"]
+    before = len(api.get("/v1/jobs").json())
+    computed = {**SLEEP, "gpus": 1, "gpu_memory": "4GiB", "gpu_compute": 50}
+    refused = api.post("/v1/jobs", json=computed)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["field"] == "gpu_compute"
+    assert error["message"] == (
+        f"job can never be scheduled: node {node} time-slices its GPUs (executor.sharing: "
+        "time-slice), which cannot hold a job to a compute share: gpu_compute needs MPS"
+    )
+    old_driver = api.post("/v1/jobs", json={**SLEEP, "image": cuda_image, "gpus": 1})
+    assert old_driver.status_code == 422, old_driver.text
+    error = old_driver.json()["error"]
+    assert error["field"] == "image"
+    assert error["message"] == (
+        f"job can never be scheduled: image needs CUDA ≥ 12.8; node {node} driver supports 12.4"
+    )
+    assert len(api.get("/v1/jobs").json()) == before  # nothing stored
+    cpu_only = submit(api, **{**SLEEP, "image": cuda_image, "command": ["true"]})
+    assert wait_state(api, cpu_only, {"SUCCEEDED"})  # no GPU: the toolkit checks nothing
+    own = {"NVIDIA_REQUIRE_CUDA": "cuda>=12.0"}  # the job's env overrides the image's
+    fits = submit(api, **{**SLEEP, "image": cuda_image, "gpus": 1, "env": own, "command": ["true"]})
+    assert wait_state(api, fits, {"SUCCEEDED"})
+
+
+def test_an_old_driver_blocks_placement_with_both_versions(
+    make_server: Any, tmp_path_factory: pytest.TempPathFactory, cuda_image: str
+) -> None:
+    fake = make_fake_nvml(tmp_path_factory.mktemp("nvml-pending"))
+    fake.state["gpus"] = [fake_gpu(0)]
+    fake.write()
+    env = {"LD_LIBRARY_PATH": str(fake.lib_dir), "GPUDOCK_FAKE_NVML_STATE": str(fake.state_path)}
+    config = {**CONFIG, "scheduler": {"never_fits": "pending"}}  # a Swarm's: nodes may join
+    api = make_server(emulate=None, config=config, env=env).start().api()
+    node = api.get("/v1/nodes").json()[0]["name"]
+    job = submit(api, **{**SLEEP, "image": cuda_image, "gpus": 1})
+    reasons = wait_for(lambda: job_state(api, job)["pending_reasons"], 30, "a pending reason")
+    assert [(r["layer"], r["message"]) for r in reasons] == [
+        ("constraints", f"image needs CUDA ≥ 12.8; node {node} driver supports 12.4")
+    ]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.fake_nvml import GIB, FakeNvml, MonitorProcess, add_event
+from tests.kit.fake_nvml import GIB, FakeNvml, MonitorProcess, add_event, fake_mig
 
 pytestmark = pytest.mark.docker
 
@@ -193,3 +193,37 @@ def test_without_nvml_only_the_mps_check_runs(fake_nvml: FakeNvml, tmp_path: Pat
             assert monitor.send("watch") == []  # no NVML: no watchdog pass does anything
     finally:
         daemon.close()
+
+
+def test_a_mig_jobs_processes_are_judged_against_its_mig_device(
+    fake_nvml: FakeNvml,
+    containers: list[tuple[str, int]],
+    host_process: subprocess.Popen[bytes],
+) -> None:
+    """NVML lists a MIG GPU's processes with their GPU instance: each is judged on its MIG
+    device, so a MIG job on its own device is fine (its parent was given to no job), one
+    on another job's device offends, and a host process on a held device is a stray."""
+    (own_id, own_pid), (other_id, other_pid) = containers
+    small, big = fake_mig(0, 0, "1g.10gb", 10 * GIB), fake_mig(0, 1, "3g.40gb", 40 * GIB)
+    small["processes"] = [{"pid": own_pid, "usedGpuMemory": 9 * GIB}]
+    big["processes"] = [
+        {"pid": other_pid, "usedGpuMemory": GIB},
+        {"pid": host_process.pid, "usedGpuMemory": GIB},
+    ]
+    gpu = fake_nvml.state["gpus"][0]
+    gpu.update(mig={"current": 1, "pending": 1}, mig_devices=[small, big])
+    assignments = [
+        {"job_id": 1, "gpu_uuids": [small["uuid"]]},  # its own device: whole, no limit
+        {"job_id": 2, "gpu_uuids": [small["uuid"]]},  # but it runs on the 3g.40gb
+        {"job_id": 3, "gpu_uuids": [big["uuid"]]},
+    ]
+    with MonitorProcess(fake_nvml, [gpu["uuid"]]) as monitor:
+        monitor.send("start")
+        monitor.send("assign", assignments=assignments, containers={own_id: 1, other_id: 2})
+
+        calls = monitor.send("watch")
+
+    [offence] = calls_named(calls, "over_limit")
+    assert (offence["job_id"], offence["gpu_uuid"], offence["limit"]) == (2, big["uuid"], 0)
+    [stray] = calls_named(calls, "stray")
+    assert (stray["gpu_uuid"], stray["pid"]) == (big["uuid"], host_process.pid)

@@ -131,7 +131,8 @@ def test_reports_per_process_gpu_memory(fake_nvml: FakeNvml) -> None:
 
     report = fake_nvml.discover(process_uuids=(busy, idle, "GPU-not-there"))
 
-    assert report["processes"][busy] == [[4242, 3 * GIB], [4343, 512 * 1024**2]]
+    # (pid, used, MIG GPU instance): None, on a GPU itself
+    assert report["processes"][busy] == [[4242, 3 * GIB, None], [4343, 512 * 1024**2, None]]
     assert report["processes"][idle] == []
     assert report["processes"]["GPU-not-there"] == {
         "error": "GpuQueryFailed",
@@ -252,5 +253,5 @@ def test_a_mig_device_processes_and_memory_answer_by_its_uuid(fake_nvml: FakeNvm
 
     report = fake_nvml.discover(process_uuids=(mig["uuid"], parent))
 
-    assert report["processes"][mig["uuid"]] == [[77, GIB]]
-    assert report["processes"][parent] == [[77, GIB]]  # the parent lists its MIG processes
+    assert report["processes"][mig["uuid"]] == [[77, GIB, 0]]  # in GPU instance 0
+    assert report["processes"][parent] == [[77, GIB, 0]]  # the parent lists its MIG processes

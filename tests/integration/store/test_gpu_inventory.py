@@ -8,14 +8,14 @@ import pytest
 from sqlalchemy import select
 
 from gpudock.core.inventory import GpuHealth, GpuInfo, MigDeviceInfo, NodeInventory, NodeTraits
-from gpudock.core.job import JobSpec
-from gpudock.scheduler.snapshot import Placement, Plan
+from gpudock.core.job import JobSpec, JobState
+from gpudock.scheduler.snapshot import JobRequest, Placement, Plan
 from gpudock.store import inventory as inv_store
 from gpudock.store import jobs as job_store
 from gpudock.store.applier import apply_plan
 from gpudock.store.db import Database
 from gpudock.store.models import EventRow
-from gpudock.store.snapshot import load_nodes
+from gpudock.store.snapshot import load_nodes, load_snapshot
 
 GIB, MIB = 1024**3, 1024**2
 
@@ -122,3 +122,48 @@ def test_quarantine_and_cordon_stick_until_uncordoned(db: Database) -> None:
         back = inv_store.set_gpu_health(s, "GPU-0", GpuHealth.OK, None, 5.0)
     assert back is not None and (back.health, back.health_reason) == (GpuHealth.OK, None)
     assert place(db, submit(db, gpus=1), "GPU-0")
+
+
+def place_mig(db: Database, job: int, mig: str) -> bool:
+    result = apply_plan(db, Plan(placements=[Placement(job, "n0", (), mig=mig)]), now=2.0)
+    return bool(result.committed)
+
+
+def test_a_mig_device_is_given_once_and_given_back_when_its_job_ends(db: Database) -> None:
+    migs = (
+        MigDeviceInfo("MIG-a", "GPU-1", 0, "3g.40gb", 40 * GIB, 1, 0),
+        MigDeviceInfo("MIG-b", "GPU-1", 1, "1g.10gb", 10 * GIB, 7, 0),
+    )
+    with db.write() as s:
+        inv_store.register_node(s, inventory(True, migs), 1.0)
+    first, second = submit(db, mig="1g.10gb"), submit(db, mig="1g.10gb")
+    assert place_mig(db, first, "MIG-b")
+    assert not place_mig(db, second, "MIG-b")  # the database refuses a double booking
+    with db.read() as s:
+        job = job_store.get_job(s, first)
+        views = {m.uuid: m for n in load_nodes(s) for m in n.migs}
+        [running] = load_snapshot(s, 3.0).running
+    assert job is not None and (job.state.value, job.gpu_uuids) == ("ALLOCATED", ("MIG-b",))
+    assert (views["MIG-b"].held, views["MIG-a"].held) == (True, False)
+    assert (running.id, running.gpu_uuids, running.mig) == (first, (), "MIG-b")
+    pending = [(r.id, r.gpus, r.mig) for r in load_snapshot_pending(db)]
+    assert pending == [(second, 0, "1g.10gb")]  # a MIG job asks for no GPU
+    with db.write() as s:
+        job_store.transition(s, first, JobState.ALLOCATED, JobState.CANCELLED, 4.0, "cancel")
+    assert place_mig(db, second, "MIG-b")  # given back when the job ended
+
+
+def test_a_mig_device_of_a_quarantined_gpu_is_not_given(db: Database) -> None:
+    migs = (MigDeviceInfo("MIG-b", "GPU-1", 1, "1g.10gb", 10 * GIB, 7, 0),)
+    with db.write() as s:
+        inv_store.register_node(s, inventory(True, migs), 1.0)
+        inv_store.set_gpu_health(s, "GPU-1", GpuHealth.QUARANTINED, "XID 79", 2.0)
+    with db.read() as s:
+        [view] = [m for n in load_nodes(s) for m in n.migs]
+    assert not view.healthy
+    assert not place_mig(db, submit(db, mig="1g.10gb"), "MIG-b")
+
+
+def load_snapshot_pending(db: Database) -> list[JobRequest]:
+    with db.read() as s:
+        return list(load_snapshot(s, 3.0).pending)

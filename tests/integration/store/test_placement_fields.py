@@ -173,7 +173,8 @@ def test_the_snapshot_takes_a_fixed_number_of_queries(db: Database) -> None:
     finally:
         event.remove(db.engine, "before_cursor_execute", count)
     selects = [q for q in statements if q.lstrip().upper().startswith("SELECT")]
-    assert len(selects) == 7  # gpus, cpus and memory per node, nodes, pending, allocations, running
+    # gpus, MIG devices, cpus and memory per node, nodes, pending, allocations, running
+    assert len(selects) == 8
 
 
 def test_upgrade_from_0002_keeps_rows_and_fills_defaults(db_url: str) -> None:

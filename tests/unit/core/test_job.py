@@ -124,16 +124,23 @@ def test_what_a_restart_costs_a_job_is_a_duration() -> None:
         ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": True}, "must be a number"),
         ({"gpus": 1, "gpu_memory": "4GiB", "gpu_compute": "50"}, "must be a number"),
         ({"gpus": 1, "gpu_compute": 50}, "gpu_compute is the compute share of a shared job"),
-        (
-            {"mig": "1g.10gb"},
-            "Extra inputs are not permitted",
-        ),  # MIG jobs: the scheduler's next step
+        ({"mig": "big"}, "'big' is not a MIG profile name"),
+        ({"mig": "1g.10gb", "gpus": 2}, "cannot be combined with gpus: 2"),
+        ({"mig": "1g.10gb", "gpus": 0}, "cannot be combined with gpus: 0"),
+        ({"mig": "1g.10gb", "gpus": 1, "gpu_memory": "4GiB"}, "has its own memory"),
+        ({"mig": "1g.10gb", "nodes": 2}, "leave max_gpus and nodes out"),
+        ({"mig": "1g.10gb", "gpus": "1-2"}, "leave max_gpus and nodes out"),
     ],
 )
 def test_spec_rejects_bad_input(fields: dict[str, object], message: str) -> None:
     data: dict[str, object] = {"image": "img", **fields}
     with pytest.raises(ValidationError, match=message):
         JobSpec.model_validate(data)
+
+
+def test_a_mig_job_holds_one_device() -> None:
+    spec = JobSpec(image="img", mig="1g.10gb")
+    assert (spec.gpus, spec.shared, spec.mig) == (1, False, "1g.10gb")
 
 
 def test_mounts() -> None:

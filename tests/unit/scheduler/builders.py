@@ -35,6 +35,7 @@ from gpudock.scheduler.cycle import schedule
 from gpudock.scheduler.snapshot import (
     GpuView,
     JobRequest,
+    MigView,
     NodeView,
     Placement,
     Plan,
@@ -140,6 +141,11 @@ class JobBuilder:
         self._job = replace(self._job, remaining=seconds)
         return self
 
+    def mig(self, profile: str) -> JobBuilder:
+        """Ask for one MIG device of ``profile`` (and so no GPU: ``JobRequest.mig``)."""
+        self._job = replace(self._job, mig=profile, gpus=0, gpu_memory=None)
+        return self
+
     def held_by(self, user: str) -> JobBuilder:
         """Held back from scheduling (``gpudock hold``) by ``user``."""
         self._job = replace(self._job, held_by=user)
@@ -172,6 +178,7 @@ class NodeBuilder:
         self._used_memory = 0
         self._nvlink: dict[int, int] = {}  # GPU index -> NVLink domain
         self._numa: dict[int, int] = {}  # GPU index -> NUMA node
+        self._migs: list[MigView] = []
 
     def gpus(self, n: int, model: str = "A100-80GB", memory: Size = "80GiB") -> NodeBuilder:
         total = parse_size(memory)
@@ -196,6 +203,19 @@ class NodeBuilder:
         self._gpus[index] = replace(
             self._gpus[index], used_memory=parse_size(used), shared_jobs=jobs
         )
+        return self
+
+    def mig(self, index: int, *profiles: str, held: int = 0) -> NodeBuilder:
+        """Put GPU ``index`` in MIG mode with one device of each of ``profiles`` (its
+        first ``held`` held by jobs); the GPU itself then takes no whole or share job,
+        as the store's snapshot shows it (unhealthy to the GPU rules)."""
+        self._gpus[index] = replace(self._gpus[index], healthy=False)
+        parent = self._gpus[index].uuid
+        for slot, profile in enumerate(profiles):
+            size = parse_size(profile.split(".")[1].removesuffix("gb").split("+")[0] + "GB")
+            self._migs.append(
+                MigView(f"MIG-{self._name}-{index}-{slot}", parent, profile, size, held=slot < held)
+            )
         return self
 
     def unhealthy(self, *indices: int) -> NodeBuilder:
@@ -260,6 +280,7 @@ class NodeBuilder:
             used_cpus=self._used_cpus,
             host_memory=self._memory,
             used_host_memory=self._used_memory,
+            migs=tuple(self._migs),
         )
 
 

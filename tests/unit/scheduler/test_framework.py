@@ -34,6 +34,10 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "memory_capacity",
         "gpu_topology",
+        "gpu_sharing",
+        "cuda_compat",
+        "gpu_health",
+        "mig_capacity",
         "fgd",
         "fgd_adaptive",
         "share_price",  # a plugin folder
@@ -50,6 +54,10 @@ def test_every_policy_module_is_registered() -> None:
         "cpu_capacity",
         "memory_capacity",
         "gpu_topology",
+        "gpu_sharing",
+        "cuda_compat",
+        "gpu_health",
+        "mig_capacity",
         "fgd",
         "fgd_picker",
         "fgd_adaptive",
@@ -66,11 +74,15 @@ def test_the_config_chooses_the_score_policy(placement: str) -> None:
     assert [f.name for f in profile.filters] == [
         "node_affinity",
         "gpu_model",
+        "gpu_sharing",
+        "cuda_compat",
         "node_health",
+        "gpu_health",
         "cpu_capacity",
         "memory_capacity",
         "gpu_capacity",
         "gpu_topology",
+        "mig_capacity",
     ]
 
 

@@ -133,6 +133,10 @@ def test_a_yaml_file_gives_groups_names_and_queues(tmp_path: Path) -> None:
         ("nodes: [\n", "not valid YAML"),
         ("nodes: [{gpus: 8, cpus: .nan}]\n", "nodes[0]: cpus must be a positive number, got nan"),
         ("nodes: [{gpus: 8, cpus: .inf}]\n", "nodes[0]: cpus must be a positive number, got inf"),
+        ("nodes: [{gpus: 2, mig: [big]}]\n", "nodes[0]: mig 'big' is not a MIG profile name"),
+        ("nodes: [{gpus: 2, mig: 1g.10gb}]\n", "nodes[0]: mig must be a list of MIG profiles"),
+        ("nodes: [{gpus: 2, mig: [1g.10gb], mig_gpus: 3}]\n", "mig_gpus must be 1-2"),
+        ("nodes: [{gpus: 2, mig_gpus: 1}]\n", "mig_gpus must be 1-2 with a mig layout"),
     ],
 )
 def test_a_bad_yaml_file_names_the_file_and_the_entry(
@@ -308,3 +312,13 @@ def test_real_philly_vcs_split_2816_gpus_by_nodes() -> None:
     assert sum(q.guarantee.gpus or 0 for q in native.queues) == 2_816
     assert native.queues[0].name == "6214e9" and native.queues[0].guarantee.gpus == 512
     assert sum(q.guarantee.gpus or 0 for q in philly_vc_queues(path, 1000).queues) == 1000
+
+
+def test_a_mig_layout_puts_the_last_gpus_in_mig_mode(tmp_path: Path) -> None:
+    text = "nodes: [{count: 1, gpus: 3, name: a, mig: [3g.40gb, 1g.10gb], mig_gpus: 1}]\n"
+    (view,) = parse_cluster(str(write(tmp_path, "c.yaml", text))).node_views()
+    assert [g.healthy for g in view.gpus] == [True, True, False]  # GPU 2: MIG devices only
+    assert [(m.uuid, m.parent, m.profile, m.held) for m in view.migs] == [
+        ("a-gpu2-mig0", "a-gpu2", "3g.40gb", False),
+        ("a-gpu2-mig1", "a-gpu2", "1g.10gb", False),
+    ]

@@ -75,6 +75,20 @@ def test_canonical_optional_columns_fill_every_field(tmp_path: Path) -> None:
     assert b.total_gpus == 16 and a.total_gpus == 0.25
 
 
+def test_a_mig_column_asks_for_one_device(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "job_id,submit_time,duration,num_gpus,mig\na,0,60,1,3g.40gb\nb,1,60,2,\n"
+    )
+    a, b = load_trace(path).jobs
+    assert (a.mig, b.mig) == ("3g.40gb", None)
+    assert a.total_gpus == 3 / 7  # its compute slices of the GPU's 7
+    for row, problem in (("c,0,60,2,1g.10gb", "cannot be combined with gpus: 2"),
+                         ("c,0,60,1,big", "is not a MIG profile name")):  # fmt: skip
+        bad = write(tmp_path, f"job_id,submit_time,duration,num_gpus,mig\n{row}\n", "bad.csv")
+        with pytest.raises(TraceError, match=problem):
+            load_trace(bad)
+
+
 def test_a_gpu_model_list_keeps_all_models_and_sets_no_single_model(tmp_path: Path) -> None:
     path = write(tmp_path, "job_id,submit_time,duration,num_gpus,gpu_model\na,0,1,1,V100|A100\n")
     (job,) = load_trace(path).jobs
