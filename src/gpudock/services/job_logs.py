@@ -52,14 +52,19 @@ class LogReader(Iterator[bytes]):
         archived = sorted(_log_files(ctx.log_dir, job.id), key=_attempt_of)
         live = job.state in (JobState.STARTING, JobState.RUNNING)
         current = ctx.log_dir / f"job-{job.id}" / f"attempt-{job.attempt}.log"
+        # an ended attempt whose archive the finisher has not written yet
+        unarchived = not live and job.state.terminal and job.container_name and not current.exists()
+        headed = len(archived) > 1 or bool((live or unarchived) and archived)
         for path in archived:
             if live and path == current:
                 continue
-            if len(archived) > 1 or (live and archived):
+            if headed:
                 yield f"--- attempt {_attempt_of(path)} ---\n".encode()
             yield from _read_file(path)
         if not live:
-            if job.state.terminal and job.container_name and not current.exists():
+            if unarchived:
+                if headed:
+                    yield f"--- attempt {job.attempt} ---\n".encode()
                 yield from self._unarchived(current)
             return
         if archived:

@@ -243,7 +243,9 @@ def test_docker_mount_spellings_are_stored_in_gpudocks_form_and_work(
 def test_a_node_with_fewer_cpus_than_gpus_says_so_at_start_and_in_nodes(
     server: ServerProcess,
 ) -> None:
-    assert f"WARNING gpudock.server: node {_node(server)}: {CPU_WARNING}" in server.log_all()
+    assert f"WARNING [controller] gpudock.server: node {_node(server)}: {CPU_WARNING}" in (
+        server.log_all()
+    )
     (node,) = server.api().get("/v1/nodes").json()
     assert node["warnings"] == [CPU_WARNING]
     table = " ".join(server.cli("nodes").stdout.split())

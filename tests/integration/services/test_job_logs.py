@@ -82,3 +82,13 @@ def test_a_refused_read_without_an_archive_says_why(
 ) -> None:
     said = b"".join(reader(tmp_path, instance_id, docker_api, None)).decode()
     assert said.startswith("[gpudock] cannot read logs: Docker unreachable:"), said
+
+
+def test_an_earlier_attempt_and_the_unarchived_last_one_are_each_headed(
+    tmp_path: Path, instance_id: str, docker_api: Any
+) -> None:
+    earlier = tmp_path / f"job-{JOB_ID}" / "attempt-0.log"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"first\n")
+    said = b"".join(reader(tmp_path, instance_id, docker_api, b"second\n"))
+    assert said == b"--- attempt 0 ---\nfirst\n--- attempt 1 ---\nsecond\n"
