@@ -79,11 +79,13 @@ __all__ = [
     "Priced",
     "Shapes",
     "TraitRejection",
+    "TraitWord",
     "Walked",
     "declared_filter",
     "declared_order",
     "room_of",
     "room_of_fit",
+    "when_every_node_rejects",
 ]
 
 
@@ -146,8 +148,30 @@ class NodeOnly:
     """
 
     check: Callable[[JobRequest, NodeTraits], Status]
-    word: Callable[[JobRequest, Sequence[TraitRejection], int], PendingReason | None]
+    word: TraitWord
     key: Callable[[JobRequest], Hashable] | None = None
+
+
+TraitWord = Callable[[JobRequest, Sequence[TraitRejection], int], PendingReason | None]
+"""``NodeOnly.word``: a filter's ``explain`` of the nodes it rejected, typed for traits."""
+
+
+def when_every_node_rejects(layer: str, counterfactual: str) -> TraitWord:
+    """A ``NodeOnly.word`` that speaks only when every node rejects the job: the first
+    rejected node's reason (by name), how many more nodes rejected it, and
+    ``counterfactual``; None while some node admits it."""
+
+    def word(
+        job: JobRequest, rejected: Sequence[TraitRejection], total: int
+    ) -> PendingReason | None:
+        if not rejected or len(rejected) < total:
+            return None
+        status, _ = min(rejected, key=lambda r: r[1].name)
+        others = len(rejected) - 1
+        more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
+        return PendingReason(layer, status.reason + more, counterfactual)
+
+    return word
 
 
 FitGroup = tuple[NodeFit, str, int]

@@ -22,7 +22,7 @@ from collections.abc import Hashable, Sequence
 
 from gpudock.core.cuda_require import GpuFacts, requirements_of
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, when_every_node_rejects
 from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -54,16 +54,7 @@ def _key(job: JobRequest) -> Hashable:
     return None if job.gpus == 0 and job.mig is None else job.cuda_require
 
 
-def _word(job: JobRequest, rejected: Sequence[TraitRejection], total: int) -> PendingReason | None:
-    """``CudaCompat.explain`` of the nodes it rejected."""
-    if not rejected or len(rejected) < total:
-        return None
-    status, _ = min(rejected, key=lambda r: r[1].name)
-    others = len(rejected) - 1
-    more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
-    return PendingReason(
-        LAYER, status.reason + more, "runs once a node's driver supports the image"
-    )
+_word = when_every_node_rejects(LAYER, "runs once a node's driver supports the image")
 
 
 class CudaCompat:

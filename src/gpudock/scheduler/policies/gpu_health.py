@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, when_every_node_rejects
 from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.node_state import model_name_matches
 from gpudock.scheduler.snapshot import JobRequest
@@ -60,16 +60,9 @@ def _key(job: JobRequest) -> Hashable:
     return (job.gpus, job.gpu_memory, job.gpu_model) if job.gpus else None
 
 
-def _word(job: JobRequest, rejected: Sequence[TraitRejection], total: int) -> PendingReason | None:
-    """``GpuHealth.explain`` of the nodes it rejected."""
-    if not rejected or len(rejected) < total:
-        return None
-    status, _ = min(rejected, key=lambda r: r[1].name)
-    others = len(rejected) - 1
-    more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
-    return PendingReason(
-        LAYER, status.reason + more, "runs when an admin brings a GPU back (gpudock gpu uncordon)"
-    )
+_word = when_every_node_rejects(
+    LAYER, "runs when an admin brings a GPU back (gpudock gpu uncordon)"
+)
 
 
 class GpuHealth:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from gpudock.core.job import PendingReason
-from gpudock.scheduler.declarations import NodeOnly, NodeTraits, TraitRejection
+from gpudock.scheduler.declarations import NodeOnly, NodeTraits, when_every_node_rejects
 from gpudock.scheduler.framework import SUCCESS, Rejection, Status
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -56,16 +56,7 @@ def _key(job: JobRequest) -> Hashable:
     return (job.shared, job.gpu_compute is not None)
 
 
-def _word(job: JobRequest, rejected: Sequence[TraitRejection], total: int) -> PendingReason | None:
-    """``GpuSharing.explain`` of the nodes it rejected."""
-    if len(rejected) < total or not rejected:
-        return None
-    status, _ = min(rejected, key=lambda r: r[1].name)
-    others = len(rejected) - 1
-    more = f" (and {others} more node{'s' * (others > 1)})" if others else ""
-    return PendingReason(
-        LAYER, status.reason + more, "runs only on a node whose executor.sharing allows it"
-    )
+_word = when_every_node_rejects(LAYER, "runs only on a node whose executor.sharing allows it")
 
 
 class GpuSharing:
