@@ -78,6 +78,22 @@ class SwarmServer:
                 self.start_agent(name)
         wait_for(self._whole, timeout, "every node ready, open and watched")
 
+    def cancel_unfinished(self, timeout: float = 60.0) -> None:
+        """Cancel every job not yet ended (one a failed test left), and wait for each to end,
+        so the next test finds every GPU free."""
+        unfinished = "PENDING,ALLOCATED,STARTING,RUNNING"
+        listed = self.api.get("/v1/jobs", params={"state": unfinished, "limit": 1000})
+        listed.raise_for_status()
+        ids = [job["id"] for job in listed.json()]
+        for job_id in ids:
+            self.api.post(f"/v1/jobs/{job_id}/cancel")
+        ended = {"SUCCEEDED", "FAILED", "CANCELLED", "LOST"}
+        wait_for(
+            lambda: all(self.api.get(f"/v1/jobs/{i}").json()["state"] in ended for i in ids),
+            timeout,
+            f"jobs {ids} a test left running to end",
+        )
+
     def _whole(self) -> bool:
         nodes = self.api.get("/v1/nodes").json()
         return len(nodes) == len(self.swarm.nodes) and all(

@@ -24,6 +24,10 @@ STREAM_END = "[gpudock] stream ended: "
 """The last line of a followed log that the server ended (``STREAM_END + reason``)."""
 
 
+ARCHIVE_WAIT = 3.0  # seconds a read of an ended attempt waits for its archive
+ARCHIVE_POLL = 0.05
+
+
 class LogReader(Iterator[bytes]):
     """Chunks of one job's logs; ``close`` ends the iteration from any thread. Idempotent."""
 
@@ -109,8 +113,19 @@ class LogReader(Iterator[bytes]):
             else:
                 yield f"[gpudock] cannot read logs: Docker unreachable: {exc}\n".encode()
             return
-        if not seen and archive.exists():
+        if not seen and self._archived(archive):
             yield from _read_file(archive)
+
+    def _archived(self, archive: Path) -> bool:
+        """Whether ``archive`` exists, waiting up to ``ARCHIVE_WAIT`` seconds for the
+        finisher to write it: an engine may answer an ended container's logs with nothing
+        for a moment (Swarm's service logs do), while the finisher archives them."""
+        waited = 0.0
+        while not archive.exists():
+            if waited >= ARCHIVE_WAIT or self._closed.wait(ARCHIVE_POLL):
+                return False
+            waited += ARCHIVE_POLL
+        return True
 
 
 def open_logs(service: JobService, job_id: int, principal: Principal, follow: bool) -> LogReader:

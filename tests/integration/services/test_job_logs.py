@@ -10,6 +10,7 @@ archive is completed at the moment the reader asks the engine.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -92,3 +93,32 @@ def test_an_earlier_attempt_and_the_unarchived_last_one_are_each_headed(
     earlier.write_bytes(b"first\n")
     said = b"".join(reader(tmp_path, instance_id, docker_api, b"second\n"))
     assert said == b"--- attempt 0 ---\nfirst\n--- attempt 1 ---\nsecond\n"
+
+
+def test_an_engine_that_answers_nothing_yet_waits_for_the_archive(
+    tmp_path: Path, instance_id: str, docker_api: Any
+) -> None:
+    """An engine may answer an ended container's logs with nothing for a moment (Swarm's
+    service logs do): the reader waits for the finisher's archive instead of ending empty."""
+    name = container_name(instance_id, JOB_ID, 0)
+    docker_api.containers.create(
+        TEST_IMAGE, ["true"], name=name, labels={"gpudock.instance": instance_id}
+    )
+    archive = tmp_path / f"job-{JOB_ID}" / "attempt-0.log"
+    writer = threading.Timer(0.3, lambda: (archive.parent.mkdir(), archive.write_bytes(b"done\n")))
+    ctx = SimpleNamespace(log_dir=tmp_path, executor=DockerExecutor(ExecutorConfig(), instance_id))
+    job = Job(
+        id=JOB_ID,
+        spec=JobSpec(image=TEST_IMAGE),
+        user="rita",
+        state=JobState.SUCCEEDED,
+        submitted_at=0.0,
+        attempt=0,
+        container_name=name,
+    )
+    writer.start()
+    try:
+        said = b"".join(LogReader(cast(JobService, SimpleNamespace(ctx=ctx)), job, follow=False))
+    finally:
+        writer.join()
+    assert said == b"done\n"

@@ -26,6 +26,7 @@ def cs(swarm_cluster: SwarmServer) -> Iterator[SwarmServer]:
     swarm_cluster.heal()
     yield swarm_cluster
     swarm_cluster.heal()
+    swarm_cluster.cancel_unfinished()
 
 
 def _pinned(cs: SwarmServer, node: str, retries: int = 1) -> int:
@@ -84,9 +85,10 @@ def test_a_killed_worker_engine_loses_its_jobs_after_the_grace(cs: SwarmServer) 
     node = cs.swarm.node("sw2")
     job_id = _pinned(cs, "sw2")
     pid = _init_pid(cs, "sw2", job_id)
+    killed = time.time()
     node.kill9()  # dockerd and its containerd; the container's shim and process live on
-    down = wait_for(lambda: cs.swarm.states().get("sw2") == "down" and time.time(), 30, "down")
-    _requeued_after(cs, job_id, down + INTERVAL)  # its agent reports on: Swarm's mark counts
+    wait_for(lambda: cs.swarm.states().get("sw2") == "down", 30, "down")
+    _requeued_after(cs, job_id, killed)  # a grace after its last sign of life, before the kill
     wait_for(lambda: not _alive(pid), 10, "the agent to kill the orphaned container's init")
     node.start()
     back = time.monotonic()

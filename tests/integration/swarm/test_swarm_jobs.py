@@ -29,6 +29,7 @@ def cs(swarm_cluster: SwarmServer) -> Iterator[SwarmServer]:
     swarm_cluster.heal()
     yield swarm_cluster
     swarm_cluster.heal()
+    swarm_cluster.cancel_unfinished()
 
 
 def _creates(swarm: SwarmCluster, job: int) -> list[dict[str, Any]]:
