@@ -220,6 +220,22 @@ def wait_state(
     return result
 
 
+def wait_settled(api: httpx.Client, job_id: int, timeout: float = 60) -> dict[str, Any]:
+    """The job once it runs, or once it is PENDING with its pending reasons given."""
+    result: dict[str, Any] = wait_for(
+        lambda: (
+            (
+                (j := job_state(api, job_id))["state"] == "RUNNING"
+                or (j["state"] == "PENDING" and j["pending_reasons"])
+            )
+            and j
+        ),
+        timeout,
+        f"job {job_id} to run or to get a pending reason",
+    )
+    return result
+
+
 def submit(api: httpx.Client, **spec: Any) -> int:
     response = api.post("/v1/jobs", json=spec)
     assert response.status_code == 201, response.text

@@ -20,7 +20,15 @@ import pytest
 from tests.integration.e2e.conftest import teardown
 from tests.kit.docker import TEST_IMAGE
 from tests.kit.fake_nvml import GIB, FakeNvml, add_event, fake_gpu, fake_mig, make_fake_nvml
-from tests.kit.server import FAST_CONFIG, ServerProcess, job_state, submit, wait_for, wait_state
+from tests.kit.server import (
+    FAST_CONFIG,
+    ServerProcess,
+    job_state,
+    submit,
+    wait_for,
+    wait_settled,
+    wait_state,
+)
 
 from gpudock.sim.cluster import parse_cluster
 from gpudock.sim.engine import Simulator
@@ -281,17 +289,7 @@ def test_the_simulator_places_mig_jobs_and_shares_like_the_server(
         if mig is not None:
             spec = {**SLEEP, "mig": mig}
         job = submit(api, **spec)
-        state = wait_for(
-            lambda job=job: (
-                (
-                    (j := job_state(api, job))["state"] == "RUNNING"
-                    or (j["state"] == "PENDING" and j["pending_reasons"])
-                )
-                and j
-            ),
-            60,
-            f"job {job} to run or to get a pending reason",
-        )
+        state = wait_settled(api, job)
         live.append(index[state["gpus"][0]] if state["state"] == "RUNNING" else None)
 
     cluster = tmp_path / "cluster.yaml"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tests.kit.docker import TEST_IMAGE
-from tests.kit.server import FAST_CONFIG, job_state, submit, wait_for
+from tests.kit.server import FAST_CONFIG, submit, wait_settled
 
 from gpudock.sim.cluster import parse_cluster
 from gpudock.sim.engine import Simulator
@@ -45,17 +45,7 @@ def test_the_simulator_places_a_job_stream_like_the_live_server(make_server: Any
         if share is not None:
             spec["gpu_memory"] = f"{share}GiB"
         job = submit(api, **spec)
-        state = wait_for(
-            lambda job=job: (
-                (
-                    (j := job_state(api, job))["state"] == "RUNNING"
-                    or (j["state"] == "PENDING" and j["pending_reasons"])
-                )
-                and j
-            ),
-            60,
-            f"job {job} to run or to get a pending reason",
-        )
+        state = wait_settled(api, job)
         if state["state"] == "RUNNING":
             live.append(tuple(sorted(index[u] for u in state["gpus"])))
         else:
