@@ -138,9 +138,10 @@ class NodeEngine:
     # ------------------------------------------------------------------ kills
 
     def kill(self, container: str) -> bool:
-        """Stop ``container`` now: the engine's ``rm -f``, then SIGKILL to whatever still
-        lives in its cgroup. True if anything was there to stop."""
-        stopped = False
+        """Stop ``container`` now: SIGKILL to every process in its cgroup (the kernel
+        answers at once, however slow the engine is), then the engine's ``rm -f``. True if
+        anything was there to stop."""
+        stopped = self.kill_processes(container)
         try:
             self.client().api.remove_container(container, force=True)
             stopped = True
@@ -148,7 +149,7 @@ class NodeEngine:
             pass
         except (docker.errors.DockerException, OSError) as exc:
             log.info(
-                "the engine did not remove %s (%s); killing its processes", container[:12], exc
+                "the engine did not remove %s (%s); its processes are killed", container[:12], exc
             )
             self.reset()
         return self.kill_processes(container) or stopped

@@ -75,7 +75,7 @@ class Agent:
         self.gpus: NodeGpus | None = None
         self.fenced: list[str] = []  # stopped by the lease, not reported yet
         now = time.monotonic()
-        self.last_answer = now  # the server's
+        self.last_answer = now  # when the last report the server answered was sent
         self.engine_seen = now
         self.context: NodeContext | None = None
         self.services: list[NodeService] = []
@@ -146,6 +146,10 @@ class Agent:
         return orders
 
     def _post(self, report: AgentReport) -> AgentOrders | None:
+        """Send ``report``; the orders, or None. An answer renews the lease from when the
+        report was *sent*: the server's sign of life is no earlier, so a slow answer never
+        moves the agent's fence past the server's grace."""
+        sent = time.monotonic()
         try:
             response = self.http.post(
                 "/v1/agent/sync",
@@ -163,7 +167,7 @@ class Agent:
                 "the server refused the report (%s): %s", response.status_code, response.text[:300]
             )
             return None
-        self.last_answer = time.monotonic()
+        self.last_answer = sent
         orders = AgentOrders.model_validate_json(response.content)
         if self.node is None:
             self.node = orders.node

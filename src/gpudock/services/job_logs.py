@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudock.core.job import Job, JobState
 from gpudock.executors.base import ExecutorUnavailable
+from gpudock.store import jobs as job_store
 from gpudock.store.tokens import Principal
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ STREAM_END = "[gpudock] stream ended: "
 
 ARCHIVE_WAIT = 3.0  # seconds a read of an ended attempt waits for its archive
 ARCHIVE_POLL = 0.05
+FOLLOW_RETRY = 0.2  # seconds between follows of a container that has not started yet
 
 
 class LogReader(Iterator[bytes]):
@@ -74,10 +76,44 @@ class LogReader(Iterator[bytes]):
         if archived:
             yield f"--- attempt {job.attempt} ---\n".encode()
         try:
-            if job.container_name:
-                yield from self._engine(job.container_name, self._follow)
+            if self._follow:
+                yield from self._followed(current)
+            elif job.container_name:
+                yield from self._engine(job.container_name, follow=False)
         except ExecutorUnavailable as exc:
             yield f"[gpudock] cannot read live logs: Docker unreachable: {exc}\n".encode()
+
+    def _followed(self, archive: Path) -> Iterator[bytes]:
+        """The live attempt's output, followed until it ends.
+
+        A STARTING job's container may not exist or not have started yet, and the
+        engine answers a follow of such a container with nothing at once. So while
+        nothing came, the job is read again: still STARTING or RUNNING in the same
+        attempt, the follow is tried again (nothing was sent, nothing is repeated);
+        ended, its logs are read as an ended attempt's; requeued, there is nothing more.
+        """
+        job = self._job
+        while not self._closed.is_set():
+            seen = False
+            if job.container_name:
+                for chunk in self._engine(job.container_name, follow=True):
+                    seen = True
+                    yield chunk
+            if seen:
+                return
+            with self._service.ctx.db.read() as session:
+                now = job_store.get_job(session, job.id)
+            if now is None or now.attempt != job.attempt:
+                return
+            if now.state.terminal:
+                self._job = now
+                if now.container_name:
+                    yield from self._unarchived(archive)
+                return
+            if now.state not in (JobState.STARTING, JobState.RUNNING):
+                return
+            job = now
+            self._closed.wait(FOLLOW_RETRY)
 
     def _engine(self, container: str, follow: bool) -> Iterator[bytes]:
         """The container's output from the engine, until it ends or ``close``."""

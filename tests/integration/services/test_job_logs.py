@@ -11,6 +11,7 @@ archive is completed at the moment the reader asks the engine.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,8 +23,14 @@ from tests.kit.docker import TEST_IMAGE
 from gpudock.config import ExecutorConfig
 from gpudock.core.job import Job, JobSpec, JobState, container_name
 from gpudock.executors.docker import DockerExecutor
+from gpudock.gpus import emulated_inventory
+from gpudock.scheduler.snapshot import Placement, Plan
 from gpudock.services.job_logs import LogReader
 from gpudock.services.jobs import JobService
+from gpudock.store import inventory as inv_store
+from gpudock.store import jobs as job_store
+from gpudock.store.applier import apply_plan
+from gpudock.store.db import Database
 
 pytestmark = pytest.mark.docker
 
@@ -122,3 +129,53 @@ def test_an_engine_that_answers_nothing_yet_waits_for_the_archive(
     finally:
         writer.join()
     assert said == b"done\n"
+
+
+def test_a_follow_of_a_container_not_started_yet_waits_for_its_output(
+    tmp_path: Path, instance_id: str, docker_api: Any
+) -> None:
+    """A STARTING job's container exists but has not started, and the engine answers a
+    follow of it with nothing at once: the reader follows again until the output comes,
+    instead of ending empty (``gpudock logs -f`` printed nothing for a job that ran)."""
+    db = Database.open(f"sqlite:///{tmp_path / 'gpudock.db'}")
+    node = emulated_inventory("n1", "1xH100-80GB")
+    with db.write() as session:
+        inv_store.register_node(session, node, 0.0)
+        job_id = job_store.insert_job(session, JobSpec(image=TEST_IMAGE, gpus=1), "rita", 0.0).id
+    apply_plan(db, Plan(placements=[Placement(job_id, "n1", (node.gpus[0].uuid,), None)]), 1.0)
+    name = container_name(instance_id, job_id, 0)
+    with db.write() as session:
+        job_store.transition(
+            session, job_id, JobState.ALLOCATED, JobState.STARTING, 2.0, container_name=name
+        )
+        job = job_store.get_job(session, job_id)
+    assert job is not None
+    container = docker_api.containers.create(
+        TEST_IMAGE,
+        ["sh", "-c", "echo one; echo two"],
+        name=name,
+        labels={"gpudock.instance": instance_id},
+    )
+    ctx = SimpleNamespace(
+        log_dir=tmp_path, db=db, executor=DockerExecutor(ExecutorConfig(), instance_id)
+    )
+    said: list[bytes] = []
+    follower = threading.Thread(
+        target=lambda: said.extend(
+            LogReader(cast(JobService, SimpleNamespace(ctx=ctx)), job, follow=True)
+        )
+    )
+    follower.start()
+    try:
+        time.sleep(0.6)
+        assert follower.is_alive(), f"the follow ended before the container started: {said}"
+        with db.write() as session:
+            job_store.transition(
+                session, job_id, JobState.STARTING, JobState.RUNNING, 3.0, started_at=3.0
+            )
+        container.start()
+    finally:
+        follower.join(timeout=30)
+        db.close()
+    assert not follower.is_alive()
+    assert b"".join(said) == b"one\ntwo\n"
