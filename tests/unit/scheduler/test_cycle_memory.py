@@ -10,6 +10,8 @@ collector, and must hand the collector back as it found it.
 from __future__ import annotations
 
 import gc
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -44,9 +46,21 @@ def busy_snapshot() -> Snapshot:
 
 @pytest.fixture
 def collector_off() -> Iterator[None]:
-    """The collector paused around the test (as around a cycle): only ``gc.collect`` runs."""
-    with collector_paused():
-        yield
+    """The collector paused around the test (as around a cycle): only ``gc.collect`` runs.
+
+    The test process may hold other threads (left by earlier tests of a whole run) whose
+    garbage would be counted as the cycle's: the interpreter's switch interval is raised
+    meanwhile, and each of them is let run once to take it up, so none runs while this
+    thread computes (the cycle does no I/O, so it never gives the interpreter lock away).
+    """
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(2.0)
+    try:
+        time.sleep(0.05)  # every thread waiting for the lock waits again, with 2 s
+        with collector_paused():
+            yield
+    finally:
+        sys.setswitchinterval(interval)
 
 
 @pytest.mark.parametrize("kept", [False, True], ids=["pure", "session"])
