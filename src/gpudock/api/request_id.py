@@ -9,15 +9,30 @@ request's log records (the JSON log's ``request_id``), returns it in the
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
-import uuid
 
 HEADER = "X-Request-ID"
 _VALID = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
+_PREFIX = os.urandom(8).hex()  # this process's; made again in a forked worker
+_COUNTER = itertools.count()
+
+
 def choose_request_id(incoming: str | None) -> str:
-    """The caller's id when it is usable, else a fresh one."""
+    """The caller's id when it is usable, else a fresh one: this process's random prefix
+    and a counter, unique without a system call per request (``uuid4`` reads the
+    kernel's randomness each time, and gives the interpreter lock away to do it)."""
     if incoming is not None and _VALID.fullmatch(incoming):
         return incoming
-    return uuid.uuid4().hex
+    return f"{_PREFIX}{next(_COUNTER):016x}"
+
+
+def _new_process() -> None:
+    global _PREFIX, _COUNTER
+    _PREFIX, _COUNTER = os.urandom(8).hex(), itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_process)

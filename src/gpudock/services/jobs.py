@@ -149,9 +149,9 @@ class JobService:
             if user is not None and user != principal.user:
                 return []
             user = principal.user
-        with self.ctx.db.read() as session:
+        with self.ctx.db.rows() as conn:
             return job_store.list_jobs(
-                session, states=states, queue=queue, user=user, limit=limit, before=before
+                conn, states=states, queue=queue, user=user, limit=limit, before=before
             )
 
     def cancel(self, job_id: int, principal: Principal) -> Job:

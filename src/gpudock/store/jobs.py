@@ -15,7 +15,19 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Text, and_, bindparam, cast, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Row,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from gpudock.core.arrays import ArrayTask
@@ -120,7 +132,7 @@ def get_jobs(session: Session, job_ids: Iterable[int]) -> list[Job]:
 
 
 def list_jobs(
-    session: Session,
+    session: Session | Connection,
     states: Sequence[JobState] | None = None,
     queue: str | None = None,
     user: str | None = None,
@@ -130,6 +142,8 @@ def list_jobs(
 ) -> list[Job]:
     """Jobs matching every given filter, with their allocations.
 
+    Read as plain rows (no ORM objects), so a ``Connection`` serves as well as a
+    ``Session``: the API's listing reads on one (``Database.rows``).
     ``before`` keeps only jobs with a smaller id (the cursor of a newest-first page).
 
     A ``queue`` or ``user`` holding a NUL character matches nothing (PostgreSQL
@@ -141,7 +155,7 @@ def list_jobs(
     given |= {"queue": queue, "user": user, "before": before, "limit": limit}
     params = {k: v for k, v in given.items() if v is not None}
     stmt = _list_statement(frozenset(params), newest_first)
-    rows = list(session.scalars(stmt, params))
+    rows = list(session.execute(stmt, params))
     allocs = _allocations(session, [r.id for r in rows if r.state in ACTIVE_STATES])
     return [to_job(r, allocs.get(r.id, ())) for r in rows]
 
@@ -150,7 +164,7 @@ def list_jobs(
 def _list_statement(filters: frozenset[str], newest_first: bool) -> Any:
     """``list_jobs``' statement for one set of filters, built once: its values are bound
     parameters, so each call skips building and keying the statement."""
-    stmt = select(JobRow)
+    stmt = select(JobRow.__table__)
     if "states" in filters:
         stmt = stmt.where(JobRow.state.in_(bindparam("states", expanding=True)))
     if "queue" in filters:
@@ -513,18 +527,24 @@ def _preemption_event(session: Session, preemption: Preemption, now: float) -> N
     )
 
 
-def _allocations(session: Session, job_ids: Iterable[int]) -> dict[int, tuple[AllocationRow, ...]]:
+def _allocations(
+    session: Session | Connection, job_ids: Iterable[int]
+) -> dict[int, tuple[Row[Any], ...]]:
+    """The allocation rows of ``job_ids``, by job, in id order (plain rows)."""
     ids = list(job_ids)
     if not ids:
         return {}
-    out: dict[int, list[AllocationRow]] = {}
-    stmt = select(AllocationRow).where(AllocationRow.job_id.in_(ids)).order_by(AllocationRow.id)
-    for alloc in session.scalars(stmt):
+    out: dict[int, list[Row[Any]]] = {}
+    table = AllocationRow.__table__
+    stmt = select(table).where(table.c.job_id.in_(ids)).order_by(table.c.id)
+    for alloc in session.execute(stmt):
         out.setdefault(alloc.job_id, []).append(alloc)
     return {k: tuple(v) for k, v in out.items()}
 
 
-def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
+def to_job(row: JobRow | Row[Any], allocs: Sequence[AllocationRow | Row[Any]]) -> Job:
+    """The domain ``Job`` of a stored row: an ORM ``JobRow`` or a plain row of the table
+    (the same names), with its allocation rows."""
     return Job(
         id=row.id,
         spec=stored_spec(row.spec),
@@ -535,7 +555,7 @@ def to_job(row: JobRow, allocs: Sequence[AllocationRow]) -> Job:
         failures=row.failures,
         version=row.version,
         reason=row.reason,
-        pending_reasons=[PendingReason(**r) for r in (row.pending_reasons or [])],  # type: ignore[arg-type]
+        pending_reasons=[PendingReason(**r) for r in (row.pending_reasons or [])],
         allocated_at=row.allocated_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
