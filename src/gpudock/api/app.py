@@ -62,7 +62,8 @@ def create_app(ctx: RuntimeContext, controller: Controller | None = None) -> Fas
     app.state.ctx = ctx
     app.state.token_watch = token_watch
     app.add_middleware(JsonText)  # inside Edge: reads only what the body limit let through
-    app.add_middleware(Edge, max_bytes=ctx.config.api.max_body_bytes)  # ids, CSP, body limit
+    # ids, CSP, body limit; quick reads on the loop when the store is SQLite (routing.py)
+    app.add_middleware(Edge, max_bytes=ctx.config.api.max_body_bytes, loop_reads=ctx.db.is_sqlite)
     install_error_handlers(app)
     app.include_router(estimates.router)  # before jobs': /v1/jobs/estimates is no job id
     for router in (jobs.router, inventory.router, queues.router, tokens.router, health.router):

@@ -9,7 +9,9 @@
 * the ``Content-Security-Policy`` of the doc pages (``docs.py``);
 * the body limit (``limits.py``): a declared ``Content-Length`` over
   ``max_bytes`` is refused with 413 before the body is read; a streamed body
-  is counted and cut off with 413 once it passes the limit.
+  is counted and cut off with 413 once it passes the limit;
+* ``loop_reads`` (an app on SQLite): ``routing.LOOP_READS`` is set for the
+  request, so its quick reads run on the loop (``routing.py``).
 
 One layer instead of three: each layer that wraps ``send`` costs every
 request a closure call per message.
@@ -25,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gpudock.api.docs import DOC_PAGES, POLICY
 from gpudock.api.limits import BodyTooLarge, refuse_too_large
 from gpudock.api.request_id import choose_request_id
+from gpudock.api.routing import LOOP_READS
 from gpudock.logfmt import request_id
 
 log = logging.getLogger("gpudock.api")
@@ -36,10 +39,17 @@ _CSP = (b"content-security-policy", POLICY.encode())
 class Edge:
     """Request ids, the doc pages' policy and the body limit, as one ASGI layer."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, pages: frozenset[str] = DOC_PAGES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        pages: frozenset[str] = DOC_PAGES,
+        loop_reads: bool = False,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.pages = pages
+        self.loop_reads = loop_reads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,6 +67,8 @@ class Edge:
         # Not reset afterwards: each request runs in its own task (and context), and the
         # outermost error handler must still see the id when it logs a failure.
         request_id.set(rid)
+        if self.loop_reads:
+            LOOP_READS.set(True)  # this request's task only, as ``request_id``
         started, status = time.monotonic(), 0
         extra = [(_RID, rid.encode("latin-1"))]
         if scope["path"] in self.pages:

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import WithJsonSchema
 
 from gpudock.api.deps import CurrentUser, Jobs, TokenWatches
-from gpudock.api.routing import OneHop
+from gpudock.api.routing import OneHop, quick_read
 from gpudock.api.schemas import ErrorOut, JobDetailOut, JobEventOut, JobOut, PreemptionOut
 from gpudock.core.errors import InvalidInput
 from gpudock.core.job import JobSpec, JobState
@@ -42,6 +42,7 @@ PAGE_SIZE = 100
 
 
 @router.get("", response_model=list[JobOut], responses=ERRORS)
+@quick_read
 def list_jobs(
     request: Request,
     response: Response,
@@ -80,6 +81,7 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobDetailOut, responses=ERRORS)
+@quick_read
 def show(job_id: int, user: CurrentUser, jobs: Jobs) -> JobDetailOut:
     """One job with its allocation, pending reasons and state history."""
     found = jobs.get(job_id, user)
