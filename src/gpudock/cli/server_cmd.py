@@ -91,9 +91,18 @@ def server(
             show_default=False,
         ),
     ] = None,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="if another server runs this database's controller, wait and take over "
+            "when it stops (default: refuse to start)",
+        ),
+    ] = False,
 ) -> None:
     """Start the gpudock server on this host, or for the Swarm it manages: the controller
-    (scheduler, reconciler) and ``--api-workers`` processes serving the API."""
+    (scheduler, reconciler) and ``--api-workers`` processes serving the API. One server
+    runs a database's controller (``runtime/lease.py``); ``--standby`` waits for it."""
     levels = ("debug", "info", "warning", "error")
     if log_level.lower() not in levels:
         _fail(f"--log-level must be one of {', '.join(levels)}; got {log_level!r}")
@@ -111,6 +120,7 @@ def server(
         log_level,
         log_format,
         workers,
+        standby,
     )
 
 
@@ -125,9 +135,12 @@ def _run(
     log_level: str,
     log_format: str,
     workers: int,
+    standby: bool = False,
 ) -> None:
-    """Bind the port, fork the workers (they wait), open the store, then serve until
-    SIGTERM or SIGINT (``gpudock.server.serve``); the workers listen once released."""
+    """Bind the port, fork the workers (they wait), take the controller lease (refused, or
+    with ``standby`` waited for), open the store, then serve until SIGTERM or SIGINT
+    (``gpudock.server.serve``); the workers listen once released. A lease lost to another
+    server while the database was away stops this one (exit 2)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -135,10 +148,12 @@ def _run(
     from gpudock.config import load_config
     from gpudock.core.errors import GpudockError
     from gpudock.executors.base import BackendRefused
+    from gpudock.runtime.lease import ControllerLease, LeaseHeld
     from gpudock.runtime.reload import Reloads
     from gpudock.runtime.wakeup import socket_channel
     from gpudock.runtime.workers import Supervisor
     from gpudock.server import bind, open_cluster, serve, write_client_config
+    from gpudock.store.db import default_url
 
     # After the imports: some log at import time (alembic's plugins), before any handler.
     configure_logging(log_level, "json" if log_format == "json" else "text", process="controller")
@@ -160,11 +175,14 @@ def _run(
     inherited = (listener.fileno(), *([wake_pair[1].fileno()] if wake_pair else []))
     supervisor = Supervisor(workers, inherited)
     supervisor.launch()  # they import while the store opens
+    lease = ControllerLease(db or default_url(home))
     try:
+        lease.take(standby)  # before the store is touched: one controller per database
         opened = open_cluster(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
     except BaseException as exc:
         supervisor.stop()
-        if isinstance(exc, (GpudockError, ValueError, BackendRefused)):
+        lease.release()
+        if isinstance(exc, (GpudockError, ValueError, BackendRefused, LeaseHeld)):
             _fail(str(exc))
         if isinstance(exc, ArgumentError):
             _fail(
@@ -179,8 +197,18 @@ def _run(
     split = serve(opened, supervisor, listener, wake_pair, log_level, log_format)
     reloads.ready(split.ctx, config)  # SIGHUP reloads the file's scheduling config
     log.info("serving http://%s:%d with %d API worker%s", host, port, workers, "s"[: workers - 1])
+    lost: list[str] = []
+
+    def lease_lost(why: str) -> None:
+        lost.append(why)
+        os.kill(os.getpid(), signal.SIGTERM)  # stop as an operator's SIGTERM would
+
+    lease.watch(lease_lost)
     _wait_for_stop(supervisor)
     split.stop()
+    lease.release()
+    if lost:
+        _fail(lost[0])
 
 
 def _announce(home: Path, token: str | None, json_logs: bool) -> None:

@@ -1,0 +1,111 @@
+"""The controller lease (``runtime/lease.py``) on real SQLite and PostgreSQL: one holder
+per database, a refusal that names it, a standby that waits for it, and (PostgreSQL) a
+holder that takes it again after its session was cut, or stops when another took it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from gpudock.runtime import lease as lease_module
+from gpudock.runtime.lease import ControllerLease, LeaseHeld
+
+
+@pytest.fixture
+def leases() -> Iterator[list[ControllerLease]]:
+    made: list[ControllerLease] = []
+    yield made
+    for held in made:
+        held.release()
+
+
+def lease(url: str, made: list[ControllerLease], name: str = "") -> ControllerLease:
+    """A lease on ``url``; ``name`` is who it says holds it (all of them are in this one
+    process, whose pid and host would name them alike)."""
+    made.append(ControllerLease(url))
+    made[-1].me = name or f"controller {len(made)}"
+    return made[-1]
+
+
+def test_a_second_holder_is_refused_naming_the_first_and_gets_it_once_released(
+    db_url: str, leases: list[ControllerLease]
+) -> None:
+    first = lease(db_url, leases)
+    first.take()
+    second = lease(db_url, leases)
+    with pytest.raises(LeaseHeld) as refused:
+        second.take()
+    said = str(refused.value)
+    assert said.startswith("another gpudock server runs the controller of this database (")
+    assert first.me in said, said
+    first.release()
+    second.take()  # free again: no wait, no refusal
+
+
+def test_a_standby_waits_until_the_holder_lets_go(
+    db_url: str, leases: list[ControllerLease]
+) -> None:
+    first = lease(db_url, leases)
+    first.take()
+    standby = lease(db_url, leases)
+    taken = threading.Event()
+    waiter = threading.Thread(target=lambda: (standby.take(standby=True), taken.set()))
+    waiter.start()
+    assert not taken.wait(1.5), "the standby took a lease that was held"
+    first.release()
+    assert taken.wait(5), "the standby did not take the freed lease"
+    waiter.join()
+
+
+def _cut(url: str) -> None:
+    """End every other session of the test's database holding the lease (an outage as
+    the holder sees it)."""
+    admin = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+            "WHERE l.locktype = 'advisory' AND l.objid = %s AND l.classid = 0 "
+            "AND l.pid <> pg_backend_pid()",
+            (lease_module.LEASE_KEY,),
+        )
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_after_its_session_is_cut_the_holder_takes_the_lease_again(
+    db_url: str, leases: list[ControllerLease], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lease_module, "WATCH_S", 0.2)
+    holder = lease(db_url, leases)
+    holder.take()
+    lost: list[str] = []
+    holder.watch(lost.append)
+    _cut(db_url)
+    time.sleep(1.5)  # the watcher sees the session gone and takes the lease again
+    with pytest.raises(LeaseHeld):
+        lease(db_url, leases).take()
+    assert not lost
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_holder_whose_lease_was_taken_meanwhile_stops(
+    db_url: str, leases: list[ControllerLease], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher finds the session gone at one check and tries again at the next: a
+    successor that takes the lease in between wins it (a check every second leaves it
+    at least that long)."""
+    monkeypatch.setattr(lease_module, "WATCH_S", 1.0)
+    holder = lease(db_url, leases)
+    holder.take()
+    lost: list[str] = []
+    stopped = threading.Event()
+    holder.watch(lambda why: (lost.append(why), stopped.set()))
+    _cut(db_url)
+    successor = lease(db_url, leases)
+    successor.take()  # before the holder's watcher tries again
+    assert stopped.wait(5), "the old holder did not learn it lost the lease"
+    assert lost[0].startswith("another server took the controller lease (")
+    assert successor.me in lost[0]
