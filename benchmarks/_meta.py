@@ -27,7 +27,8 @@ def traces_dir(root: Path = REPO, environ: Mapping[str, str] | None = None) -> P
 
 
 def commit(root: Path = REPO) -> str:
-    """The checked-out commit's short hash, ``-dirty`` when tracked files changed;
+    """The checked-out commit's short hash, ``-dirty`` when tracked files changed
+    (other than the recorded results, which a batch of recordings writes as it goes);
     ``unknown`` outside a git checkout."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +41,8 @@ def commit(root: Path = REPO) -> str:
         if head.returncode != 0:
             return "unknown"
         git("update-index", "-q", "--refresh")
-        dirty = git("diff-index", "--quiet", "HEAD", "--").returncode != 0
+        results = (":!benchmarks/results", ":!benchmarks/RESULTS.md")
+        dirty = git("diff-index", "--quiet", "HEAD", "--", ".", *results).returncode != 0
     except OSError:  # no git
         return "unknown"
     return head.stdout.strip() + ("-dirty" if dirty else "")

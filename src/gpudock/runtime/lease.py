@@ -70,16 +70,30 @@ class ControllerLease:
     def take(self, standby: bool = False) -> None:
         """Hold the lease; ``LeaseHeld`` if another server holds it, or with ``standby``
         wait (one log line) until it is free. Database errors pass through."""
-        said = False
-        while not self._try():
-            holder = self._holder()
+        said = away = False
+        while True:
+            try:
+                if self._try():
+                    break
+            except ConnectionError as exc:  # a waiting standby outlives a database outage
+                if not said:
+                    raise
+                if not away:
+                    log.warning("standby: the database does not answer (%s); still waiting", exc)
+                away = True
+                time.sleep(WAIT_S)
+                continue
+            away = False
             if not standby:
                 raise LeaseHeld(
-                    f"another gpudock server runs the controller of this database ({holder}); "
-                    "stop it first, or start this one with --standby to take over when it stops"
+                    "another gpudock server runs the controller of this database "
+                    f"({self._holder()}); stop it first, or start this one with --standby "
+                    "to take over when it stops"
                 )
             if not said:
-                log.warning("standby: the controller of this database is %s; waiting", holder)
+                log.warning(
+                    "standby: the controller of this database is %s; waiting", self._holder()
+                )
                 said = True
             time.sleep(WAIT_S)
         if said:
@@ -106,12 +120,15 @@ class ControllerLease:
     def _try_pg(self) -> bool:
         import psycopg
 
-        if self._conn is None or self._conn.closed:
-            try:
+        try:
+            if self._conn is None or self._conn.closed:
                 self._conn = self._connect()
-            except psycopg.OperationalError as exc:  # the server says "cannot open the database"
-                raise ConnectionError(str(exc).strip().splitlines()[0]) from None
-        row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LEASE_KEY,)).fetchone()
+            row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LEASE_KEY,)).fetchone()
+        except psycopg.OperationalError as exc:  # the server says "cannot open the database"
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+            raise ConnectionError(str(exc).strip().splitlines()[0]) from None
         return bool(row and row[0])
 
     def _connect(self) -> Any:

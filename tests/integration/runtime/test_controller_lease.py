@@ -109,3 +109,29 @@ def test_a_holder_whose_lease_was_taken_meanwhile_stops(
     assert stopped.wait(5), "the old holder did not learn it lost the lease"
     assert lost[0].startswith("another server took the controller lease (")
     assert successor.me in lost[0]
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_waiting_standby_outlives_its_session_being_cut(
+    db_url: str, leases: list[ControllerLease]
+) -> None:
+    first = lease(db_url, leases, "the leader")
+    first.take()
+    standby = lease(db_url, leases, "the standby")
+    taken = threading.Event()
+    waiter = threading.Thread(target=lambda: (standby.take(standby=True), taken.set()))
+    waiter.start()
+    time.sleep(1.0)  # waiting
+    admin = db_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        cut = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name LIKE %s",
+            ("%the standby%",),
+        ).fetchone()
+    assert cut == (1,)
+    time.sleep(1.5)  # the standby reconnects and goes on waiting
+    assert waiter.is_alive() and not taken.is_set()
+    first.release()
+    assert taken.wait(5), "the standby did not take the freed lease after its outage"
+    waiter.join()
