@@ -92,11 +92,12 @@ def healthy(url: str) -> bool:
 
 def trial(db_url: str, tmp: Path) -> dict[str, float]:
     leader, leader_url = start(tmp / "leader", db_url, standby=False)
-    standby, standby_url = start(tmp / "standby", db_url, standby=True)
+    standby: subprocess.Popen[bytes] | None = None
     instance = None
     try:
         until(lambda: healthy(leader_url), 120, "the leader")
         instance = httpx.get(leader_url + "/healthz", timeout=5).json()["instance"]
+        standby, standby_url = start(tmp / "standby", db_url, standby=True)
         until(lambda: b"standby:" in (tmp / "standby" / "server.log").read_bytes(), 60, "standby")
         token = (tmp / "leader" / "admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
@@ -121,7 +122,7 @@ def trial(db_url: str, tmp: Path) -> dict[str, float]:
         return {"takeover_s": round(took, 2), "adopted_s": round(adopted, 2)}
     finally:
         for proc in (leader, standby):
-            if proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait(timeout=30)
         if instance is not None:
