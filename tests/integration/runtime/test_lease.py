@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -61,6 +61,31 @@ def test_a_standby_waits_until_the_holder_lets_go(
     waiter.join()
 
 
+def _sessions(url: str, name: str, holding: bool = False) -> set[int]:
+    """The backend pids of the test database's sessions of a lease named ``name``
+    (``holding``: those that hold the lease)."""
+    admin = url.replace("postgresql+psycopg://", "postgresql://")
+    query = (
+        "SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database() "
+        "AND a.application_name LIKE %s"
+    )
+    if holding:
+        query += (
+            " AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted "
+            "AND l.locktype = 'advisory' AND l.classid = 0 AND l.objid = %s)"
+        )
+    args: tuple[object, ...] = (f"%{name}%", lease_module.LEASE_KEY) if holding else (f"%{name}%",)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        return {int(row[0]) for row in conn.execute(query, args).fetchall()}
+
+
+def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 def _cut(url: str) -> None:
     """End every other session of the test's database holding the lease (an outage as
     the holder sees it)."""
@@ -79,12 +104,18 @@ def test_after_its_session_is_cut_the_holder_takes_the_lease_again(
     db_url: str, leases: list[ControllerLease], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lease_module, "WATCH_S", 0.2)
-    holder = lease(db_url, leases)
+    holder = lease(db_url, leases, "the leader")
     holder.take()
     lost: list[str] = []
     holder.watch(lost.append)
+    before = _sessions(db_url, "the leader", holding=True)
+    assert len(before) == 1
     _cut(db_url)
-    time.sleep(1.5)  # the watcher sees the session gone and takes the lease again
+    _until(
+        lambda: bool(_sessions(db_url, "the leader", holding=True) - before),
+        10,
+        "the lease taken again in a new session",
+    )
     with pytest.raises(LeaseHeld):
         lease(db_url, leases).take()
     assert not lost
@@ -121,7 +152,7 @@ def test_a_waiting_standby_outlives_its_session_being_cut(
     taken = threading.Event()
     waiter = threading.Thread(target=lambda: (standby.take(standby=True), taken.set()))
     waiter.start()
-    time.sleep(1.0)  # waiting
+    _until(lambda: bool(_sessions(db_url, "the standby")), 10, "the standby's session")
     admin = db_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin, autocommit=True) as conn:
         cut = conn.execute(
@@ -130,7 +161,7 @@ def test_a_waiting_standby_outlives_its_session_being_cut(
             ("%the standby%",),
         ).fetchone()
     assert cut == (1,)
-    time.sleep(1.5)  # the standby reconnects and goes on waiting
+    time.sleep(1.0)  # the standby's next tries: the cut session, then a new one
     assert waiter.is_alive() and not taken.is_set()
     first.release()
     assert taken.wait(5), "the standby did not take the freed lease after its outage"
