@@ -31,6 +31,20 @@ def lease(url: str, made: list[ControllerLease], name: str = "") -> ControllerLe
     return made[-1]
 
 
+def waiting(standby: ControllerLease) -> tuple[threading.Thread, threading.Event]:
+    """``standby.take(standby=True)`` in a thread of its own, and the event set once it
+    holds the lease."""
+    taken = threading.Event()
+    waiter = threading.Thread(target=lambda: (standby.take(standby=True), taken.set()))
+    waiter.start()
+    return waiter, taken
+
+
+def admin_connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A plain psycopg connection to the test's database (the test's own session)."""
+    return psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
+
+
 def test_a_second_holder_is_refused_naming_the_first_and_gets_it_once_released(
     db_url: str, leases: list[ControllerLease]
 ) -> None:
@@ -52,9 +66,7 @@ def test_a_standby_waits_until_the_holder_lets_go(
     first = lease(db_url, leases)
     first.take()
     standby = lease(db_url, leases)
-    taken = threading.Event()
-    waiter = threading.Thread(target=lambda: (standby.take(standby=True), taken.set()))
-    waiter.start()
+    waiter, taken = waiting(standby)
     assert not taken.wait(1.5), "the standby took a lease that was held"
     first.release()
     assert taken.wait(5), "the standby did not take the freed lease"
@@ -64,7 +76,6 @@ def test_a_standby_waits_until_the_holder_lets_go(
 def _sessions(url: str, name: str, holding: bool = False) -> set[int]:
     """The backend pids of the test database's sessions of a lease named ``name``
     (``holding``: those that hold the lease)."""
-    admin = url.replace("postgresql+psycopg://", "postgresql://")
     query = (
         "SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database() "
         "AND a.application_name LIKE %s"
@@ -75,7 +86,7 @@ def _sessions(url: str, name: str, holding: bool = False) -> set[int]:
             "AND l.locktype = 'advisory' AND l.classid = 0 AND l.objid = %s)"
         )
     args: tuple[object, ...] = (f"%{name}%", lease_module.LEASE_KEY) if holding else (f"%{name}%",)
-    with psycopg.connect(admin, autocommit=True) as conn:
+    with admin_connect(url) as conn:
         return {int(row[0]) for row in conn.execute(query, args).fetchall()}
 
 
@@ -89,8 +100,7 @@ def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
 def _cut(url: str) -> None:
     """End every other session of the test's database holding the lease (an outage as
     the holder sees it)."""
-    admin = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin, autocommit=True) as conn:
+    with admin_connect(url) as conn:
         conn.execute(
             "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
             "WHERE l.locktype = 'advisory' AND l.objid = %s AND l.classid = 0 "
@@ -149,12 +159,9 @@ def test_a_waiting_standby_outlives_its_session_being_cut(
     first = lease(db_url, leases, "the leader")
     first.take()
     standby = lease(db_url, leases, "the standby")
-    taken = threading.Event()
-    waiter = threading.Thread(target=lambda: (standby.take(standby=True), taken.set()))
-    waiter.start()
+    waiter, taken = waiting(standby)
     _until(lambda: bool(_sessions(db_url, "the standby")), 10, "the standby's session")
-    admin = db_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin, autocommit=True) as conn:
+    with admin_connect(db_url) as conn:
         cut = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE application_name LIKE %s",
