@@ -94,7 +94,9 @@ class Server:
     API processes (None: the server's default).
 
     ``config`` replaces top-level keys of the server config below (e.g. a
-    ``node`` without ``cpus``, so that the host's cores bound the jobs).
+    ``node`` without ``cpus``, so that the host's cores bound the jobs); ``args`` are
+    more ``gpudock server`` options (``--standby``). Without ``wait``, the caller calls
+    ``ready`` once it expects the server to serve (a standby, after the leader died).
     """
 
     def __init__(
@@ -104,6 +106,8 @@ class Server:
         gpus: int,
         config: dict[str, Any] | None = None,
         api_workers: int | None = None,
+        args: tuple[str, ...] = (),
+        wait: bool = True,
     ) -> None:
         self.home = home
         self.db_url = db_url or f"sqlite:///{home / 'gpudock.db'}"
@@ -117,7 +121,7 @@ class Server:
             **(config or {}),
         }
         (home / "server.yaml").write_text(yaml.safe_dump(config))
-        args = [
+        command = [
             str(Path(sys.executable).parent / "gpudock"),
             "server",
             "--port",
@@ -132,15 +136,24 @@ class Server:
             "warning",
         ]
         if api_workers is not None:
-            args += ["--api-workers", str(api_workers)]
+            command += ["--api-workers", str(api_workers)]
         self.log = home / "server.log"
         self.proc = subprocess.Popen(
-            args,
+            [*command, *args],
             env={**os.environ, "GPUDOCK_HOME": str(home)},
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 120
+        self.token, self.instance = "", ""
+        if wait:
+            self.ready()
+
+    def ready(self, timeout: float = 120.0) -> None:
+        """Wait until the server answers ``/healthz`` (``SystemExit`` if it exits or
+        does not within ``timeout``), then read its admin token and instance, and let
+        its start-up work settle."""
+        home = self.home
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise SystemExit(f"server exited:\n{self.log.read_text()[-4000:]}")

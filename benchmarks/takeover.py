@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,47 +30,11 @@ from typing import Any
 
 import docker
 import httpx
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._stack import build_info, free_port, scratch_database
+from benchmarks._stack import Server, build_info, scratch_database
 
 IMAGE = "gpudock-test/busybox:latest"
-CONFIG = {
-    "reconcile_interval": "0.5s",
-    "schedule_interval": "0.5s",
-    "executor": {"stop_grace": "1s"},
-    "node": {"cpus": 64, "memory": "256GiB"},
-}
-
-
-def start(home: Path, db_url: str, standby: bool) -> tuple[subprocess.Popen[bytes], str]:
-    """A server on ``db_url`` (``--standby`` if asked): its process and URL."""
-    home.mkdir(parents=True)
-    (home / "server.yaml").write_text(yaml.safe_dump(CONFIG))
-    port = free_port()
-    args = [
-        str(Path(sys.executable).parent / "gpudock"),
-        "server",
-        "--port",
-        str(port),
-        "--config",
-        str(home / "server.yaml"),
-        "--db",
-        db_url,
-        "--emulate-gpus",
-        "4xH100-80GB",
-        "--log-level",
-        "warning",
-        "--api-workers",
-        "1",
-        *(["--standby"] if standby else []),
-    ]
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen(
-        args, env={**os.environ, "GPUDOCK_HOME": str(home)}, stdout=log, stderr=log
-    )
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -91,54 +53,39 @@ def healthy(url: str) -> bool:
 
 
 def trial(db_url: str, tmp: Path) -> dict[str, float]:
-    leader, leader_url = start(tmp / "leader", db_url, standby=False)
-    standby: subprocess.Popen[bytes] | None = None
-    instance = None
+    """One leader, one standby, one running job, one kill: the two delays."""
+    (tmp / "leader").mkdir()
+    (tmp / "standby").mkdir()
+    leader = Server(tmp / "leader", db_url, 4, api_workers=1)
+    standby = Server(tmp / "standby", db_url, 4, api_workers=1, args=("--standby",), wait=False)
     try:
-        until(lambda: healthy(leader_url), 120, "the leader")
-        instance = httpx.get(leader_url + "/healthz", timeout=5).json()["instance"]
-        standby, standby_url = start(tmp / "standby", db_url, standby=True)
-        until(lambda: b"standby:" in (tmp / "standby" / "server.log").read_bytes(), 60, "standby")
-        token = (tmp / "leader" / "admin-token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}"}
+        until(lambda: b"standby:" in standby.log.read_bytes(), 60, "the standby to wait")
+        headers = {"Authorization": f"Bearer {leader.token}"}
         job = {"image": IMAGE, "command": ["sleep", "300"], "gpus": 1}
-        made = httpx.post(leader_url + "/v1/jobs", json=job, headers=headers, timeout=30)
-        job_id = made.json()["id"]
-        show = f"/v1/jobs/{job_id}"
+        made = httpx.post(leader.url + "/v1/jobs", json=job, headers=headers, timeout=30)
+        show = f"/v1/jobs/{made.json()['id']}"
 
         def running(url: str) -> bool:
             found = httpx.get(url + show, headers=headers, timeout=2).json()
             return bool(found["state"] == "RUNNING" and found["attempt"] == 0)
 
-        until(lambda: running(leader_url), 60, "the job to run")
-        leader.send_signal(signal.SIGKILL)
+        until(lambda: running(leader.url), 60, "the job to run")
+        leader.proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()
-        leader.wait()
-        until(lambda: healthy(standby_url), 60, "the standby to lead")
+        leader.proc.wait()
+        until(lambda: healthy(standby.url), 60, "the standby to lead")
         took = time.monotonic() - killed
-        until(lambda: running(standby_url), 60, "the job seen running by the new leader")
+        until(lambda: running(standby.url), 60, "the job seen running by the new leader")
         adopted = time.monotonic() - killed
-        httpx.post(standby_url + show + "/cancel", headers=headers, timeout=30)
+        httpx.post(standby.url + show + "/cancel", headers=headers, timeout=30)
         return {"takeover_s": round(took, 2), "adopted_s": round(adopted, 2)}
     finally:
-        for proc in (leader, standby):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=30)
-        if instance is not None:
-            cleanup(instance)
-
-
-def cleanup(instance: str) -> None:
-    """Remove the containers the trial's installation left."""
-    client = docker.from_env()
-    try:
-        label = f"gpudock.instance={instance}"
-        for container in client.containers.list(all=True, filters={"label": label}):
-            with contextlib.suppress(docker.errors.APIError):
-                container.remove(force=True)
-    finally:
-        client.close()
+        client = docker.from_env()
+        try:
+            standby.stop()
+            leader.stop(client)  # the installation's containers, by its instance label
+        finally:
+            client.close()
 
 
 def run(kind: str, trials: int) -> dict[str, Any]:
