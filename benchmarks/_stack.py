@@ -150,8 +150,8 @@ class Server:
 
     def ready(self, timeout: float = 120.0) -> None:
         """Wait until the server answers ``/healthz`` (``SystemExit`` if it exits or
-        does not within ``timeout``), then read its admin token and instance, and let
-        its start-up work settle."""
+        does not within ``timeout``), then read its admin token (if it made one) and
+        instance, and let its start-up work settle."""
         home = self.home
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -164,7 +164,8 @@ class Server:
         else:
             self.stop()
             raise SystemExit(f"server did not start:\n{self.log.read_text()[-4000:]}")
-        self.token = (home / "admin-token").read_text().strip()
+        token = home / "admin-token"  # a follower's home has none: it made no token
+        self.token = token.read_text().strip() if token.exists() else ""
         self.instance = httpx.get(self.url + "/healthz", timeout=5).json()["instance"]
         self.settle()
 

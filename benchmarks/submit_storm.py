@@ -19,10 +19,15 @@ GPUs on the local dockerd and sends ``--submits`` ``POST /v1/jobs`` (1 GPU,
   (pairs of jobs that held one GPU at overlapping times, from the state
   history), ``pending_without_reason`` (after a scheduling cycle).
 
+With ``--replicas N`` (PostgreSQL only) the storm goes to N servers on one
+database, round robin: the leader and N - 1 ``--standby`` followers, which
+serve the API and wake the leader through PostgreSQL; the cores are per
+replica (``r0`` leads) and the audit covers them all.
+
 Goal: every submit acknowledged, 0 lost/duplicated/double-booked; on SQLite
 >= 200 acknowledged/s and p99 <= 1 s.
 Usage: ``benchmarks/submit_storm.py [--json] [--submits 10000] [--concurrency 64]
-[--db sqlite,postgres] [--gpus 8] [--api-workers N] [--idle 5]``.
+[--db sqlite,postgres] [--gpus 8] [--api-workers N] [--idle 5] [--replicas 1]``.
 """
 
 from __future__ import annotations
@@ -59,8 +64,9 @@ SPEC = {"image": IMAGE, "command": ["true"], "gpus": 1, "retries": 0}
 RETRIES_503 = 3
 
 
-def storm(server: Server, submits: int, concurrency: int) -> dict[str, Any]:
-    """Fire the submits; return the acknowledged ids, latencies and failures."""
+def storm(servers: list[Server], submits: int, concurrency: int) -> dict[str, Any]:
+    """Fire the submits, the i-th to replica i mod N; return the acknowledged ids,
+    latencies and failures."""
     local = threading.local()
     lock = threading.Lock()
     acked: list[int] = []
@@ -68,9 +74,10 @@ def storm(server: Server, submits: int, concurrency: int) -> dict[str, Any]:
     failures: Counter[str] = Counter()
 
     def one(i: int) -> None:
-        api = getattr(local, "api", None)
-        if api is None:
-            api = local.api = server.client()
+        apis = getattr(local, "apis", None)
+        if apis is None:
+            apis = local.apis = [server.client() for server in servers]
+        api = apis[i % len(apis)]
         started = time.perf_counter()
         for _ in range(RETRIES_503 + 1):  # 503 means nothing was stored: send it again
             try:
@@ -129,31 +136,72 @@ def audit(server: Server, acked: list[int], settle: float) -> dict[str, Any]:
     }
 
 
-def cores_by_process(server: Server, work: Callable[[], T]) -> tuple[dict[str, float], T]:
-    """What ``work`` returned, and the cores each server process used while it ran."""
-    before, began = server.cpu_by_process(), time.perf_counter()
+def cores_by_process(servers: list[Server], work: Callable[[], T]) -> tuple[dict[str, float], T]:
+    """What ``work`` returned, and the cores each server process used while it ran (named
+    ``rN:process`` for replica N when there are several)."""
+
+    def cpu() -> dict[str, float]:
+        if len(servers) == 1:
+            return servers[0].cpu_by_process()
+        return {
+            f"r{i}:{name}": seconds
+            for i, server in enumerate(servers)
+            for name, seconds in server.cpu_by_process().items()
+        }
+
+    before, began = cpu(), time.perf_counter()
     out = work()
-    after, wall = server.cpu_by_process(), time.perf_counter() - began
+    after, wall = cpu(), time.perf_counter() - began
     return {name: (after[name] - before.get(name, 0.0)) / wall for name in after}, out
 
 
+def replicas(tmp: Path, url: str | None, args: argparse.Namespace) -> list[Server]:
+    """The leader, then ``args.replicas - 1`` followers on its database."""
+    (tmp / "r0").mkdir()
+    leader = Server(tmp / "r0", url, args.gpus, api_workers=args.api_workers)
+    servers = [leader]
+    try:
+        for i in range(1, args.replicas):
+            (tmp / f"r{i}").mkdir()
+            follower = Server(
+                tmp / f"r{i}",
+                leader.db_url,
+                args.gpus,
+                api_workers=args.api_workers,
+                args=("--standby",),
+            )
+            follower.token = leader.token
+            servers.append(follower)
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
 def run_one(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
+    if args.replicas > 1 and kind != "postgres":
+        raise SystemExit("--replicas above 1 needs --db postgres: followers serve on PostgreSQL")
     with tempfile.TemporaryDirectory(prefix="gpudock-storm-") as tmp, scratch_database(kind) as url:
-        server = Server(Path(tmp), url, args.gpus, api_workers=args.api_workers)
+        servers = replicas(Path(tmp), url, args)
+        server = servers[0]
         try:
-            idle = cores_by_process(server, lambda: time.sleep(args.idle))[0]
+            idle = cores_by_process(servers, lambda: time.sleep(args.idle))[0]
             machine_before = machine_cpu()
             storm_cores, result = cores_by_process(
-                server, lambda: storm(server, args.submits, args.concurrency)
+                servers, lambda: storm(servers, args.submits, args.concurrency)
             )
             cpu = sum(storm_cores.values()) * result["wall"]
             busy = machine_cpu()["busy"] - machine_before["busy"]
             checked = audit(server, result["acked"], args.settle)
         finally:
+            for follower in servers[1:]:
+                follower.stop()
             server.stop(client)
     latencies = sorted(result["latencies"]) or [0.0]
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
     return {
+        "replicas": args.replicas,
         "submits": args.submits,
         "acknowledged": len(result["acked"]),
         "failures": dict(result["failures"]),
@@ -181,8 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--settle", type=float, default=60.0, help="at most this long for pending reasons"
     )
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="servers on one PostgreSQL database (1 leads)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.replicas < 1:
+        parser.error("--replicas must be at least 1")
     client = docker.from_env()
     out: dict[str, Any] = {
         "benchmark": "submit_storm",

@@ -7,7 +7,9 @@ and each of ``--trials``: a leader ``gpudock server`` (4 emulated GPUs) and a
 (``sleep``, 1 GPU) runs on the leader; the leader is killed with SIGKILL (its
 API workers die with it). Prints per database:
 
-* ``takeover_s``: from the kill to the standby's first ``/healthz`` 200;
+* ``takeover_s``: from the kill to the standby's ``/healthz`` saying ``leader``
+  (on PostgreSQL it served the API as a ``follower`` before; on SQLite it did not
+  serve);
 * ``adopted_s``: from the kill to the standby answering that the job still runs,
   in the attempt it had (its container adopted, not restarted);
 * their maxima. Goal: ``takeover_s`` <= 10 s.
@@ -48,8 +50,8 @@ def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
     raise SystemExit(f"timed out waiting for {what}")
 
 
-def healthy(url: str) -> bool:
-    return httpx.get(url + "/healthz", timeout=1).status_code == 200
+def leads(url: str) -> bool:
+    return bool(httpx.get(url + "/healthz", timeout=1).json()["role"] == "leader")
 
 
 def trial(db_url: str, tmp: Path) -> dict[str, float]:
@@ -73,7 +75,7 @@ def trial(db_url: str, tmp: Path) -> dict[str, float]:
         leader.proc.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         leader.proc.wait()
-        until(lambda: healthy(standby.url), 60, "the standby to lead")
+        until(lambda: leads(standby.url), 60, "the standby to lead")
         took = time.monotonic() - killed
         until(lambda: running(standby.url), 60, "the job seen running by the new leader")
         adopted = time.monotonic() - killed

@@ -46,7 +46,7 @@ from gpudock.store import inventory as inv_store
 from gpudock.store import meta as meta_store
 from gpudock.store import tokens as token_store
 from gpudock.store.db import Database, default_url
-from gpudock.store.models import NodeRow
+from gpudock.store.models import MetaRow, NodeRow
 from gpudock.vault import KEY_FILE, Vault
 
 log = logging.getLogger("gpudock.server")
@@ -165,6 +165,69 @@ def open_cluster(
         gpus_emulated=inventory is not None and inventory.source == "emulated",
         watched_gpus=tuple(g.uuid for g in inventory.gpus) if nvml and inventory else (),
         new_admin_token=new_token,
+    )
+
+
+def join_cluster(
+    home: Path,
+    config: ServerConfig,
+    db_url: str,
+    emulate_gpus: str | None = None,
+) -> Opened | None:
+    """What a follower (``gpudock server --standby`` on PostgreSQL) serves the API on: the
+    store as the leader migrated it, and the facts ``open_cluster`` would find, with
+    nothing written (no migration, no node registered, no token made); the leader's
+    ``open_cluster`` did all that. None while the schema is not this code's newest
+    (the leader has not migrated yet, or runs other code): the standby then waits
+    without serving. ``ValueError`` and the executor's ``BackendRefused`` as for
+    ``open_cluster``."""
+    kind = executor_class(config.backend)
+    multi = issubclass(kind, ExecutorWithNodes)
+    inventory = None if multi else _discover(config, emulate_gpus)
+    db = Database.open(db_url, migrate=False)
+    try:
+        if not db.at_head():
+            db.close()
+            return None
+        with db.read() as session:
+            row = session.get(MetaRow, "instance_id")
+            instance = None if row is None else row.value
+            version = meta_store.cluster_version(session)
+        if instance is None:  # the leader's first start has not got that far
+            db.close()
+            return None
+        executor = kind.create(config, instance, home)
+        executor.prepare()
+        if isinstance(executor, ExecutorWithNodes):
+            local = executor.local_node()
+            node_name = next((n.name for n in executor.nodes() if n.engine_id == local), local)
+        else:
+            assert inventory is not None
+            node_name = inventory.name
+        with db.read() as session:
+            in_force = start_config(session, config, node_name)
+    except BaseException:
+        db.close()
+        raise
+    home.mkdir(parents=True, exist_ok=True)
+    Vault(home / KEY_FILE).ensure_key()
+    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return Opened(
+        db=db,
+        executor=executor,
+        cluster=multi,
+        home=home,
+        db_url=db_url,
+        base_config=config,
+        config=in_force,
+        cluster_version=version,
+        node_name=node_name,
+        instance_id=instance,
+        log_dir=log_dir,
+        gpus_emulated=inventory is not None and inventory.source == "emulated",
+        watched_gpus=(),
+        new_admin_token=None,
     )
 
 
@@ -366,6 +429,34 @@ class Split:
         self.ctx.db.close()
 
 
+@dataclass
+class Following:
+    """A follower's process (``follow``): its API workers serve; it runs no controller."""
+
+    opened: Opened
+    supervisor: Supervisor
+    control: ControlServer
+
+    def stop(self) -> None:
+        """Stop the workers, then the control socket, and close the store."""
+        self.supervisor.stop()
+        self.control.stop()
+        self.opened.db.close()
+
+
+def follow(
+    joined: Opened, supervisor: Supervisor, listener: socket.socket, log_level: str, log_format: str
+) -> Following:
+    """Release the ``supervisor``'s API workers on a follower's store (``join_cluster``):
+    they serve reads and submits, and wake the leader through PostgreSQL notifications;
+    ``/metrics`` answers the store's families, ``/healthz`` the role ``follower``."""
+    ctx = runtime_context(joined, process="controller")
+    addr = control.address(joined.instance_id, os.getpid())
+    server = ControlServer(addr, lambda: exposition(ctx.metrics, StoreCollector(ctx)), "follower")
+    supervisor.release(_worker_spec(joined, listener, None, addr, log_level, log_format))
+    return Following(joined, supervisor, server)
+
+
 def serve(
     opened: Opened,
     supervisor: Supervisor,
@@ -373,11 +464,14 @@ def serve(
     wake_pair: tuple[socket.socket, socket.socket] | None,
     log_level: str,
     log_format: str,
+    following: Following | None = None,
 ) -> Split:
     """Start the controller on ``opened`` and release the ``supervisor``'s API workers.
 
     ``wake_pair`` (SQLite): the wake-up socket pair the workers inherited the
-    sending end of; None (PostgreSQL): wake-ups are notifications.
+    sending end of; None (PostgreSQL): wake-ups are notifications. ``following``:
+    this process was a follower (``follow``) and takes over; its workers serve on,
+    and its control socket answers as the leader's from now on.
     """
     ctx = runtime_context(opened, process="controller")
     loops = make_controller(ctx, opened)
@@ -388,24 +482,44 @@ def serve(
     else:
         url = make_url(opened.db_url).set(drivername="postgresql")
         wakes = NotifyListener(url.render_as_string(hide_password=False), wakes_by_kind)
-    addr = control.address(opened.instance_id, os.getpid())
-    server = ControlServer(addr, lambda: exposition(ctx.metrics, StoreCollector(ctx)))
-    supervisor.release(  # the workers start serving while the controller's first pass runs
-        WorkerSpec(
-            name="",
-            home=opened.home,
-            db_url=opened.db_url,
-            base_config=opened.base_config,
-            node_name=opened.node_name,
-            instance_id=opened.instance_id,
-            log_dir=opened.log_dir,
-            gpus_emulated=opened.gpus_emulated,
-            log_level=log_level,
-            log_format=log_format,
-            listen_fd=listener.fileno(),
-            wake_fd=None if wake_pair is None else wake_pair[1].fileno(),
-            control_address=addr,
+
+    def scrape() -> bytes:
+        return exposition(ctx.metrics, StoreCollector(ctx))
+
+    if following is not None:
+        server = following.control
+        server.answer(scrape, "leader")
+        following.opened.db.close()
+    else:
+        addr = control.address(opened.instance_id, os.getpid())
+        server = ControlServer(addr, scrape)
+        supervisor.release(  # the workers start serving while the controller's first pass runs
+            _worker_spec(opened, listener, wake_pair, addr, log_level, log_format)
         )
-    )
     loops.start()
     return Split(opened, ctx, loops, supervisor, wakes, server)
+
+
+def _worker_spec(
+    opened: Opened,
+    listener: socket.socket,
+    wake_pair: tuple[socket.socket, socket.socket] | None,
+    addr: str,
+    log_level: str,
+    log_format: str,
+) -> WorkerSpec:
+    return WorkerSpec(
+        name="",
+        home=opened.home,
+        db_url=opened.db_url,
+        base_config=opened.base_config,
+        node_name=opened.node_name,
+        instance_id=opened.instance_id,
+        log_dir=opened.log_dir,
+        gpus_emulated=opened.gpus_emulated,
+        log_level=log_level,
+        log_format=log_format,
+        listen_fd=listener.fileno(),
+        wake_fd=None if wake_pair is None else wake_pair[1].fileno(),
+        control_address=addr,
+    )

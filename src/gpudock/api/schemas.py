@@ -386,6 +386,11 @@ class HealthOut(BaseModel):
         description="the process that answered: api-1, api-2, ... (server: one process)"
     )
     pid: int = Field(description="its process id")
+    role: str = Field(
+        description="leader (this server runs the database's controller), follower (a "
+        "--standby serving the API while it waits to lead), or unknown (its controller "
+        "process did not answer)"
+    )
     docker: str
     db: str = Field(description="ok or unavailable")
     jobs: dict[str, int] = Field(description="jobs per state; empty while the database is down")

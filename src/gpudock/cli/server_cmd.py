@@ -23,6 +23,7 @@ from gpudock.logfmt import configure as configure_logging
 
 if TYPE_CHECKING:
     from gpudock.runtime.workers import Supervisor
+    from gpudock.server import Following
 
 err = lazy_console(stderr=True)
 log = logging.getLogger("gpudock.server")
@@ -139,8 +140,10 @@ def _run(
 ) -> None:
     """Bind the port, fork the workers (they wait), take the controller lease (refused, or
     with ``standby`` waited for), open the store, then serve until SIGTERM or SIGINT
-    (``gpudock.server.serve``); the workers listen once released. A lease lost to another
-    server while the database was away stops this one (exit 2)."""
+    (``gpudock.server.serve``); the workers listen once released. A standby on
+    PostgreSQL serves the API as a follower while it waits (``gpudock.server.follow``),
+    and its workers serve on when it takes over. A lease lost to another server while
+    the database was away stops this one (exit 2)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -152,7 +155,7 @@ def _run(
     from gpudock.runtime.reload import Reloads
     from gpudock.runtime.wakeup import socket_channel
     from gpudock.runtime.workers import Supervisor
-    from gpudock.server import bind, open_cluster, serve, write_client_config
+    from gpudock.server import bind, follow, join_cluster, open_cluster, serve, write_client_config
     from gpudock.store.db import default_url
 
     # After the imports: some log at import time (alembic's plugins), before any handler.
@@ -175,12 +178,36 @@ def _run(
     inherited = (listener.fileno(), *([wake_pair[1].fileno()] if wake_pair else []))
     supervisor = Supervisor(workers, inherited)
     supervisor.launch()  # they import while the store opens
+    # a standby stops cleanly while it waits (its workers may serve); a leader's start is
+    # interrupted as any process's, until it serves
+    stop = _stop_on_signals(supervisor) if standby else None
     lease = ControllerLease(db or default_url(home))
+    following: list[Following] = []
+
+    def join() -> bool:
+        """A standby on PostgreSQL serves the API while it waits (False: not yet)."""
+        assert db is not None
+        try:
+            joined = join_cluster(home, cfg, db, emulate_gpus)
+        except OperationalError as exc:  # the database is away: try again at the next wait
+            log.warning("standby: cannot read the database yet (%s)", _first_line(exc))
+            return False
+        if joined is None:
+            return False
+        write_client_config(home, host, port)
+        following.append(follow(joined, supervisor, listener, log_level, log_format))
+        log.info("following: serving http://%s:%d until this server leads", host, port)
+        return True
+
     try:
-        lease.take(standby)  # before the store is touched: one controller per database
+        # before the store is touched: one controller per database
+        if not lease.take(standby, stop, None if sqlite else join):
+            _stop_following(following, supervisor)
+            lease.release()
+            return
         opened = open_cluster(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
     except BaseException as exc:
-        supervisor.stop()
+        _stop_following(following, supervisor)
         lease.release()
         if isinstance(exc, (GpudockError, ValueError, BackendRefused, LeaseHeld)):
             _fail(str(exc))
@@ -189,12 +216,19 @@ def _run(
                 f"--db {db!r} is not a database URL ({exc}); e.g. postgresql+psycopg://user@host/db"
             )
         if isinstance(exc, (OperationalError, OSError)):
-            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            _fail(f"cannot open the database: {detail}")
+            _fail(f"cannot open the database: {_first_line(exc)}")
         raise
     write_client_config(home, host, port)
     _announce(home, opened.new_admin_token, log_format == "json")
-    split = serve(opened, supervisor, listener, wake_pair, log_level, log_format)
+    split = serve(
+        opened,
+        supervisor,
+        listener,
+        wake_pair,
+        log_level,
+        log_format,
+        following[0] if following else None,
+    )
     reloads.ready(split.ctx, config)  # SIGHUP reloads the file's scheduling config
     log.info("serving http://%s:%d with %d API worker%s", host, port, workers, "s"[: workers - 1])
     lost: list[str] = []
@@ -203,12 +237,28 @@ def _run(
         lost.append(why)
         os.kill(os.getpid(), signal.SIGTERM)  # stop as an operator's SIGTERM would
 
+    if stop is None:
+        stop = _stop_on_signals(supervisor)
     lease.watch(lease_lost)
-    _wait_for_stop(supervisor)
+    while not stop.wait(1.0):
+        pass
     split.stop()
     lease.release()
     if lost:
         _fail(lost[0])
+
+
+def _first_line(exc: BaseException) -> str:
+    """A database error's first line (the driver's own message where there is one)."""
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+
+
+def _stop_following(following: list[Following], supervisor: Supervisor) -> None:
+    """Stop a follower's workers and socket, or only the (unreleased) workers."""
+    if following:
+        following[0].stop()
+    else:
+        supervisor.stop()
 
 
 def _announce(home: Path, token: str | None, json_logs: bool) -> None:
@@ -222,8 +272,8 @@ def _announce(home: Path, token: str | None, json_logs: bool) -> None:
         )
 
 
-def _wait_for_stop(supervisor: Supervisor) -> None:
-    """Block until SIGTERM or SIGINT; from then on no worker is restarted."""
+def _stop_on_signals(supervisor: Supervisor) -> threading.Event:
+    """An event set by SIGTERM or SIGINT; from then on no worker is restarted."""
     stop = threading.Event()
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
@@ -232,5 +282,4 @@ def _wait_for_stop(supervisor: Supervisor) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
-    while not stop.wait(1.0):
-        pass
+    return stop

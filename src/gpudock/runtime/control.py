@@ -5,14 +5,18 @@ store: its runtime counters and histograms (``RuntimeMetrics``: cycles,
 placements, job waits) and its latest snapshot (the queue report without a
 load of its own). An API worker answers ``GET /metrics`` by asking the
 controller for the whole exposition (``ask``), so every worker answers what
-the one-process server would.
+the one-process server would. ``/healthz`` asks it for the server's role
+(``ask_role``): ``leader`` (it runs the database's controller) or
+``follower`` (a ``--standby`` that serves the API while it waits to lead).
 
 The socket is a Unix stream socket in Linux's abstract namespace (no file,
 no path length limit), named after the instance and the controller's pid
 (``address``). One request per connection: the worker sends ``metrics\\n``
-and reads the answer until the controller closes. Only a process of the
-server's own user is answered (``SO_PEERCRED``): the scrape may be behind
-``metrics.token``, which the worker checked.
+or ``role\\n`` and reads the answer until the controller closes. Only a
+process of the server's own user is answered (``SO_PEERCRED``): the scrape
+may be behind ``metrics.token``, which the worker checked. What a server
+answers may change while it runs (``ControlServer.answer``): a follower
+that takes over answers as the leader from then on, on the same socket.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from collections.abc import Callable
 log = logging.getLogger("gpudock.runtime")
 
 REQUEST = b"metrics\n"
+ROLE = b"role\n"
 TIMEOUT = 10.0  # seconds a worker waits for the controller's answer
+ROLE_TIMEOUT = 1.0  # seconds ``/healthz`` waits for the role
 
 
 def address(instance_id: str, pid: int) -> str:
@@ -37,10 +43,12 @@ def address(instance_id: str, pid: int) -> str:
 
 
 class ControlServer:
-    """Answers ``metrics`` requests with ``scrape()`` on ``addr``, in a thread, until ``stop``."""
+    """Answers ``metrics`` with ``scrape()`` and ``role`` with ``role`` on ``addr``, in a
+    thread, until ``stop``."""
 
-    def __init__(self, addr: str, scrape: Callable[[], bytes]) -> None:
+    def __init__(self, addr: str, scrape: Callable[[], bytes], role: str = "leader") -> None:
         self.scrape = scrape
+        self.role = role
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.bind(addr)
         self.sock.listen(16)
@@ -78,6 +86,12 @@ class ControlServer:
             request += chunk
         if request == REQUEST:
             conn.sendall(self.scrape())
+        elif request == ROLE:
+            conn.sendall(self.role.encode())
+
+    def answer(self, scrape: Callable[[], bytes], role: str) -> None:
+        """Answer with ``scrape`` and ``role`` from the next request on (a takeover)."""
+        self.scrape, self.role = scrape, role
 
     def stop(self) -> None:
         self._stopped.set()
@@ -87,16 +101,25 @@ class ControlServer:
         self.sock.close()
 
 
-def ask(addr: str, timeout: float = TIMEOUT) -> bytes:
-    """The controller's ``/metrics`` exposition; ``OSError`` (or ``TimeoutError``) when it
-    cannot answer."""
+def ask(addr: str, timeout: float = TIMEOUT, request: bytes = REQUEST) -> bytes:
+    """The controller's answer to ``request`` (default: the ``/metrics`` exposition);
+    ``OSError`` (or ``TimeoutError``) when it cannot answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
         sock.settimeout(timeout)
         sock.connect(addr)
-        sock.sendall(REQUEST)
+        sock.sendall(request)
         parts = []
         while chunk := sock.recv(1 << 16):
             parts.append(chunk)
     if not parts:
         raise ConnectionError("the controller closed the control socket without an answer")
     return b"".join(parts)
+
+
+def ask_role(addr: str) -> str:
+    """``leader`` or ``follower``, as the controller's process says; ``unknown`` when it
+    cannot answer within ``ROLE_TIMEOUT`` (it is starting, or restarting)."""
+    try:
+        return ask(addr, ROLE_TIMEOUT, ROLE).decode()
+    except (OSError, UnicodeDecodeError):
+        return "unknown"

@@ -67,10 +67,18 @@ class ControllerLease:
 
     # ------------------------------------------------------------------ take
 
-    def take(self, standby: bool = False) -> None:
+    def take(
+        self,
+        standby: bool = False,
+        stop: threading.Event | None = None,
+        waiting: Callable[[], bool] | None = None,
+    ) -> bool:
         """Hold the lease; ``LeaseHeld`` if another server holds it, or with ``standby``
-        wait (one log line) until it is free. Database errors pass through."""
-        said = away = False
+        wait (one log line) until it is free. True once held; False if ``stop`` was set
+        while waiting. ``waiting`` is called at each try while another server holds the
+        lease, until it returns True (a follower's start: ``cli/server_cmd.py``).
+        Database errors pass through, except while a standby waits."""
+        said = away = joined = False
         while True:
             try:
                 if self._try():
@@ -81,7 +89,8 @@ class ControllerLease:
                 if not away:
                     log.warning("standby: the database does not answer (%s); still waiting", exc)
                 away = True
-                time.sleep(WAIT_S)
+                if _stopped(stop, WAIT_S):
+                    return False
                 continue
             away = False
             if not standby:
@@ -95,9 +104,13 @@ class ControllerLease:
                     "standby: the controller of this database is %s; waiting", self._holder()
                 )
                 said = True
-            time.sleep(WAIT_S)
+            if waiting is not None and not joined:
+                joined = waiting()
+            if _stopped(stop, WAIT_S):
+                return False
         if said:
             log.warning("took over as the controller of this database")
+        return True
 
     def _try(self) -> bool:
         if self._sqlite:
@@ -221,3 +234,11 @@ class ControllerLease:
             with contextlib.suppress(Exception):
                 self._conn.close()  # the session ends: its advisory lock goes with it
             self._conn = None
+
+
+def _stopped(stop: threading.Event | None, seconds: float) -> bool:
+    """Wait ``seconds``; True if ``stop`` is set (at once, or meanwhile)."""
+    if stop is None:
+        time.sleep(seconds)
+        return False
+    return stop.wait(seconds)

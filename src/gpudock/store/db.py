@@ -32,6 +32,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
@@ -123,11 +125,17 @@ class Database:
 
         Only tests name an older ``revision``, to check an upgrade from it.
         """
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        cfg = _alembic_config()
         with self.engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+
+    def at_head(self) -> bool:
+        """The schema is at this code's newest revision: a process that does not migrate
+        (a follower) may use it. False for an older schema, a newer one, or none."""
+        heads = set(ScriptDirectory.from_config(_alembic_config()).get_heads())
+        with self.engine.connect() as conn:
+            return set(MigrationContext.configure(conn).get_current_heads()) == heads
 
     @contextmanager
     def write(self) -> Iterator[Session]:
@@ -232,6 +240,12 @@ class FileTurn:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    return cfg
 
 
 def database_unavailable(error: BaseException) -> bool:

@@ -73,12 +73,15 @@ def idle(server: ServerProcess) -> None:
         )
 
 
-def test_healthz_names_the_worker_that_answered(server: ServerProcess) -> None:
+def test_healthz_names_the_worker_that_answered_and_the_servers_role(
+    server: ServerProcess,
+) -> None:
     answers = by_worker(server, lambda api: api.get("/healthz"), None)
     pids = server.workers()
     assert sorted(answers) == sorted(pids) == ["api-1", "api-2", "api-3"]
     for name, responses in answers.items():
         assert {r.json()["pid"] for r in responses} == {pids[name]}
+        assert {r.json()["role"] for r in responses} == {"leader"}  # its controller said so
 
 
 def test_a_submit_in_any_worker_wakes_the_controller(server: ServerProcess) -> None:

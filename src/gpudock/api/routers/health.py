@@ -13,6 +13,7 @@ from gpudock.api.deps import Ctx, Inventory
 from gpudock.api.errors import DB_RETRY_AFTER
 from gpudock.api.routing import OneHop
 from gpudock.api.schemas import HealthOut
+from gpudock.runtime.control import ask_role
 from gpudock.store import jobs as job_store
 from gpudock.store.db import database_unavailable
 
@@ -25,7 +26,9 @@ router = APIRouter(tags=["health"], route_class=OneHop)
     responses={503: {"model": HealthOut, "description": "the database is unavailable"}},
 )
 def healthz(ctx: Ctx, inventory: Inventory) -> HealthOut | JSONResponse:
-    """200 with a summary; 503 ``{"db": "unavailable"}`` while the database is down."""
+    """200 with a summary and the server's role; 503 ``{"db": "unavailable"}`` while the
+    database is down. A follower (``--standby``) answers 200 too: it serves the API."""
+    addr = ctx.control_address
     health = HealthOut(
         status="ok",
         version=__version__,
@@ -33,6 +36,7 @@ def healthz(ctx: Ctx, inventory: Inventory) -> HealthOut | JSONResponse:
         instance=ctx.instance_id,
         process=ctx.process,
         pid=os.getpid(),
+        role="leader" if addr is None else ask_role(addr),
         docker="unknown",
         db="ok",
         jobs={},
