@@ -41,6 +41,7 @@ from gpudock.agent.gpus import NodeGpus, read_gpus
 from gpudock.agent.metrics import exposition, serve
 from gpudock.agent.node import NODE_SERVICES, NodeContext, NodeService
 from gpudock.agent.protocol import AgentOrders, AgentReport, EnrollOut
+from gpudock.agent.servers import Servers, parse_servers
 
 log = logging.getLogger("gpudock.agent")
 
@@ -51,7 +52,8 @@ DEFAULT_LEASE = 50.0  # before the server said (its default grace 60 s less two 
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    """``gpudock agent``'s options."""
+    """``gpudock agent``'s options. ``server``: one URL, or several, comma-separated
+    (the replicas of an HA control plane: ``agent/servers.py``)."""
 
     server: str
     token: str | None = None
@@ -67,7 +69,7 @@ class Agent:
 
     def __init__(self, settings: AgentSettings, http: httpx.Client | None = None) -> None:
         self.settings = settings
-        self.http = http or httpx.Client(base_url=settings.server, timeout=settings.timeout)
+        self.http = Servers(parse_servers(settings.server), settings.timeout, http)
         self.engine = NodeEngine(self._docker)
         self.token = settings.token
         self.node: str | None = None

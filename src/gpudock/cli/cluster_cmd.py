@@ -68,7 +68,10 @@ def deploy_agent(
     image: Annotated[str, typer.Argument(help="an image whose entrypoint is gpudock")],
     server_url: Annotated[
         str | None,
-        typer.Option(help="the URL agents reach the server at; default: the one you use"),
+        typer.Option(
+            help="the URL agents reach the server at, or every replica's, comma-separated; "
+            "default: the one you use"
+        ),
     ] = None,
     docker_socket: Annotated[
         str, typer.Option(help="each node's Docker engine socket (the same path on every host)")
@@ -84,7 +87,14 @@ def deploy_agent(
 
 
 def agent(
-    server: Annotated[str, typer.Option(help="the gpudock server's URL", envvar="GPUDOCK_URL")],
+    server: Annotated[
+        str,
+        typer.Option(
+            help="the gpudock server's URL; or every replica's, comma-separated (it reports "
+            "to the one that answers)",
+            envvar="GPUDOCK_URL",
+        ),
+    ],
     token: Annotated[
         str | None,
         typer.Option(
@@ -113,6 +123,8 @@ def agent(
         fail("give --token (a node token) or --enroll-file (Swarm agent service), not both", 2)
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         fail(f"--log-level must be debug, info, warning or error; got {log_level!r}", 2)
+    if not server.replace(",", "").strip():
+        fail("--server needs at least one URL", 2)
     configure(log_level, "text")
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)

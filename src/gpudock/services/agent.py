@@ -206,11 +206,12 @@ class AgentService:
         """Create (or update) the Swarm agent service; return its name. Admins only."""
         if not principal.is_admin:
             raise Forbidden("only an admin can deploy the node agent")
-        if not server_url.startswith(("http://", "https://")):
-            raise InvalidInput(
-                f"server URL {server_url!r} must start with http:// or https://",
-                field="server_url",
-            )
+        for url in server_url.split(","):  # every replica's, comma-separated
+            if not url.strip().startswith(("http://", "https://")):
+                raise InvalidInput(
+                    f"server URL {url.strip()!r} must start with http:// or https://",
+                    field="server_url",
+                )
         executor = self._agent_executor()
         now = self.ctx.clock()
         with self.ctx.db.write() as session:

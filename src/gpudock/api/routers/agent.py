@@ -43,7 +43,9 @@ class DeployAgent(BaseModel):
         min_length=1, max_length=512, description="an image whose entrypoint is gpudock"
     )
     server_url: str = Field(
-        min_length=1, max_length=512, description="the URL the agents reach the server at"
+        min_length=1,
+        max_length=512,
+        description="the URL the agents reach the server at; or every replica's, comma-separated",
     )
     docker_socket: str = Field(
         default="/var/run/docker.sock",
