@@ -438,10 +438,16 @@ class Following:
     control: ControlServer
 
     def stop(self) -> None:
-        """Stop the workers, then the control socket, and close the store."""
+        """Stop the workers, then the control socket, and close the store and the engine's
+        connections."""
         self.supervisor.stop()
         self.control.stop()
+        self.close()
+
+    def close(self) -> None:
+        """Close what only the follower used: its store and its engine connections."""
         self.opened.db.close()
+        self.opened.executor.close()
 
 
 def follow(
@@ -489,7 +495,7 @@ def serve(
     if following is not None:
         server = following.control
         server.answer(scrape, "leader")
-        following.opened.db.close()
+        following.close()
     else:
         addr = control.address(opened.instance_id, os.getpid())
         server = ControlServer(addr, scrape)

@@ -75,7 +75,8 @@ from gpudock.executors.labels import LABEL_ATTEMPT, LABEL_INSTANCE, LABEL_JOB
 
 log = logging.getLogger("gpudock.executors.swarm")
 
-POLL_SECONDS = 0.05  # while waiting for a task to run
+POLL_SECONDS = (0.01, 0.05)  # while waiting for a task to run: for its first second, then
+FAST_POLL_FOR = 1.0  # a task usually runs within a second: polled as a bare client would
 ServiceTasks = list[tuple[int, str, dict[str, Any] | None]]  # (rank, node, newest task)
 
 
@@ -232,8 +233,10 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
 
     def _wait_running(self, request: LaunchRequest, members: tuple[Member, ...]) -> ContainerStatus:
         """Poll the members' tasks until every one runs (or ended); explain failures before
-        running. One tasks call a poll; whether their nodes are up, once a second."""
-        deadline = time.monotonic() + self.swarm.start_timeout
+        running. One tasks call a poll, every 10 ms for the first second, then every 50 ms;
+        whether their nodes are up, once a second."""
+        began = time.monotonic()
+        deadline = began + self.swarm.start_timeout
         names = {service_name(request, m): m for m in members}
         services: list[dict[str, Any]] = []
         nodes_checked = time.monotonic()
@@ -259,7 +262,7 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
             if time.monotonic() - nodes_checked >= 1.0:
                 self._check_nodes_up(request, members, by_name)
                 nodes_checked = time.monotonic()
-            time.sleep(POLL_SECONDS)
+            time.sleep(POLL_SECONDS[time.monotonic() - began >= FAST_POLL_FOR])
 
     def _start_error(self, request: LaunchRequest, member: Member, task: Any) -> str:
         message = task_message(task)
