@@ -206,6 +206,7 @@ def _run(
             lease.release()
             return
         opened = open_cluster(home, cfg, db_url=db, emulate_gpus=emulate_gpus)
+        opened.db.fence = lease.write_fence()  # the controller writes only while it leads
     except BaseException as exc:
         _stop_following(following, supervisor)
         lease.release()

@@ -18,6 +18,12 @@ life:
 A server started while another holds the lease is refused in one line naming
 the holder (``LeaseHeld``), or with ``--standby`` waits for it and then starts
 as the controller: the takeover of a killed leader.
+
+On PostgreSQL the controller's store is fenced by the lease (``write_fence``):
+each write checks, under the store's write lock, that this lease's session
+still holds it. So a leader whose session was cut cannot write once a standby
+has taken over, even before its watcher notices; until the watcher takes the
+lease again, its writes wait as in an outage.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
+
+from gpudock.store.db import WriteFence
 
 log = logging.getLogger("gpudock.lease")
 
@@ -184,6 +192,21 @@ class ControllerLease:
                 where = f" from {addr}" if addr else ""
                 return f"{name}{where}, connected since {since:%Y-%m-%d %H:%M:%S}"
         return "another session"
+
+    def write_fence(self) -> WriteFence | None:
+        """PostgreSQL: the fence that lets the controller's store write only while this
+        lease's session holds the lease (``store.db.WriteFence``), closing the gap between
+        an outage's end and the watcher's next check. SQLite: None (a ``flock`` is lost
+        only with the process)."""
+        if self._sqlite:
+            return None
+        return WriteFence(LEASE_KEY, self._backend_pid)
+
+    def _backend_pid(self) -> int | None:
+        conn = self._conn
+        if conn is None or conn.closed:
+            return None
+        return int(conn.info.backend_pid)
 
     # ----------------------------------------------------------------- watch
 

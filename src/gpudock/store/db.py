@@ -25,8 +25,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,28 @@ class Availability:
         log.warning("database reachable again after %.0f s", time.monotonic() - since)
 
 
+class LeaseLost(Exception):
+    """A fenced write refused: this process does not hold the lease its writes need now
+    (``WriteFence``). Like an outage, it passes: the lease is taken again, or the
+    process stops (``runtime/lease.py``)."""
+
+
+@dataclass(frozen=True)
+class WriteFence:
+    """Only the holder of a PostgreSQL session advisory lock may write (the controller
+    lease): each write transaction, once it holds the write lock, checks that the
+    session ``holder()`` names (a backend pid; None: none now) still holds lock ``key``.
+    A writer that lost the lease cannot write after its successor took it: writes are
+    serialised by the write lock, so one that passed the check commits before any of
+    the successor's."""
+
+    key: int
+    holder: Callable[[], int | None]
+
+
 class Database:
-    """A migrated database and the sessions onto it; ``availability`` tracks outages."""
+    """A migrated database and the sessions onto it; ``availability`` tracks outages.
+    ``fence`` (PostgreSQL, the controller's process): see ``WriteFence``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -110,6 +131,7 @@ class Database:
         self._file_lock = FileTurn(Path(f"{path}.writer")) if path and path != ":memory:" else None
         self._file_turn: AbstractContextManager[object] = self._file_lock or nullcontext()
         self._writing = threading.local()  # .active: this thread is inside ``write``
+        self.fence: WriteFence | None = None
 
     @classmethod
     def open(cls, url: str, migrate: bool = True) -> Database:
@@ -160,6 +182,8 @@ class Database:
                     session.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK}
                     )
+                    if self.fence is not None:
+                        self._fenced(session, self.fence)
                 try:
                     yield session
                     session.commit()
@@ -168,6 +192,17 @@ class Database:
                     raise
             finally:
                 self._writing.active = False
+
+    @staticmethod
+    def _fenced(session: Session, fence: WriteFence) -> None:
+        """The fence's check, under the write lock (``WriteFence``); ``LeaseLost`` if it fails."""
+        holder = fence.holder()
+        held = (
+            holder is not None
+            and session.execute(_FENCED, {"lease": fence.key, "pid": holder}).scalar_one()
+        )
+        if not held:
+            raise LeaseLost("this server does not hold the controller lease now; not writing")
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -242,6 +277,14 @@ class FileTurn:
             self._fd = None
 
 
+_FENCED = text(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks "
+    "WHERE locktype = 'advisory' AND granted AND classid = 0 AND objid = :lease "
+    "AND objsubid = 1 AND pid = :pid "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+)
+
+
 def _alembic_config() -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
@@ -252,12 +295,15 @@ def database_unavailable(error: BaseException) -> bool:
     """True when ``error`` means the database cannot be reached or used right now.
 
     Connection refused or dropped, a pool timeout, or SQLite's lock or I/O
-    errors: the same request may succeed once the database is back. Integrity
-    errors and programming errors are not outages.
+    errors: the same request may succeed once the database is back. So may a
+    fenced write (``LeaseLost``) once the lease is held again. Integrity errors
+    and programming errors are not outages.
     """
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return True
-    return isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError))
+    return isinstance(
+        error, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError, LeaseLost)
+    )
 
 
 def make_engine(url: str) -> Engine:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
+from sqlalchemy import text
 
 from gpudock.runtime import lease as lease_module
 from gpudock.runtime.lease import ControllerLease, LeaseHeld
+from gpudock.store.db import Database, LeaseLost, database_unavailable
 
 
 @pytest.fixture
@@ -173,3 +176,39 @@ def test_a_waiting_standby_outlives_its_session_being_cut(
     first.release()
     assert taken.wait(5), "the standby did not take the freed lease after its outage"
     waiter.join()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_fenced_store_writes_only_while_its_lease_is_held(
+    db_url: str, leases: list[ControllerLease], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gap the watcher leaves (it checks every ``WATCH_S``): once the holder's session
+    is cut and a successor holds the lease, the old holder's store refuses to write, at
+    once, as in an outage; when the lease is its own again, it writes again."""
+    monkeypatch.setattr(lease_module, "WATCH_S", 3600.0)  # no watcher: only the fence acts
+    holder = lease(db_url, leases, "the leader")
+    holder.take()
+    store = Database.open(db_url)
+    store.fence = holder.write_fence()
+    try:
+        with store.write() as session:
+            session.execute(text("SELECT 1"))  # holding the lease: written
+        _cut(db_url)
+        successor = lease(db_url, leases, "the successor")
+        successor.take()
+        with pytest.raises(LeaseLost) as refused, store.write() as session:
+            session.execute(text("SELECT 1"))
+        assert database_unavailable(refused.value), "a fenced write passes like an outage"
+        successor.release()
+        with pytest.raises(ConnectionError):
+            holder.take()  # finds its session cut (as its watcher would), and drops it
+        holder.take()  # a new session of the old holder's: its fence follows it
+        with store.write() as session:
+            session.execute(text("SELECT 1"))
+    finally:
+        store.close()
+
+
+def test_a_sqlite_lease_needs_no_fence(tmp_path: Path) -> None:
+    holder = ControllerLease(f"sqlite:///{tmp_path / 'gpudock.db'}")
+    assert holder.write_fence() is None
