@@ -10,7 +10,6 @@ from tests.unit.scheduler.builders import (
     make_node,
     make_running,
     make_snapshot,
-    run,
 )
 
 from gpudock.config import SchedulerConfig
