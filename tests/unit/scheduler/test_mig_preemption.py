@@ -121,7 +121,7 @@ def test_the_node_after_a_mig_victim_left_has_its_device_free() -> None:
     assert [m.held for m in state.nodes["n0"].migs] == [True, True]  # untouched
 
 
-def test_a_waiting_mig_preemptor_keeps_a_device_freed_meanwhile() -> None:
+def test_a_waiting_mig_preemptor_keeps_a_free_device_while_its_victims_stop() -> None:
     # its victim (a CPU holder) is still stopping; the device that is free now is held for it
     node = make_node("n0").gpus(1, model=H100).cpus(4, used=4).mig(0, "1g.10gb")
     running = [make_running(10).on("n0").cpus(4).stopping_for(20).started(0)]
