@@ -25,6 +25,8 @@ MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
 PROFILE_PATTERN = r"^[1-7]g\.[1-9][0-9]{0,3}gb(\+me)?$"
 _PROFILE_RE = re.compile(PROFILE_PATTERN)
+_COMPUTE_RE = re.compile(r"([1-9][0-9]*)g\.")
+_MEMORY_RE = re.compile(r"\.([0-9]+)gb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,23 @@ def mig_model(gpu_name: str) -> MigModel | None:
         if gpu_model_matches(model.matches, gpu_name):
             return model
     return None
+
+
+def compute_slices(profile: str) -> int:
+    """How many of its GPU's ``COMPUTE_SLICES`` a device of ``profile`` takes: the ``<n>g``
+    of its name (``3g.40gb``: 3), as NVIDIA names every profile (the table agrees). What
+    a MIG job counts against quotas (``queue/resources.py``: ``mig_usage``); a name
+    without it (not a profile name) counts the whole GPU."""
+    match = _COMPUTE_RE.match(profile)
+    return min(int(match[1]), COMPUTE_SLICES) if match else COMPUTE_SLICES
+
+
+def profile_memory(profile: str) -> int:
+    """At least the memory of a device of ``profile``, in bytes: its name's ``<n>gb`` read
+    as GiB (NVIDIA's devices hold a little less: ``1g.10gb`` about 9.75 GiB); 0 for a name
+    without it."""
+    match = _MEMORY_RE.search(profile)
+    return int(match[1]) * 2**30 if match else 0
 
 
 def profile_syntax_problem(name: str) -> str | None:

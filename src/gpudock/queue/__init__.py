@@ -34,6 +34,7 @@ from gpudock.queue.resources import (
     Resources,
     capacity_of,
     job_usage,
+    mig_usage,
     pending_usage,
     request_usage,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "dominant_share",
     "entitlements",
     "job_usage",
+    "mig_usage",
     "never_admitted",
     "pending_usage",
     "request_usage",

@@ -16,6 +16,11 @@ Counting rule, per GPU a job holds (``job_usage``):
   GPU-equivalent and ``share`` bytes. A ``gpus=1, gpu_memory=20GiB`` job on an
   80GiB GPU counts 0.25 GPUs and 20GiB.
 
+* MIG job (one MIG device): its profile's compute slices over the GPU's
+  (``1g.10gb`` of an A100's 7: 1/7 of a GPU-equivalent, ``3g.40gb`` 3/7) and
+  the device's memory (``mig_usage``). A GPU in MIG mode counts in capacity
+  as one GPU, so its devices add up to at most that.
+
 A pending job is not placed yet, so admission uses ``pending_usage``: the same
 rule against the GPUs it *could* run on, taking the costliest case for each
 resource (the smallest eligible GPU for a share's GPU-equivalents, the largest
@@ -139,6 +144,14 @@ def job_usage(
             gpus += Fraction(share, gpu_total) if 0 < share < gpu_total else 1
             memory += share
     return Resources(exact(gpus), memory, exact(cpus or 0))
+
+
+def mig_usage(compute: int, slices: int, memory: int, cpus: Number | None = None) -> Resources:
+    """What a job holding one MIG device counts (the module's counting rule): ``compute``
+    of its GPU's ``slices`` compute slices as GPU-equivalents, and the device's
+    ``memory`` bytes. A pending MIG job is priced the same way, on the largest device
+    of its profile (``memory``), so the charge once placed never exceeds it."""
+    return Resources(exact(Fraction(compute, slices)), memory, exact(cpus or 0))
 
 
 def pending_usage(

@@ -4,7 +4,9 @@ Active only when the config declares queues; otherwise the cycle runs jobs
 in plain priority order with no quota, exactly as before. With queues::
 
     1a. usage     each queue's usage from its running jobs (exact GPU-equivalents:
-                  a 20GiB share of an 80GiB GPU counts 1/4 GPU and 20GiB)
+                  a 20GiB share of an 80GiB GPU counts 1/4 GPU and 20GiB; a MIG
+                  job its profile's compute sevenths, ``3g.40gb`` 3/7 GPU, and
+                  its device's memory); a GPU in MIG mode counts in capacity
     1b. order     FairShareOrder: next job from the queue with the lowest
                   weighted dominant share (history included), ties by name;
                   within a queue, the order policy's order
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 
 from gpudock.core.inventory import gpu_model_matches
 from gpudock.core.job import PendingReason
+from gpudock.core.mig import COMPUTE_SLICES, compute_slices, profile_memory
 from gpudock.queue import (
     FairShare,
     FairShareOrder,
@@ -42,11 +45,19 @@ from gpudock.queue import (
     capacity_of,
     entitlements,
     job_usage,
+    mig_usage,
     never_admitted,
     request_usage,
 )
 from gpudock.queue.user_limits import UserLimits
-from gpudock.scheduler.snapshot import JobRequest, NodeView, Placement, RunningJob, Snapshot
+from gpudock.scheduler.snapshot import (
+    JobRequest,
+    MigView,
+    NodeView,
+    Placement,
+    RunningJob,
+    Snapshot,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,29 +83,70 @@ class QueuePolicy:
         return cls(config, QueueSet.from_config(config), history)
 
 
+def mig_devices(nodes: Iterable[NodeView]) -> dict[str, MigView]:
+    """Every MIG device of ``nodes``, by uuid (empty for a cluster without MIG)."""
+    return {m.uuid: m for n in nodes if n.migs for m in n.migs}
+
+
+def device_usage(uuid: str, devices: Mapping[str, MigView], cpus: float | None = None) -> Resources:
+    """What a job holding MIG device ``uuid`` counts (``mig_usage``: its profile's compute
+    sevenths of a GPU and its memory), with its ``cpus``; a device ``devices`` no longer
+    shows counts the CPUs alone (capacity does not count it either)."""
+    device = devices.get(uuid)
+    if device is None:
+        return job_usage(None, (), cpus)
+    compute = compute_slices(device.profile)
+    return mig_usage(compute, COMPUTE_SLICES, device.memory_total, cpus)
+
+
+def _held(job: RunningJob, totals: Mapping[str, int], devices: Mapping[str, MigView]) -> Resources:
+    """What running ``job`` counts against its queue: its GPUs, or its MIG device."""
+    if job.mig is not None:
+        return device_usage(job.mig, devices, job.cpus)
+    return job_usage(job.memory_per_gpu, [totals.get(u, 0) for u in job.gpu_uuids], job.cpus)
+
+
 def queue_usage(snapshot: Snapshot) -> dict[str, Resources]:
-    """What each queue's running jobs hold now (``job_usage`` of each job; jobs alike in
-    queue, share, GPU sizes and CPUs are counted once, times their number: exact)."""
+    """What each queue's running jobs hold now (``job_usage`` of each job, ``device_usage``
+    of a MIG job's device; jobs alike in queue, share, GPU sizes or device, and CPUs are
+    counted once, times their number: exact)."""
     totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    devices = mig_devices(snapshot.nodes)
     alike = Counter(
-        (job.queue, job.memory_per_gpu, tuple(totals.get(u, 0) for u in job.gpu_uuids), job.cpus)
+        (
+            job.queue,
+            job.memory_per_gpu,
+            tuple(totals.get(u, 0) for u in job.gpu_uuids),
+            job.cpus,
+            job.mig,
+        )
         for job in snapshot.running
     )
     usage: dict[str, Resources] = {}
-    for (queue, share, sizes, cpus), count in alike.items():
-        held = job_usage(share, sizes, cpus).times(count)
-        usage[queue] = usage.get(queue, Resources()) + held
+    for (queue, share, sizes, cpus, mig), count in alike.items():
+        one = job_usage(share, sizes, cpus) if mig is None else device_usage(mig, devices, cpus)
+        usage[queue] = usage.get(queue, Resources()) + one.times(count)
     return usage
 
 
 def user_usage(snapshot: Snapshot) -> dict[tuple[str, str], Quantity]:
-    """GPU-equivalents each user's running jobs hold, per ``(queue, user)``."""
+    """GPU-equivalents each user's running jobs hold, per ``(queue, user)`` (a MIG job's
+    device counts its compute sevenths, as in ``queue_usage``)."""
     totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+    devices = mig_devices(snapshot.nodes)
     held: dict[tuple[str, str], Quantity] = {}
     for job in snapshot.running:
-        gpus = job_usage(job.memory_per_gpu, [totals.get(u, 0) for u in job.gpu_uuids]).gpus
+        gpus = _held(job, totals, devices).gpus
         held[job.queue, job.user] = held.get((job.queue, job.user), 0) + gpus
     return held
+
+
+def mig_request(profile: str, devices: Iterable[MigView], cpus: float | None) -> Resources:
+    """What a pending MIG job of ``profile`` is charged: ``mig_usage`` on the largest of
+    ``devices`` of its profile (else the memory its name states: ``profile_memory``)."""
+    memory = max((d.memory_total for d in devices if d.profile == profile), default=0)
+    compute = compute_slices(profile)
+    return mig_usage(compute, COMPUTE_SLICES, memory or profile_memory(profile), cpus)
 
 
 def never_admitted_on(
@@ -110,20 +162,37 @@ def never_admitted_on(
     if not config.queues:
         return None
     gpus = [g for n in nodes for g in n.gpus]
-    model = job.gpu_model
-    eligible = [g.memory_total for g in gpus if model is None or gpu_model_matches(model, g.name)]
-    share = job.gpu_memory if job.shared else None
-    request = request_usage(job.gpus, job.nodes, share, eligible, job.cpus)
+    if job.mig is not None:
+        request = mig_request(job.mig, (m for n in nodes for m in n.migs), job.cpus)
+    else:
+        model = job.gpu_model
+        eligible = [
+            g.memory_total for g in gpus if model is None or gpu_model_matches(model, g.name)
+        ]
+        share = job.gpu_memory if job.shared else None
+        request = request_usage(job.gpus, job.nodes, share, eligible, job.cpus)
     capacity = capacity_of((g.memory_total for g in gpus), _cpus(nodes))
     return never_admitted(config, job.queue, job.user, request, capacity)
 
 
 def usable_capacity(snapshot: Snapshot) -> Resources:
-    """Healthy GPUs on available nodes, as ``gpudock.queue`` counts capacity (CPUs as
-    0: fair share weighs GPUs and GPU memory)."""
-    return capacity_of(
-        g.memory_total for n in snapshot.nodes if n.available for g in n.gpus if g.healthy
-    )
+    """Healthy GPUs on available nodes (a GPU in MIG mode with a healthy device among
+    them), as ``gpudock.queue`` counts capacity (CPUs as 0: fair share weighs GPUs and
+    GPU memory)."""
+    return capacity_of(_usable_totals(snapshot.nodes))
+
+
+def _usable_totals(nodes: Iterable[NodeView]) -> Iterator[int]:
+    """The ``memory_total`` of each GPU jobs may use on available ``nodes``: healthy, or in
+    MIG mode with a healthy MIG device (its devices' jobs count sevenths of it)."""
+    for n in nodes:
+        if not n.available:
+            continue
+        if n.migs:
+            parents = {m.parent for m in n.migs if m.healthy}
+            yield from (g.memory_total for g in n.gpus if g.healthy or g.uuid in parents)
+        else:
+            yield from (g.memory_total for g in n.gpus if g.healthy)
 
 
 def quota_capacity(snapshot: Snapshot) -> Resources:
@@ -132,9 +201,7 @@ def quota_capacity(snapshot: Snapshot) -> Resources:
     cluster's unguaranteed cores, so they must be counted (only when some queue
     puts a quota on CPUs does admission look at them)."""
     available = [n for n in snapshot.nodes if n.available]
-    return capacity_of(
-        (g.memory_total for n in available for g in n.gpus if g.healthy), _cpus(available)
-    )
+    return capacity_of(_usable_totals(available), _cpus(available))
 
 
 def _cpus(nodes: Iterable[NodeView]) -> float:
@@ -153,6 +220,7 @@ class QueueAdmission:
     ) -> None:
         """``usage``: ``queue_usage(snapshot)``, when the caller has it already."""
         self._totals = {g.uuid: g.memory_total for n in snapshot.nodes for g in n.gpus}
+        self._devices = mig_devices(snapshot.nodes)  # MIG devices by uuid (usually none)
         self._gpus = [
             (g.name, g.memory_total)
             for n in snapshot.nodes
@@ -175,9 +243,12 @@ class QueueAdmission:
         self._rules: dict[tuple[str, Resources], Callable[[RunningJob], bool] | None] = {}
         self._borrowers: frozenset[str] | None = None  # ``_borrowing``
         self._rules_at = (-1, -1)
-        self._estimates: dict[tuple[int, int, int | None, str | None, float | None], Resources] = {}
+        self._estimates: dict[
+            tuple[int, int, int | None, str | None, float | None, str | None], Resources
+        ] = {}
         self._entitled: dict[str, Resources] | None = None
         self._pending = snapshot.pending
+        self._nodes = snapshot.nodes
         self._promised: dict[str, Resources] = {}  # reclaims under way, per queue
         self.users = UserLimits.of(policy.config, lambda: user_usage(snapshot))
         waiting = {r.preempted_for for r in snapshot.running if r.preempted_for is not None}
@@ -195,17 +266,26 @@ class QueueAdmission:
     def estimate(self, job: JobRequest) -> Resources:
         """What admission charges ``job`` before it is placed (an upper bound).
 
-        A gang counts every node's part. Jobs of one shape share one answer per
-        cycle (the eligible GPUs stand still within it).
+        A gang counts every node's part; a MIG job its profile (``mig_request``, on the
+        devices of available nodes). Jobs of one shape share one answer per cycle (the
+        eligible GPUs stand still within it).
         """
         share = job.gpu_memory if job.shared else None
-        key = (job.gpus, job.nodes, share, job.gpu_model, job.cpus)
+        key = (job.gpus, job.nodes, share, job.gpu_model, job.cpus, job.mig)
         found = self._estimates.get(key)
         if found is None:
-            found = self._estimates[key] = request_usage(
-                job.gpus, job.nodes, share, self._eligible(job.gpu_model), job.cpus
-            )
+            if job.mig is not None:
+                found = mig_request(job.mig, self._available_devices(), job.cpus)
+            else:
+                found = request_usage(
+                    job.gpus, job.nodes, share, self._eligible(job.gpu_model), job.cpus
+                )
+            self._estimates[key] = found
         return found
+
+    def _available_devices(self) -> Iterator[MigView]:
+        """The healthy MIG devices of available nodes (where a MIG job may be placed)."""
+        return (m for n in self._nodes if n.available for m in n.migs if m.healthy)
 
     def refuse(self, job: JobRequest) -> PendingReason | None:
         """Step 3: None if the queue may take ``job`` now, else the quota reason."""
@@ -225,8 +305,11 @@ class QueueAdmission:
 
     def charge(self, job: JobRequest, placement: Placement) -> None:
         """Step 3d: the placed job's exact usage now counts against its queue."""
-        totals = [self._totals.get(u, 0) for u in placement.gpu_uuids]
-        usage = job_usage(placement.memory_per_gpu, totals, job.cpus)
+        if placement.mig is not None:
+            usage = device_usage(placement.mig, self._devices, job.cpus)
+        else:
+            totals = [self._totals.get(u, 0) for u in placement.gpu_uuids]
+            usage = job_usage(placement.memory_per_gpu, totals, job.cpus)
         self.ledger.charge(job.queue, usage)
         if self.users is not None:
             self.users.charge(job.queue, job.user, usage.gpus)

@@ -298,9 +298,18 @@ class CycleState:
 
         Like ``reserve`` but for fewer GPUs than the job needs; GPUs it
         cannot use now are skipped. No Placement: the job stays pending, and
-        later jobs of the cycle cannot take what it holds.
+        later jobs of the cycle cannot take what it holds. A MIG job holds a free
+        device of its profile, if the node has one (never given back: only the EASY
+        reservation, which a MIG job never gets, ``release``s).
         """
         node = self.nodes[node_name]
+        if job.mig is not None:
+            device = next(
+                (m for m in node.migs if m.profile == job.mig and m.healthy and not m.held), None
+            )
+            if device is not None:
+                device.held = True
+                self._changed(node_name)
         chosen = [g for g in _gpus_at(node.gpus, gpu_indices) if usable_now(job, g)]
         if chosen:
             self._take(job, node, chosen)

@@ -102,7 +102,7 @@ def shrink(
     left: list[JobRequest] = []
     for job in blocked:
         choice = None
-        if job.id not in waiting and may_preempt(job):
+        if job.id not in waiting and job.gpus > 0 and may_preempt(job):  # GPUs alone
             holders = running_by_node([s for s in spare if s.id not in taken])
             nodes = [name for name in holders if name in state.views]
             choice = choose_victims(job, nodes, holders, lambda _: True, now, feasibility, rules)

@@ -98,11 +98,17 @@ def hold_for_preemptor(job: JobRequest, victims: Sequence[RunningJob], state: Cy
 
     Without this, a lower-priority job (often a requeued victim) would take a
     GPU freed by the first victim to stop, and the preemptor would preempt
-    again, forever. It holds at most what it needs beyond the victims' GPUs.
+    again, forever. It holds at most what it needs beyond the victims' GPUs; a MIG
+    job, a free device of its profile when no victim there holds a MIG device
+    (``CycleState.hold``).
     """
     node_name = victims[0].node
     node = state.nodes.get(node_name)
     if node is None:
+        return
+    if job.mig is not None:
+        if not any(v.mig is not None for v in victims if v.node == node_name):
+            state.hold(job, node_name, ())
         return
     still_held = len({u for v in victims if v.node == node_name for u in v.gpu_uuids})
     want = job.gpus - still_held

@@ -60,13 +60,15 @@ def first_rejection(filters: Sequence[FilterPolicy], job: JobRequest, node: Node
 
 def node_after(node: NodeState, leaving: Sequence[RunningJob]) -> NodeState:
     """``node`` as it would be once ``leaving`` released what they hold: their GPUs (a whole
-    GPU, or a share of one, by uuid), CPUs and host memory. A copy; ``node`` is untouched.
-    MIG devices stay held: preemption frees none (decision 0020), so a MIG job never
-    takes a victim's device."""
+    GPU, or a share of one, by uuid), MIG devices, CPUs and host memory. A copy; ``node``
+    is untouched."""
     released: dict[str, list[RunningJob]] = {}
+    devices: set[str] = set()  # MIG devices they hold (usually none)
     for job in leaving:
         for uuid in job.gpu_uuids:
             released.setdefault(uuid, []).append(job)
+        if job.mig is not None:
+            devices.add(job.mig)
     gpus = []
     for gpu in node.gpus:
         holders = released.get(gpu.uuid)
@@ -85,6 +87,10 @@ def node_after(node: NodeState, leaving: Sequence[RunningJob]) -> NodeState:
     if node.host_memory is not None:
         free_memory += sum(j.memory or 0 for j in leaving)
     after = replace(node, gpus=tuple(gpus), free_cpus=free_cpus, free_host_memory=free_memory)
+    if devices:
+        after.migs = tuple(
+            replace(m, held=False) if m.held and m.uuid in devices else m for m in node.migs
+        )
     after.refresh()
     return after
 

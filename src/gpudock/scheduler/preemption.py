@@ -19,6 +19,10 @@ which node, lose the least work":
 3. pick the node whose victim set costs least: lowest top victim priority,
    then fewest victims, then least work lost (seconds run), then node name.
 
+A MIG job preempts like any other: a victim holding a MIG device gives it back once it
+stopped (``post_filter.node_after``), so the filters (``mig_capacity``) admit the job
+where a victim held a device of its profile.
+
 A victim is never one that is already stopping, not preemptible, or protected
 (younger than its ``min_runtime`` or the cluster's ``exempt_time``: rule 1);
 ``eligible`` need not check those.
@@ -91,9 +95,9 @@ def choose_victims(
 
 
 def may_preempt(job: JobRequest) -> bool:
-    """A job may take victims at all: one that asks for GPUs, on one node (a CPU-only job
-    and a multi-node gang never preempt)."""
-    return job.gpus > 0 and job.nodes == 1
+    """A job may take victims at all: one that asks for GPUs or a MIG device, on one node
+    (a CPU-only job and a multi-node gang never preempt)."""
+    return (job.gpus > 0 or job.mig is not None) and job.nodes == 1
 
 
 class Reclaimer(Protocol):

@@ -41,6 +41,7 @@ SLEEP = {"image": TEST_IMAGE, "command": ["sleep", "300"]}
 CONFIG = {
     **FAST_CONFIG,
     "gpus": {"watchdog": {"grace": "0s"}, "health": {"poll_interval": "1s"}},
+    "scheduler": {"priority_classes": [{"name": "urgent", "value": 10, "preempt": True}]},
 }
 
 
@@ -260,6 +261,22 @@ def test_a_mig_job_gets_its_mig_device_and_gives_it_back(
     api.post(f"/v1/jobs/{job}/cancel")
 
     assert wait_state(api, second, {"RUNNING"})["gpus"] == [small]  # given back, taken again
+
+
+def test_a_preempted_mig_job_gives_its_device_to_the_preemptor(
+    api: httpx.Client, fake: FakeNvml
+) -> None:
+    large = fake.state["gpus"][2]["mig_devices"][0]["uuid"]  # the only 3g.40gb
+    victim = submit(api, **SLEEP, mig="3g.40gb")
+    assert wait_state(api, victim, {"RUNNING"})["gpus"] == [large]
+
+    urgent = submit(api, **SLEEP, mig="3g.40gb", priority_class="urgent")
+
+    assert wait_state(api, urgent, {"RUNNING"}, timeout=60)["gpus"] == [large]
+    requeued = job_state(api, victim)
+    assert requeued["state"] == "PENDING" and requeued["attempt"] >= 1
+    (preempted,) = [e for e in events(api, "job.preempted") if e["job"] == victim]
+    assert preempted["payload"]["preemptor"] == urgent
 
 
 # (whole GPUs, share in GiB, MIG profile): whole and MIG jobs and shares, mixed

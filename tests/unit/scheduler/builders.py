@@ -303,6 +303,13 @@ class RunningBuilder:
         self._fields["memory_per_gpu"] = parse_size(size)
         return self
 
+    def mig(self, node: str, gpu: int, slot: int) -> RunningBuilder:
+        """It holds MIG device ``slot`` of GPU ``gpu`` of ``node`` (``NodeBuilder.mig``'s
+        naming) and no GPU; ``make_snapshot`` marks the device held."""
+        self._fields.update(node=node, mig=f"MIG-{node}-{gpu}-{slot}")
+        self._indices = ()
+        return self
+
     def priority(self, priority: int) -> RunningBuilder:
         self._fields["priority"] = priority
         return self
@@ -387,8 +394,8 @@ def make_snapshot(
     now: float = 0,
     running: Iterable[RunningJob | RunningBuilder] = (),
 ) -> Snapshot:
-    """Builders are built for you; GPUs of ``running`` jobs are marked held on their nodes,
-    and their host memory used on nodes that count it."""
+    """Builders are built for you; GPUs and MIG devices of ``running`` jobs are marked held
+    on their nodes, and their host memory used on nodes that count it."""
     held = tuple(r.build() if isinstance(r, RunningBuilder) else r for r in running)
     views = [n.build() if isinstance(n, NodeBuilder) else n for n in nodes]
     return Snapshot(
@@ -409,7 +416,11 @@ def _hold(view: NodeView, running: Sequence[RunningJob]) -> NodeView:
     used = view.used_host_memory
     if view.host_memory is not None:
         used += sum(job.memory or 0 for job in running if job.node == view.name)
-    return replace(view, gpus=tuple(gpus[g.uuid] for g in view.gpus), used_host_memory=used)
+    taken = {job.mig for job in running if job.mig is not None}
+    migs = tuple(replace(m, held=True) if m.uuid in taken else m for m in view.migs)
+    return replace(
+        view, gpus=tuple(gpus[g.uuid] for g in view.gpus), used_host_memory=used, migs=migs
+    )
 
 
 def run(

@@ -13,8 +13,9 @@ Verdicts, for a MIG job (every node passes for other jobs: ``skips``):
   ``gpudock mig plan``; gpudock never changes a MIG layout);
 * else ``UNRESOLVABLE``: no GPU of the node can ever have such a device.
 
-Preemption does not free MIG devices (a running MIG job holds no GPU in the release
-model), so a MIG job waits for a device rather than preempting for one.
+A running MIG job gives its device back once it stopped (``post_filter.node_after``), so
+a MIG job may preempt the holder of a device of its profile, and be preempted, like any
+job (``preemption.py``).
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ The capacity index's ``VictimFinder`` answers the priority kind with
 ``victims.VictimSearch`` and ``boards.Board`` (bounds, best-first, victims taken
 as the cycle goes);
 ``preemption.choose_victims`` is the definition: try every node. Here random
-nodes carry running jobs that hold whole GPUs or shares of them (or only host
-memory), of several queues, priorities, ages, some protected or already
+nodes carry running jobs that hold whole GPUs or shares of them, MIG devices of a GPU in
+MIG mode (or only host memory), of several queues, priorities, ages, some protected or already
 stopping; nodes may count host memory, which jobs hold and ask for; blocked jobs of
-several shapes then ask in turn, and each must get exactly the victim set the
+several shapes (MIG jobs among them) then ask in turn, and each must get exactly the victim set the
 definition gives it over the candidates not taken by the jobs before it. Random
 preemption rules (``preemption_rules.py``: restart costs declared, measured or the
 cluster's, checkpoints, estimates, protected time and hysteresis) decide who is
@@ -43,19 +43,45 @@ from gpudock.scheduler.preemption_rules import PreemptionRules
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.running import RunningIndex
 from gpudock.scheduler.session import SchedulerSession
-from gpudock.scheduler.snapshot import GpuView, JobRequest, NodeView, RunningJob, Snapshot
+from gpudock.scheduler.snapshot import (
+    GpuView,
+    JobRequest,
+    MigView,
+    NodeView,
+    RunningJob,
+    Snapshot,
+)
 
 from ..builders import GiB, gpu_uuid
 from .test_unknown_filters import HashFilter
 
 TOTAL = 80 * GiB
 QUEUES = ["a", "b"]
+LAYOUTS = [("3g.40gb", "3g.40gb"), ("1g.10gb", "1g.10gb", "1g.10gb", "3g.40gb"), ("7g.80gb",)]
+
+
+def mig_layout(draw: st.DrawFn, name: str, count: int) -> tuple[int | None, list[MigView]]:
+    """Which GPU of the node is in MIG mode (often none), and its devices, free."""
+    if count == 0 or not draw(st.sampled_from([False, False, True])):
+        return None, []
+    gpu = draw(st.integers(0, count - 1))
+    devices = [
+        MigView(
+            f"MIG-{name}-{slot}",
+            gpu_uuid(name, gpu),
+            profile,
+            int(profile.split(".")[1].removesuffix("gb")) * GiB,
+            healthy=draw(st.sampled_from([True] * 9 + [False])),
+        )
+        for slot, profile in enumerate(draw(st.sampled_from(LAYOUTS)))
+    ]
+    return gpu, devices
 
 
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
-    """Nodes of 0-8 GPUs (and host memory, or none counted) and the running jobs that hold
-    them, consistent with each other."""
+    """Nodes of 0-8 GPUs (one of them maybe in MIG mode; and host memory, or none counted)
+    and the running jobs that hold them, consistent with each other."""
     now = 1000.0
     nodes: list[NodeView] = []
     running: list[RunningJob] = []
@@ -67,10 +93,13 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
         exclusive = [False] * count
         shares = [0] * count
         healthy = [draw(st.sampled_from([True] * 9 + [False])) for _ in range(count)]
+        mig_gpu, devices = mig_layout(draw, name, count)
+        if mig_gpu is not None:
+            healthy[mig_gpu] = False  # in MIG mode: its devices are the units
         host_memory = draw(st.sampled_from([None, None, 64 * GiB, 256 * GiB]))
         used_host_memory = 0
         for _ in range(draw(st.integers(0, 10))):
-            kind = draw(st.sampled_from(["whole", "whole", "whole", "share", "host"]))
+            kind = draw(st.sampled_from(["whole", "whole", "whole", "share", "host", "mig", "mig"]))
             held = draw(st.sampled_from([None, None, 8 * GiB, 24 * GiB, 48 * GiB]))
             if (
                 host_memory is not None
@@ -78,10 +107,20 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                 and used_host_memory + held > host_memory
             ):
                 held = None  # consistent: the node's jobs hold at most its memory
+            mig = None
             if kind == "host":  # holds no GPU, only CPUs or memory
                 taken, memory = [], None
+            elif kind == "mig":  # holds a MIG device, and no GPU
+                free = [d for d in devices if not d.held]
+                if not free:
+                    continue
+                device = draw(st.sampled_from(free))
+                devices[devices.index(device)] = replace(device, held=True)
+                taken, memory, mig = [], None, device.uuid
             elif kind == "whole":
-                idle = [i for i in range(count) if not exclusive[i] and shares[i] == 0]
+                idle = [
+                    i for i in range(count) if not exclusive[i] and shares[i] == 0 and i != mig_gpu
+                ]
                 if not idle:
                     continue
                 k = min(len(idle), draw(st.sampled_from([1, 1, 1, 2, 2, 4])))
@@ -91,7 +130,11 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                 memory = None
             else:
                 share = draw(st.sampled_from([10 * GiB, 20 * GiB, 40 * GiB]))
-                open_ = [i for i in range(count) if not exclusive[i] and TOTAL - used[i] >= share]
+                open_ = [
+                    i
+                    for i in range(count)
+                    if not exclusive[i] and TOTAL - used[i] >= share and i != mig_gpu
+                ]
                 if not open_:
                     continue
                 i = draw(st.sampled_from(open_))
@@ -118,6 +161,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                     checkpoint_interval=draw(st.sampled_from([None, None, 40.0])),
                     start_seconds=draw(st.sampled_from([None, None, 20.0, 90.0])),
                     estimated_end=draw(st.sampled_from([None, None, now + 20.0, now + 900.0])),
+                    mig=mig,
                 )
             )
         gpus = tuple(
@@ -134,6 +178,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
                 available,
                 host_memory=host_memory,
                 used_host_memory=used_host_memory if host_memory is not None else 0,
+                migs=tuple(devices),
             )
         )
     return nodes, running, now
@@ -141,7 +186,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeView], list[RunningJob], float]:
 
 @st.composite
 def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
-    """Jobs that repeat a few shapes (so boards are shared), in any priority order."""
+    """Jobs that repeat a few shapes (so boards are shared; MIG jobs among them), in any
+    priority order."""
     shapes = draw(
         st.lists(
             st.tuples(
@@ -149,6 +195,7 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
                 st.sampled_from([None, None, 20 * GiB, 40 * GiB]),
                 st.sampled_from(QUEUES),
                 st.sampled_from([None, None, 16 * GiB, 40 * GiB, 100 * GiB]),
+                st.sampled_from([None, None, None, "3g.40gb", "1g.10gb", "7g.80gb"]),
             ),
             min_size=1,
             max_size=4,
@@ -156,19 +203,20 @@ def blocked_jobs(draw: st.DrawFn) -> list[JobRequest]:
     )
     jobs = []
     for i in range(draw(st.integers(1, 12))):
-        gpus, share, queue, memory = draw(st.sampled_from(shapes))
+        gpus, share, queue, memory, mig = draw(st.sampled_from(shapes))
         jobs.append(
             JobRequest(
                 i + 1,
-                gpus,
+                0 if mig is not None else gpus,
                 float(i),
-                share,
+                None if mig is not None else share,
                 priority=draw(st.integers(0, 5)),
                 queue=queue,
                 can_preempt=draw(st.sampled_from([True, True, True, False])),
                 max_runtime=draw(st.sampled_from([None, None, 300.0, 2000.0])),
                 memory=memory,
                 remaining=draw(st.sampled_from([None, None, 10.0, 200.0])),
+                mig=mig,
             )
         )
     return jobs
