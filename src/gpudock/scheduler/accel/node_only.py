@@ -4,7 +4,10 @@ A ``NodeOnly`` filter's verdict depends on the node's own traits and on its decl
 ``key`` of the job (``declarations.py``): one verdict per (filter, key, node) serves every
 job with that key for the cycle, and later cycles while the node's snapshot view is the
 very same object. They are worked out with the filter's own ``check``, on views, and the
-latest cycle's are kept in the caller's session (``NodeOnlyMemo``).
+latest cycle's are kept in the caller's session (``NodeOnlyMemo``): the nodes each
+filter and key rejected, with the views they were found on. A cycle compares its views
+with those once, by identity, and checks again only the nodes whose view is another
+object, so a key seen last cycle costs what changed, not a pass over every node.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from gpudock.scheduler.snapshot import JobRequest, NodeView
 __all__ = ["NodeOnlyMemo", "NodeOnlyVerdicts", "key_of"]
 
 VerdictKey = tuple[int, Hashable]  # (the filter's position in the profile, its key of the job)
-Verdicts = dict[str, tuple[NodeView, Status]]  # every node's view and verdict, by name
+Rejected = dict[str, Status]  # the nodes a filter rejects for a key, with its status
 
 
 def key_of(position: int, declared: NodeOnly, job: JobRequest) -> VerdictKey:
@@ -30,9 +33,11 @@ def key_of(position: int, declared: NodeOnly, job: JobRequest) -> VerdictKey:
 
 @dataclass(slots=True)
 class NodeOnlyMemo:
-    """The verdicts the latest cycle used, per filter and key, for the caller's next."""
+    """The latest cycle's node views, by name, and the rejections it found on them, per
+    filter and key, for the caller's next cycle."""
 
-    verdicts: dict[VerdictKey, Verdicts] = field(default_factory=dict)
+    views: dict[str, NodeView] = field(default_factory=dict)
+    rejected: dict[VerdictKey, Rejected] = field(default_factory=dict)
 
 
 class NodeOnlyVerdicts:
@@ -41,28 +46,67 @@ class NodeOnlyVerdicts:
     def __init__(self, state: CycleState, memo: NodeOnlyMemo | None = None) -> None:
         memo = memo if memo is not None else NodeOnlyMemo()
         self.views = state.views
-        self._kept = memo.verdicts
-        self._now: dict[VerdictKey, Verdicts] = {}
-        self._rejected: dict[VerdictKey, dict[str, Status]] = {}
-        memo.verdicts = self._now
+        self._kept_views, self._kept = memo.views, memo.rejected
+        self._changed: list[str] | None = None  # nodes whose view is not the kept one
+        self._gone: list[str] = []  # kept nodes no longer in the snapshot
+        self._rejected: dict[VerdictKey, Rejected] = {}
+        memo.views, memo.rejected = self.views, self._rejected
 
-    def rejected(self, position: int, declared: NodeOnly, job: JobRequest) -> dict[str, Status]:
+    def rejected(self, position: int, declared: NodeOnly, job: JobRequest) -> Rejected:
         """The nodes the filter at ``position`` rejects for ``job``'s key, with its status:
-        the last cycle's verdict where a node's view is the same object, ``check`` else."""
+        the last cycle's verdict where a node's view is the same object, ``check`` else.
+        The mapping is shared: callers read it and never change it."""
         key = key_of(position, declared, job)
         found = self._rejected.get(key)
         if found is None:
-            kept, check = self._kept.get(key, {}), declared.check
-            out: Verdicts = {}
-            for name, view in self.views.items():
-                entry = kept.get(name)
-                out[name] = (
-                    entry if entry is not None and entry[0] is view else (view, check(job, view))
-                )
-            self._now[key] = out
-            found = self._rejected[key] = {n: s for n, (_, s) in out.items() if not s.ok}
+            kept = self._kept.get(key)
+            if kept is None:
+                found = self._check(declared, job, self.views)
+            else:
+                found = self._catch_up(kept, declared, job)
+            self._rejected[key] = found
         return found
 
     def admits(self, position: int, declared: NodeOnly, job: JobRequest, name: str) -> bool:
         """Does the filter at ``position`` admit ``job`` on node ``name``?"""
         return name not in self.rejected(position, declared, job)
+
+    @staticmethod
+    def _check(declared: NodeOnly, job: JobRequest, views: dict[str, NodeView]) -> Rejected:
+        """``declared.check`` of ``job`` on each of ``views``: the rejections."""
+        check, out = declared.check, {}
+        for name, view in views.items():
+            status = check(job, view)
+            if not status.ok:
+                out[name] = status
+        return out
+
+    def _catch_up(self, kept: Rejected, declared: NodeOnly, job: JobRequest) -> Rejected:
+        """``kept`` (the last cycle's rejections for the key) brought to this cycle's views:
+        the very same mapping when no view changed."""
+        changed = self._changes()
+        if not changed and not self._gone:
+            return kept
+        out = dict(kept)
+        for name in self._gone:
+            out.pop(name, None)
+        fresh = self._check(declared, job, {name: self.views[name] for name in changed})
+        for name in changed:
+            status = fresh.get(name)
+            if status is None:
+                out.pop(name, None)
+            else:
+                out[name] = status
+        return out
+
+    def _changes(self) -> list[str]:
+        """The nodes whose view is not the object the kept verdicts were found on (worked
+        out once per cycle), and the kept nodes that left (``_gone``)."""
+        if self._changed is None:
+            kept = self._kept_views
+            views = self.views
+            self._changed = [n for n, v in views.items() if kept.get(n) is not v]
+            new = sum(1 for n in self._changed if n not in kept)
+            if len(kept) > len(views) - new:  # some kept node is not in this snapshot
+                self._gone = [n for n in kept if n not in views]
+        return self._changed

@@ -2,7 +2,7 @@
 
 As the generic path (``equivalence.KeyVerdicts``), each filter words the nodes it was the
 first to reject, in profile order, but no filter runs on every node: a node-only
-filter's rejections are its kept verdicts (``ModelClassIndex.rejected``), worded by its
+filter's rejections are its kept verdicts (``ModelClassIndex.rejected()``), worded by its
 declared ``word`` on the views; the capacity rules' are the class's members, split by
 the first rule each fails and worded by the rules' ``word`` from summaries (groups of
 alike nodes for ``GPUS``, ``(name, total, free)`` rows for ``CPUS`` and ``HOST_MEMORY``).
@@ -69,7 +69,7 @@ def explain_class(
     if extra is not None:
         reasons.extend(extra[0])
     if not reasons:
-        every = [item for rejected in klass.rejected.values() for item in rejected]
+        every = [item for rejected in klass.rejected().values() for item in rejected]
         if extra is not None and len(extra[1]) == sum(1 for _ in members(klass)):
             every += extra[1]  # every member rejected by an undeclared filter: no capacity
         every.sort()
@@ -90,8 +90,9 @@ def _node_only(
     (errors reported as they are)."""
     reasons: list[PendingReason] = []
     views = verdicts.views
+    first = klass.rejected()
     for position, policy, declared in filters.node_only:
-        rejected = klass.rejected.get(position)
+        rejected = first.get(position)
         if not rejected:
             continue
         reasons.extend(
