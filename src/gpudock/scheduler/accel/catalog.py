@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.index import PRICED, ClassIndex
-from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, Rejected, key_of
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, Rejected, key_of, names
 from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.declarations import FitGroup, NodeOnly
 from gpudock.scheduler.framework import Status
@@ -303,10 +303,7 @@ def _position(verdict: tuple[int, Rejected]) -> int:
 
 def _names(verdicts: Verdicts) -> Set[str]:
     """The nodes some of ``verdicts`` rejects."""
-    found = [rejected for _, rejected in verdicts if rejected]
-    if len(found) == 1:
-        return found[0].keys()
-    return set().union(*found)
+    return names(rejected for _, rejected in verdicts)
 
 
 def _by_filter(rejected: Mapping[str, tuple[int, Status]]) -> dict[int, list[tuple[str, Status]]]:

@@ -12,7 +12,7 @@ object, so a key seen last cycle costs what changed, not a pass over every node.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Set
 from dataclasses import dataclass, field
 
 from gpudock.scheduler.capacity import CycleState
@@ -20,7 +20,7 @@ from gpudock.scheduler.declarations import NodeOnly
 from gpudock.scheduler.framework import Status
 from gpudock.scheduler.snapshot import JobRequest, NodeView
 
-__all__ = ["NodeOnlyMemo", "NodeOnlyVerdicts", "key_of"]
+__all__ = ["NodeOnlyMemo", "NodeOnlyVerdicts", "key_of", "names"]
 
 VerdictKey = tuple[int, Hashable]  # (the filter's position in the profile, its key of the job)
 Rejected = dict[str, Status]  # the nodes a filter rejects for a key, with its status
@@ -29,6 +29,15 @@ Rejected = dict[str, Status]  # the nodes a filter rejects for a key, with its s
 def key_of(position: int, declared: NodeOnly, job: JobRequest) -> VerdictKey:
     """The verdicts ``job`` reads of the filter at ``position``."""
     return (position, None if declared.key is None else declared.key(job))
+
+
+def names(rejections: Iterable[Rejected]) -> Set[str]:
+    """The nodes some of ``rejections`` rejects (a view of the one mapping, when only one
+    rejects any)."""
+    found = [rejected for rejected in rejections if rejected]
+    if len(found) == 1:
+        return found[0].keys()
+    return set().union(*found)
 
 
 @dataclass(slots=True)
@@ -67,9 +76,9 @@ class NodeOnlyVerdicts:
             self._rejected[key] = found
         return found
 
-    def admits(self, position: int, declared: NodeOnly, job: JobRequest, name: str) -> bool:
-        """Does the filter at ``position`` admit ``job`` on node ``name``?"""
-        return name not in self.rejected(position, declared, job)
+    def rejecting(self, filters: Iterable[tuple[int, NodeOnly]], job: JobRequest) -> Set[str]:
+        """The nodes some of the node-only ``filters`` (by position) rejects for ``job``."""
+        return names([self.rejected(position, declared, job) for position, declared in filters])
 
     @staticmethod
     def _check(declared: NodeOnly, job: JobRequest, views: dict[str, NodeView]) -> Rejected:
