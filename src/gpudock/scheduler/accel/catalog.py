@@ -18,7 +18,7 @@ such filter in profile order (``ModelClassIndex.rejected``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 
 from gpudock.core.job import PendingReason
@@ -66,11 +66,18 @@ class ModelClassIndex:
         """Per node-only filter (by position), the nodes it is the first to reject, sorted
         by name, with its status."""
         if self._rejected is None:
-            first: dict[str, tuple[int, Status]] = {}
+            self._rejected = {}
+            seen: set[str] = set()
             for position, rejected in sorted(self.verdicts, key=_position):
-                for name, status in rejected.items():
-                    first.setdefault(name, (position, status))
-            self._rejected = _by_filter(first)
+                if not rejected:
+                    continue
+                if seen.isdisjoint(rejected):  # the usual case: sorted without a Python loop
+                    items = sorted(rejected.items())
+                else:
+                    items = sorted((n, s) for n, s in rejected.items() if n not in seen)
+                seen.update(rejected)
+                if items:
+                    self._rejected[position] = items
         return self._rejected
 
     def groups(self) -> list[FitGroup]:
@@ -304,15 +311,6 @@ def _position(verdict: tuple[int, Rejected]) -> int:
 def _names(verdicts: Verdicts) -> Set[str]:
     """The nodes some of ``verdicts`` rejects."""
     return names(rejected for _, rejected in verdicts)
-
-
-def _by_filter(rejected: Mapping[str, tuple[int, Status]]) -> dict[int, list[tuple[str, Status]]]:
-    """``rejected`` as lists per filter position, each sorted by node name."""
-    out: dict[int, list[tuple[str, Status]]] = {}
-    for name in sorted(rejected):
-        position, status = rejected[name]
-        out.setdefault(position, []).append((name, status))
-    return out
 
 
 def shared_groups(fits: Iterable[tuple[str, NodeFit]]) -> list[FitGroup]:
