@@ -23,13 +23,14 @@ feasible node stays blocked until then.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gpudock.scheduler.accel.boards import Boards
 from gpudock.scheduler.accel.catalog import Catalog, CatalogMemo
 from gpudock.scheduler.accel.declared import FilterPlan, JobFilters, usable, walk_order
 from gpudock.scheduler.accel.extra import ExtraFilters
 from gpudock.scheduler.accel.node_only import NodeOnlyMemo, NodeOnlyVerdicts
-from gpudock.scheduler.accel.post_filter import DeclaredPostFilter
+from gpudock.scheduler.accel.post_filter import DeclaredPostFilter, EmptyMemo
 from gpudock.scheduler.accel.ranked import RankedVerdicts
 from gpudock.scheduler.accel.verdicts import IndexedVerdicts, KeyContext
 from gpudock.scheduler.accel.victims import VictimSearch
@@ -52,11 +53,12 @@ Verdicts = IndexedVerdicts | WalkedVerdicts | PricedVerdicts | RankedVerdicts | 
 @dataclass(slots=True)
 class IndexMemo:
     """What the capacity index keeps for its caller's next cycle, in the session's
-    ``accelerator`` slot: the products' indexes per scorer sign and the node-only
-    verdicts."""
+    ``accelerator`` slot: the products' indexes per scorer sign, the node-only
+    verdicts and the post-filter's answers for empty nodes."""
 
     catalogs: dict[int, CatalogMemo] = field(default_factory=dict)
     node_only: NodeOnlyMemo = field(default_factory=NodeOnlyMemo)
+    empty: EmptyMemo = field(default_factory=EmptyMemo)
 
 
 class IndexedCache:
@@ -81,9 +83,8 @@ class IndexedCache:
         self._by_key: dict[PlacementKey, Verdicts] = {}
         self._generic: EquivalenceCache | None = None
         self._shapes: dict[int, Shapes | None] = {}  # per part (by id): ``WalkedVerdicts``
-        views = state.views.values()
-        self._cpu_nodes = any(v.cpus is not None for v in views)
-        self._memory_nodes = any(v.host_memory is not None for v in views)
+        self._cpu_nodes = _some_count(state, "cpus")
+        self._memory_nodes = _some_count(state, "host_memory")
 
     def _catalog(self, sign: int) -> Catalog:
         """The cycle's catalog for a walk of ``sign`` (1: fewest left first), made on first use."""
@@ -156,6 +157,12 @@ class IndexedCache:
         return ExtraFilters(job, self._state, run, filters.extras_last())
 
 
+def _some_count(state: CycleState, resource: str) -> bool:
+    """Some node counts ``resource`` (its view's field is not None); a pass in C."""
+    values = list(map(attrgetter(resource), state.views.values()))
+    return values.count(None) < len(values)
+
+
 class CapacityIndex:
     """The default ``Accelerator`` (``scheduler/acceleration.py``): the capacity index, for
     any profile with a filter declaring ``NeedsGpus``; else the generic path. One serves
@@ -182,7 +189,7 @@ class CapacityIndex:
             return FiltersAfter(state, profile)
         memo = session.accelerator.get(IndexMemo)
         verdicts = self._verdicts(state, memo)
-        return DeclaredPostFilter(state, FilterPlan(profile), verdicts)
+        return DeclaredPostFilter(state, FilterPlan(profile), verdicts, memo.empty)
 
     def _verdicts(self, state: CycleState, memo: IndexMemo) -> NodeOnlyVerdicts:
         """The cycle's node-only verdicts, made on first use."""

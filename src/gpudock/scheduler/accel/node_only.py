@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.declarations import NodeOnly
-from gpudock.scheduler.framework import Status
+from gpudock.scheduler.framework import SUCCESS, Status
 from gpudock.scheduler.snapshot import JobRequest, NodeView
 
 __all__ = ["NodeOnlyMemo", "NodeOnlyVerdicts", "key_of", "names"]
@@ -86,7 +86,7 @@ class NodeOnlyVerdicts:
         check, out = declared.check, {}
         for name, view in views.items():
             status = check(job, view)
-            if not status.ok:
+            if status is not SUCCESS and not status.ok:  # most verdicts are the one SUCCESS
                 out[name] = status
         return out
 

@@ -5,14 +5,17 @@ Once some jobs left a node, a ``NodeOnly`` filter says what it said before (its 
 verdict: ``node_only.py``); the capacity rules (``NeedsGpus``, ``NeedsHost``,
 ``NeedsGroup``) are counted by ``release.Release`` without copying the node; only the
 undeclared filters run, on a copy of the node as it would be (``post_filter.node_after``).
-``admits_empty`` reads the rules on the node's view, once per placement key and node.
-Per placement key, the nodes its node-only filters reject are gathered once a cycle.
+``admits_empty`` reads the rules on the node's view, once per placement key and node;
+where every filter the key needs declares itself, the answer depends only on the view,
+and the caller's next cycle takes it while the node's view is the very same object
+(``EmptyMemo``, in the session). Per placement key, the nodes its node-only filters
+reject are gathered once a cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpudock.scheduler.accel.declared import FilterPlan, JobFilters
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
@@ -30,7 +33,16 @@ from gpudock.scheduler.rules import (
 )
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
-__all__ = ["DeclaredPostFilter"]
+__all__ = ["DeclaredPostFilter", "EmptyMemo"]
+
+Answers = dict[tuple[PlacementKey, str], tuple[NodeView, bool]]  # admits_empty, and its view
+
+
+@dataclass(slots=True)
+class EmptyMemo:
+    """The latest cycle's ``admits_empty`` answers, with the views they were found on."""
+
+    answers: Answers = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +58,20 @@ class _Key:
 class DeclaredPostFilter:
     """``PostFilter`` from declarations (module doc); ``state`` as it is when asked."""
 
-    def __init__(self, state: CycleState, plan: FilterPlan, verdicts: NodeOnlyVerdicts) -> None:
+    def __init__(
+        self,
+        state: CycleState,
+        plan: FilterPlan,
+        verdicts: NodeOnlyVerdicts,
+        memo: EmptyMemo | None = None,
+    ) -> None:
+        memo = memo if memo is not None else EmptyMemo()
         self._state = state
         self._plan = plan
         self._verdicts = verdicts
-        self._empty: dict[tuple[PlacementKey, str], bool] = {}
+        self._kept = memo.answers
+        self._empty: Answers = {}
+        memo.answers = self._empty
         self._keys: dict[PlacementKey, _Key] = {}
         self._last: tuple[JobRequest, _Key] | None = None
         self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
@@ -94,12 +115,15 @@ class DeclaredPostFilter:
 
     def admits_empty(self, job: JobRequest, name: str) -> bool:
         known = self._key(job)
-        found = self._empty.get((known.key, name))
+        at = (known.key, name)
+        found = self._empty.get(at)
         if found is None:
             view = self._state.views[name]
-            found = self._empty_answer(job, known, view)
-            self._empty[(known.key, name)] = found
-        return found
+            found = self._kept.get(at)
+            if found is None or found[0] is not view or known.filters.extras:
+                found = (view, self._empty_answer(job, known, view))
+            self._empty[at] = found
+        return found[1]
 
     def _empty_answer(self, job: JobRequest, known: _Key, view: NodeView) -> bool:
         """``admits_empty`` worked out: the kept node-only verdicts, the declared rules on

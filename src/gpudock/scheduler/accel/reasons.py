@@ -11,7 +11,9 @@ It needs the job's node-only filters first (``JobFilters.declared_first``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from operator import attrgetter, itemgetter
+from typing import overload
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.catalog import Catalog, ModelClassIndex, shared_groups
@@ -19,19 +21,21 @@ from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.extra import Worded
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
 from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.declarations import FitGroup, HostRow, NeedsHost
+from gpudock.scheduler.declarations import FitGroup, HostRow, NeedsHost, TraitRejection
 from gpudock.scheduler.equivalence import (
     constraints_reason,
     fallback_reason,
     never_constraint,
     no_nodes_reason,
 )
-from gpudock.scheduler.framework import StatusCode
+from gpudock.scheduler.framework import Status, StatusCode
 from gpudock.scheduler.node_fit import NodeFit
 from gpudock.scheduler.rules import Resource, cpus_now, gpus_fit, memory_now
-from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.snapshot import JobRequest, NodeView
 
 __all__ = ["explain_class", "members"]
+
+_code, _status = attrgetter("code"), itemgetter(1)
 
 
 def members(klass: ModelClassIndex) -> Iterator[tuple[str, NodeFit]]:
@@ -95,12 +99,13 @@ def _node_only(
         rejected = first.get(position)
         if not rejected:
             continue
-        reasons.extend(
-            PendingReason(status.layer or policy.layer, status.reason)
-            for _, status in rejected
-            if status.code is StatusCode.ERROR
-        )
-        found = declared.word(job, [(status, views[name]) for name, status in rejected], total)
+        if StatusCode.ERROR in map(_code, map(_status, rejected)):  # rare: scanned in C
+            reasons.extend(
+                PendingReason(status.layer or policy.layer, status.reason)
+                for _, status in rejected
+                if status.code is StatusCode.ERROR
+            )
+        found = declared.word(job, _Rejections(rejected, views), total)
         if found is not None:
             reasons.append(found)
     return reasons
@@ -189,3 +194,27 @@ def _groups(
         found = by_key.get(key)
         by_key[key] = (fit, name, 1) if found is None else (found[0], found[1], found[2] + 1)
     return list(by_key.values())
+
+
+class _Rejections(Sequence[TraitRejection]):
+    """A filter's rejections, ``(name, status)`` sorted by name, as the ``(status, view)``
+    pairs its ``word`` reads, each made when read: most words only count them."""
+
+    __slots__ = ("_rejected", "_views")
+
+    def __init__(self, rejected: list[tuple[str, Status]], views: Mapping[str, NodeView]) -> None:
+        self._rejected = rejected
+        self._views = views
+
+    def __len__(self) -> int:
+        return len(self._rejected)
+
+    @overload
+    def __getitem__(self, index: int) -> TraitRejection: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TraitRejection]: ...
+    def __getitem__(self, index: int | slice) -> TraitRejection | Sequence[TraitRejection]:
+        if isinstance(index, slice):
+            return [(status, self._views[name]) for name, status in self._rejected[index]]
+        name, status = self._rejected[index]
+        return status, self._views[name]
