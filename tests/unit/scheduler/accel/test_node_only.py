@@ -3,7 +3,8 @@
 ``NodeOnlyVerdicts`` checks again only the nodes whose view is not the object the last
 cycle's verdicts were found on, and drops the nodes that left. Over a sequence of
 snapshots that keep some views, change, add and drop others (``test_reuse.sequences``),
-every filter's rejections for every job must be what ``check`` says of each node now.
+every filter's rejections for every job of the sequence must be what ``check`` says of
+each node now.
 """
 
 from __future__ import annotations
@@ -34,17 +35,18 @@ def checked(declared: NodeOnly, job: JobRequest, state: CycleState) -> dict[str,
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(sequences(), configs)
 def test_kept_verdicts_are_the_filters_own_on_every_cycle(
     sequence: list[Snapshot], config: SchedulerConfig
 ) -> None:
     node_only = [(i, d) for i, _, d in FilterPlan(build_profile(config)).all.node_only]
+    jobs = [job for snapshot in sequence for job in snapshot.pending]
     memo = NodeOnlyMemo()
     for snapshot in [s for drawn in sequence for s in (drawn, drawn)]:
         state = CycleState(snapshot.nodes)
         verdicts = NodeOnlyVerdicts(state, memo)
-        for job in snapshot.pending:
+        for job in jobs:
             union: set[str] = set()
             for position, declared in node_only:
                 expected = checked(declared, job, state)
