@@ -3,11 +3,13 @@
 A ``NodeOnly`` filter's verdict depends on the node's own traits and on its declared
 ``key`` of the job (``declarations.py``): one verdict per (filter, key, node) serves every
 job with that key for the cycle, and later cycles while the node's snapshot view is the
-very same object. They are worked out with the filter's own ``check``, on views, and the
-latest cycle's are kept in the caller's session (``NodeOnlyMemo``): the nodes each
-filter and key rejected, with the views they were found on. A cycle compares its views
-with those once, by identity, and checks again only the nodes whose view is another
-object, so a key seen last cycle costs what changed, not a pass over every node.
+very same object. They are worked out with the filter's own ``check``, on views, and
+kept in the caller's session (``NodeOnlyMemo``): per filter and key, the nodes it
+rejected and the cycle whose views they hold for. Each cycle compares its views with
+the last cycle's once, by identity, and notes the nodes whose view is another object
+or that left; a key asked again checks only the nodes noted since its verdicts were
+found, so it costs what changed, not a pass over every node. A key unused for ``KEEP``
+cycles is forgotten.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from gpudock.scheduler.declarations import NodeOnly
 from gpudock.scheduler.framework import SUCCESS, Status
 from gpudock.scheduler.snapshot import JobRequest, NodeView
 
-__all__ = ["NodeOnlyMemo", "NodeOnlyVerdicts", "key_of", "names"]
+__all__ = ["KEEP", "NodeOnlyMemo", "NodeOnlyVerdicts", "key_of", "names"]
+
+KEEP = 8  # cycles a key's verdicts are kept while no job asks for them
 
 VerdictKey = tuple[int, Hashable]  # (the filter's position in the profile, its key of the job)
 Rejected = dict[str, Status]  # the nodes a filter rejects for a key, with its status
+KeptKey = tuple[object, Hashable]  # (the filter's ``check``, its key of the job): any profile
 
 
 def key_of(position: int, declared: NodeOnly, job: JobRequest) -> VerdictKey:
@@ -42,11 +47,15 @@ def names(rejections: Iterable[Rejected]) -> Set[str]:
 
 @dataclass(slots=True)
 class NodeOnlyMemo:
-    """The latest cycle's node views, by name, and the rejections it found on them, per
-    filter and key, for the caller's next cycle."""
+    """What the caller's cycles keep (module doc): the latest cycle's number and views, by
+    name; per recent cycle, the nodes whose view changed or that left since the cycle
+    before; per filter (by its ``check``, whatever its position) and key, the cycle its
+    rejections hold for, and those."""
 
+    cycle: int = 0
     views: dict[str, NodeView] = field(default_factory=dict)
-    rejected: dict[VerdictKey, Rejected] = field(default_factory=dict)
+    changed: dict[int, list[str]] = field(default_factory=dict)
+    rejected: dict[KeptKey, tuple[int, Rejected]] = field(default_factory=dict)
 
 
 class NodeOnlyVerdicts:
@@ -54,53 +63,55 @@ class NodeOnlyVerdicts:
 
     def __init__(self, state: CycleState, memo: NodeOnlyMemo | None = None) -> None:
         memo = memo if memo is not None else NodeOnlyMemo()
-        self.views = state.views
-        self._kept_views, self._kept = memo.views, memo.rejected
-        self._changed: list[str] | None = None  # nodes whose view is not the kept one
-        self._gone: list[str] = []  # kept nodes no longer in the snapshot
-        self._rejected: dict[VerdictKey, Rejected] = {}
-        memo.views, memo.rejected = self.views, self._rejected
+        self.views = views = state.views
+        kept = memo.views
+        changed = [n for n, v in views.items() if kept.get(n) is not v]
+        if len(kept) > len(views) - sum(1 for n in changed if n not in kept):
+            changed += [n for n in kept if n not in views]  # some kept node left
+        self._cycle = cycle = memo.cycle + 1
+        oldest = cycle - KEEP
+        memo.cycle, memo.views = cycle, views
+        memo.changed = {c: names for c, names in memo.changed.items() if c > oldest}
+        memo.changed[cycle] = changed
+        memo.rejected = {k: found for k, found in memo.rejected.items() if found[0] >= oldest}
+        self._memo = memo
+        self._rejected: dict[VerdictKey, Rejected] = {}  # this cycle's, by key
 
     def rejected(self, position: int, declared: NodeOnly, job: JobRequest) -> Rejected:
         """The nodes the filter at ``position`` rejects for ``job``'s key, with its status:
-        the last cycle's verdict where a node's view is the same object, ``check`` else.
-        The mapping is shared: callers read it and never change it."""
+        the kept verdict where a node's view is the same object, ``check`` else. The
+        mapping is shared: callers read it and never change it."""
         key = key_of(position, declared, job)
         found = self._rejected.get(key)
         if found is None:
-            kept = self._kept.get(key)
+            kept_key = (declared.check, key[1])
+            kept = self._memo.rejected.get(kept_key)
             if kept is None:
-                found = self._check(declared, job, self.views)
+                found = _check(declared, job, self.views)
             else:
                 found = self._catch_up(kept, declared, job)
             self._rejected[key] = found
+            self._memo.rejected[kept_key] = (self._cycle, found)
         return found
 
     def rejecting(self, filters: Iterable[tuple[int, NodeOnly]], job: JobRequest) -> Set[str]:
         """The nodes some of the node-only ``filters`` (by position) rejects for ``job``."""
         return names([self.rejected(position, declared, job) for position, declared in filters])
 
-    @staticmethod
-    def _check(declared: NodeOnly, job: JobRequest, views: dict[str, NodeView]) -> Rejected:
-        """``declared.check`` of ``job`` on each of ``views``: the rejections."""
-        check, out = declared.check, {}
-        for name, view in views.items():
-            status = check(job, view)
-            if status is not SUCCESS and not status.ok:  # most verdicts are the one SUCCESS
-                out[name] = status
-        return out
-
-    def _catch_up(self, kept: Rejected, declared: NodeOnly, job: JobRequest) -> Rejected:
-        """``kept`` (the last cycle's rejections for the key) brought to this cycle's views:
-        the very same mapping when no view changed."""
-        changed = self._changes()
-        if not changed and not self._gone:
-            return kept
-        out = dict(kept)
-        for name in self._gone:
-            out.pop(name, None)
-        fresh = self._check(declared, job, {name: self.views[name] for name in changed})
-        for name in changed:
+    def _catch_up(
+        self, kept: tuple[int, Rejected], declared: NodeOnly, job: JobRequest
+    ) -> Rejected:
+        """Rejections found in an earlier cycle brought to this cycle's views: the very same
+        mapping when no view changed since."""
+        since, rejected = kept
+        changed = self._memo.changed
+        noted = [name for c in range(since + 1, self._cycle + 1) for name in changed[c]]
+        if not noted:
+            return rejected
+        views = self.views
+        out = dict(rejected)
+        fresh = _check(declared, job, {n: views[n] for n in set(noted) if n in views})
+        for name in noted:
             status = fresh.get(name)
             if status is None:
                 out.pop(name, None)
@@ -108,14 +119,12 @@ class NodeOnlyVerdicts:
                 out[name] = status
         return out
 
-    def _changes(self) -> list[str]:
-        """The nodes whose view is not the object the kept verdicts were found on (worked
-        out once per cycle), and the kept nodes that left (``_gone``)."""
-        if self._changed is None:
-            kept = self._kept_views
-            views = self.views
-            self._changed = [n for n, v in views.items() if kept.get(n) is not v]
-            new = sum(1 for n in self._changed if n not in kept)
-            if len(kept) > len(views) - new:  # some kept node is not in this snapshot
-                self._gone = [n for n in kept if n not in views]
-        return self._changed
+
+def _check(declared: NodeOnly, job: JobRequest, views: dict[str, NodeView]) -> Rejected:
+    """``declared.check`` of ``job`` on each of ``views``: the rejections."""
+    check, out = declared.check, {}
+    for name, view in views.items():
+        status = check(job, view)
+        if status is not SUCCESS and not status.ok:  # most verdicts are the one SUCCESS
+            out[name] = status
+    return out
