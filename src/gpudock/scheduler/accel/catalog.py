@@ -27,7 +27,6 @@ from gpudock.scheduler.accel.index import PRICED, ClassIndex
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, Rejected, key_of, names
 from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.declarations import FitGroup, NodeOnly
-from gpudock.scheduler.framework import Status
 from gpudock.scheduler.node_fit import ANY_MODEL, ModelClass, NodeFit, class_fit
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -54,7 +53,7 @@ class ModelClassIndex:
     members: ModelClass
     parts: tuple[Part, ...]
     verdicts: Verdicts
-    _rejected: dict[int, list[tuple[str, Status]]] | None = None  # ``rejected``, once worked out
+    _rejected: dict[int, Rejected] | None = None  # ``rejected``, once worked out
     _groups: tuple[tuple[int, ...], list[FitGroup]] | None = None  # (parts' versions, groups)
     worded: list[PendingReason] | None = None  # the node-only filters' reasons (``reasons.py``)
 
@@ -62,22 +61,22 @@ class ModelClassIndex:
         """True when some node is in the class."""
         return any(part.index.fits for part in self.parts)
 
-    def rejected(self) -> dict[int, list[tuple[str, Status]]]:
-        """Per node-only filter (by position), the nodes it is the first to reject, sorted
-        by name, with its status."""
+    def rejected(self) -> dict[int, Rejected]:
+        """Per node-only filter (by position), the nodes it is the first to reject, with its
+        status (the filter's own mapping where no earlier filter rejects any of them)."""
         if self._rejected is None:
             self._rejected = {}
             seen: set[str] = set()
-            for position, rejected in sorted(self.verdicts, key=_position):
-                if not rejected:
-                    continue
-                if seen.isdisjoint(rejected):  # the usual case: sorted without a Python loop
-                    items = sorted(rejected.items())
-                else:
-                    items = sorted((n, s) for n, s in rejected.items() if n not in seen)
-                seen.update(rejected)
-                if items:
-                    self._rejected[position] = items
+            found = [
+                (i, rejected) for i, rejected in sorted(self.verdicts, key=_position) if rejected
+            ]
+            for k, (position, rejected) in enumerate(found):
+                if seen and not seen.isdisjoint(rejected):
+                    rejected = {n: s for n, s in rejected.items() if n not in seen}
+                if k + 1 < len(found):
+                    seen.update(rejected)
+                if rejected:
+                    self._rejected[position] = rejected
         return self._rejected
 
     def groups(self) -> list[FitGroup]:

@@ -12,7 +12,7 @@ It needs the job's node-only filters first (``JobFilters.declared_first``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import overload
 
 from gpudock.core.job import PendingReason
@@ -35,7 +35,7 @@ from gpudock.scheduler.snapshot import JobRequest, NodeView
 
 __all__ = ["explain_class", "members"]
 
-_code, _status = attrgetter("code"), itemgetter(1)
+_code = attrgetter("code")
 
 
 def members(klass: ModelClassIndex) -> Iterator[tuple[str, NodeFit]]:
@@ -73,7 +73,7 @@ def explain_class(
     if extra is not None:
         reasons.extend(extra[0])
     if not reasons:
-        every = [item for rejected in klass.rejected().values() for item in rejected]
+        every = [item for rejected in klass.rejected().values() for item in rejected.items()]
         if extra is not None and len(extra[1]) == sum(1 for _ in members(klass)):
             every += extra[1]  # every member rejected by an undeclared filter: no capacity
         every.sort()
@@ -99,10 +99,10 @@ def _node_only(
         rejected = first.get(position)
         if not rejected:
             continue
-        if StatusCode.ERROR in map(_code, map(_status, rejected)):  # rare: scanned in C
+        if StatusCode.ERROR in map(_code, rejected.values()):  # rare: scanned in C
             reasons.extend(
                 PendingReason(status.layer or policy.layer, status.reason)
-                for _, status in rejected
+                for _, status in sorted(rejected.items())
                 if status.code is StatusCode.ERROR
             )
         found = declared.word(job, _Rejections(rejected, views), total)
@@ -197,17 +197,24 @@ def _groups(
 
 
 class _Rejections(Sequence[TraitRejection]):
-    """A filter's rejections, ``(name, status)`` sorted by name, as the ``(status, view)``
-    pairs its ``word`` reads, each made when read: most words only count them."""
+    """A filter's rejections (node name -> status) as the ``(status, view)`` pairs its
+    ``word`` reads, sorted by node name: sorted and made only when read, since most words
+    only count them."""
 
-    __slots__ = ("_rejected", "_views")
+    __slots__ = ("_by_name", "_rejected", "_views")
 
-    def __init__(self, rejected: list[tuple[str, Status]], views: Mapping[str, NodeView]) -> None:
-        self._rejected = rejected
+    def __init__(self, rejected: Mapping[str, Status], views: Mapping[str, NodeView]) -> None:
+        self._by_name = rejected
+        self._rejected: list[tuple[str, Status]] | None = None
         self._views = views
 
     def __len__(self) -> int:
-        return len(self._rejected)
+        return len(self._by_name)
+
+    def _sorted(self) -> list[tuple[str, Status]]:
+        if self._rejected is None:
+            self._rejected = sorted(self._by_name.items())
+        return self._rejected
 
     @overload
     def __getitem__(self, index: int) -> TraitRejection: ...
@@ -215,6 +222,6 @@ class _Rejections(Sequence[TraitRejection]):
     def __getitem__(self, index: slice) -> Sequence[TraitRejection]: ...
     def __getitem__(self, index: int | slice) -> TraitRejection | Sequence[TraitRejection]:
         if isinstance(index, slice):
-            return [(status, self._views[name]) for name, status in self._rejected[index]]
-        name, status = self._rejected[index]
+            return [(status, self._views[name]) for name, status in self._sorted()[index]]
+        name, status = self._sorted()[index]
         return status, self._views[name]
