@@ -72,11 +72,12 @@ class IndexedCache:
         profile: Profile,
         verdicts: NodeOnlyVerdicts,
         memo: IndexMemo | None = None,
+        plan: FilterPlan | None = None,
     ) -> None:
         self._state = state
         self._profile = profile
         self._memo = memo if memo is not None else IndexMemo()
-        self._plan = FilterPlan(profile)
+        self._plan = plan if plan is not None else FilterPlan(profile)
         self._verdicts = verdicts
         self._base = tuple((i, d) for i, _, d in self._plan.all.node_only if d.key is None)
         self._catalogs: dict[int, Catalog] = {}
@@ -166,12 +167,13 @@ def _some_count(state: CycleState, resource: str) -> bool:
 class CapacityIndex:
     """The default ``Accelerator`` (``scheduler/acceleration.py``): the capacity index, for
     any profile with a filter declaring ``NeedsGpus``; else the generic path. One serves
-    one cycle: its verdict cache and ``PostFilter`` share the cycle's node-only verdicts."""
+    one cycle: its verdict cache and ``PostFilter`` share the cycle's node-only verdicts
+    and ``FilterPlan``."""
 
     name = "capacity_index"
 
     def __init__(self) -> None:
-        self._node_only: tuple[CycleState, NodeOnlyVerdicts] | None = None
+        self._cycle: tuple[CycleState, Profile, NodeOnlyVerdicts, FilterPlan] | None = None
 
     def verdicts(
         self, state: CycleState, profile: Profile, session: SchedulerSession
@@ -179,7 +181,8 @@ class CapacityIndex:
         if not usable(profile):
             return EquivalenceCache(state, profile)
         memo = session.accelerator.get(IndexMemo)
-        return IndexedCache(state, profile, self._verdicts(state, memo), memo)
+        verdicts, plan = self._shared(state, profile, memo)
+        return IndexedCache(state, profile, verdicts, memo, plan)
 
     def post_filter(
         self, state: CycleState, profile: Profile, session: SchedulerSession
@@ -188,14 +191,18 @@ class CapacityIndex:
         if not usable(profile):
             return FiltersAfter(state, profile)
         memo = session.accelerator.get(IndexMemo)
-        verdicts = self._verdicts(state, memo)
-        return DeclaredPostFilter(state, FilterPlan(profile), verdicts, memo.empty)
+        verdicts, plan = self._shared(state, profile, memo)
+        return DeclaredPostFilter(state, plan, verdicts, memo.empty)
 
-    def _verdicts(self, state: CycleState, memo: IndexMemo) -> NodeOnlyVerdicts:
-        """The cycle's node-only verdicts, made on first use."""
-        if self._node_only is None or self._node_only[0] is not state:
-            self._node_only = (state, NodeOnlyVerdicts(state, memo.node_only))
-        return self._node_only[1]
+    def _shared(
+        self, state: CycleState, profile: Profile, memo: IndexMemo
+    ) -> tuple[NodeOnlyVerdicts, FilterPlan]:
+        """The cycle's node-only verdicts and filter plan, made on first use."""
+        cycle = self._cycle
+        if cycle is None or cycle[0] is not state or cycle[1] is not profile:
+            verdicts = NodeOnlyVerdicts(state, memo.node_only)
+            cycle = self._cycle = (state, profile, verdicts, FilterPlan(profile))
+        return cycle[2], cycle[3]
 
     def victims(
         self, state: CycleState, running: RunningIndex, feasibility: PostFilter
