@@ -66,17 +66,13 @@ class ModelClassIndex:
         status (the filter's own mapping where no earlier filter rejects any of them)."""
         if self._rejected is None:
             self._rejected = {}
-            seen: set[str] = set()
-            found = [
-                (i, rejected) for i, rejected in sorted(self.verdicts, key=_position) if rejected
-            ]
-            for k, (position, rejected) in enumerate(found):
-                if seen and not seen.isdisjoint(rejected):
-                    rejected = {n: s for n, s in rejected.items() if n not in seen}
-                if k + 1 < len(found):
-                    seen.update(rejected)
-                if rejected:
-                    self._rejected[position] = rejected
+            earlier: list[Rejected] = []
+            for position, rejected in sorted(self.verdicts, key=_position):
+                taken = {n for before in earlier for n in before.keys() & rejected.keys()}
+                first = {n: s for n, s in rejected.items() if n not in taken} if taken else rejected
+                if first:
+                    self._rejected[position] = first
+                    earlier.append(first)
         return self._rejected
 
     def groups(self) -> list[FitGroup]:
@@ -264,8 +260,8 @@ class Catalog:
     ) -> ModelClassIndex:
         """A class over the shared parts (module doc)."""
         products = self._split(job)
-        verdicts = self._down + self._rejections(dependent, job)
-        rejected = _names(verdicts)
+        own_verdicts = self._rejections(dependent, job)
+        rejected = _names(own_verdicts)  # the split left out what ``base`` rejects
         parts: list[Part] = []
         own: list[str] = [n for n in self._others if n not in rejected]
         for product, part in products.items():
@@ -279,7 +275,7 @@ class Catalog:
                 own.extend(n for n in names if n not in rejected)
         if own:
             parts.append(self._own_part(sorted(own), members))
-        return ModelClassIndex(members, tuple(parts), verdicts)
+        return ModelClassIndex(members, tuple(parts), self._down + own_verdicts)
 
     def _own_class(
         self, members: ModelClass, filters: JobFilters, job: JobRequest
