@@ -67,7 +67,8 @@ class NodeOnlyVerdicts:
         memo = memo if memo is not None else NodeOnlyMemo()
         self.views = views = state.views
         kept = memo.views
-        changed = [n for n, v in views.items() if kept.get(n) is not v]
+        # nodes whose view is not the kept object (new ones too), found in C
+        changed = list(compress(views, map(is_not, map(kept.get, views), views.values())))
         if len(kept) > len(views) - sum(1 for n in changed if n not in kept):
             changed += [n for n in kept if n not in views]  # some kept node left
         self._cycle = cycle = memo.cycle + 1
