@@ -35,24 +35,28 @@ from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
 __all__ = ["DeclaredPostFilter", "EmptyMemo"]
 
-Answers = dict[tuple[PlacementKey, str], tuple[NodeView, bool]]  # admits_empty, and its view
+Answers = dict[str, tuple[NodeView, bool]]  # admits_empty by node, and the view it read
 
 
 @dataclass(slots=True)
 class EmptyMemo:
-    """The latest cycle's ``admits_empty`` answers, with the views they were found on."""
+    """The latest cycle's ``admits_empty`` answers per placement key, with the views they
+    were found on."""
 
-    answers: Answers = field(default_factory=dict)
+    answers: dict[PlacementKey, Answers] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Key:
-    """What the post-filter knows of a placement key: the key, the filters a job with it
-    needs, and the nodes some node-only filter of those rejects."""
+    """What the post-filter knows of a placement key: the filters a job with it needs, the
+    nodes some node-only filter of those rejects, its ``admits_empty`` answers (this
+    cycle's and the kept ones) and its ``Release`` per node, with the changes they saw."""
 
-    key: PlacementKey
     filters: JobFilters
     rejected: Set[str]
+    empty: Answers
+    kept: Answers
+    releases: dict[str, tuple[int, Release]] = field(default_factory=dict)
 
 
 class DeclaredPostFilter:
@@ -70,11 +74,10 @@ class DeclaredPostFilter:
         self._plan = plan
         self._verdicts = verdicts
         self._kept = memo.answers
-        self._empty: Answers = {}
-        memo.answers = self._empty
+        self._answers: dict[PlacementKey, Answers] = {}
+        memo.answers = self._answers
         self._keys: dict[PlacementKey, _Key] = {}
         self._last: tuple[JobRequest, _Key] | None = None
-        self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
 
     def _key(self, job: JobRequest) -> _Key:
         """What is known of ``job``'s placement key (the last job's, asked again)."""
@@ -87,14 +90,15 @@ class DeclaredPostFilter:
             filters = self._plan.for_job(job)
             node_only = ((i, d) for i, _, d in filters.node_only)
             rejected = self._verdicts.rejecting(node_only, job)
-            found = self._keys[key] = _Key(key, filters, rejected)
+            empty = self._answers[key] = {}
+            found = self._keys[key] = _Key(filters, rejected, empty, self._kept.get(key, {}))
         self._last = (job, found)
         return found
 
     def _release(self, job: JobRequest, known: _Key, name: str) -> Release:
         """``Release`` of the declared capacity rules ``job`` needs on ``name`` now."""
         seen = len(self._state.changes)
-        found = self._releases.get((known.key, name))
+        found = known.releases.get(name)
         if found is None or found[0] != seen:
             state, view, filters = self._state, self._state.views[name], known.filters
             nodes = state.nodes
@@ -107,7 +111,7 @@ class DeclaredPostFilter:
                 nodes.free_host_memory_of(name),
                 bool(filters.group),
             )
-            found = self._releases[(known.key, name)] = (seen, release)
+            found = known.releases[name] = (seen, release)
         return found[1]
 
     def _extras_after(self, job: JobRequest, filters: JobFilters, node: NodeState) -> bool:
@@ -115,14 +119,13 @@ class DeclaredPostFilter:
 
     def admits_empty(self, job: JobRequest, name: str) -> bool:
         known = self._key(job)
-        at = (known.key, name)
-        found = self._empty.get(at)
+        found = known.empty.get(name)
         if found is None:
             view = self._state.views[name]
-            found = self._kept.get(at)
+            found = known.kept.get(name)
             if found is None or found[0] is not view or known.filters.extras:
                 found = (view, self._empty_answer(job, known, view))
-            self._empty[at] = found
+            known.empty[name] = found
         return found[1]
 
     def _empty_answer(self, job: JobRequest, known: _Key, view: NodeView) -> bool:
