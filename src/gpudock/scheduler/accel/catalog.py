@@ -266,12 +266,12 @@ class Catalog:
         own: list[str] = [n for n in self._others if n not in rejected]
         for product, part in products.items():
             names = part.index.fits.keys()
-            out = len(names & rejected) if rejected else 0
-            if out == len(names):
-                continue  # every node of the part is rejected
-            if not out and (members is None or product in members):
-                parts.append(part)
-            else:  # partly rejected, or a product the capacity model does not count
+            if not rejected or names.isdisjoint(rejected):
+                if members is None or product in members:
+                    parts.append(part)
+                else:  # a product the capacity model does not count
+                    own.extend(names)
+            elif not names <= rejected:  # partly rejected (wholly: left out)
                 own.extend(n for n in names if n not in rejected)
         if own:
             parts.append(self._own_part(sorted(own), members))
