@@ -10,27 +10,27 @@ class takes a product's part whole when none of its own verdicts rejects a node 
 and its model class holds the product, leaves out a part rejected whole, and keeps a
 part of its own for the rest. So ``ANY_MODEL``, ``H100`` and ``A100`` jobs read the same
 per-product parts, each built once per cycle, and a class's best node is the best of
-its parts' best nodes. Each node a node-only filter rejects is listed, with its status,
-under the first such filter in profile order (``ModelClassIndex.rejected``): what step
-4 words.
+its parts' best nodes. A class keeps each node-only filter's rejections as the
+verdicts give them (``node_only.py``), and set operations on their names split the
+parts; only when step 4 words them is each node listed, with its status, under the first
+such filter in profile order (``ModelClassIndex.rejected``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.index import PRICED, ClassIndex
-from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, key_of
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, Rejected, key_of, names
 from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.declarations import FitGroup, NodeOnly
-from gpudock.scheduler.framework import Status
 from gpudock.scheduler.node_fit import ANY_MODEL, ModelClass, NodeFit, class_fit
 from gpudock.scheduler.snapshot import JobRequest
 
-Rejected = dict[str, tuple[int, Status]]  # node -> (first node-only filter rejecting it, status)
+Verdicts = tuple[tuple[int, Rejected], ...]  # node-only filters' rejections, by position
 ClassKey = tuple[ModelClass, tuple[object, ...], bool]
 
 
@@ -47,18 +47,33 @@ class Part:
 @dataclass(slots=True)
 class ModelClassIndex:
     """One class: its parts (disjoint; together its members, the nodes every node-only
-    filter admits) and, per node-only filter (by position in the profile), the nodes it
-    is the first to reject, by name, with its status."""
+    filter admits) and the rejections of the node-only filters it needs (``verdicts``,
+    by position in the profile)."""
 
     members: ModelClass
     parts: tuple[Part, ...]
-    rejected: dict[int, list[tuple[str, Status]]]
+    verdicts: Verdicts
+    _rejected: dict[int, Rejected] | None = None  # ``rejected``, once worked out
     _groups: tuple[tuple[int, ...], list[FitGroup]] | None = None  # (parts' versions, groups)
     worded: list[PendingReason] | None = None  # the node-only filters' reasons (``reasons.py``)
 
     def has_members(self) -> bool:
         """True when some node is in the class."""
         return any(part.index.fits for part in self.parts)
+
+    def rejected(self) -> dict[int, Rejected]:
+        """Per node-only filter (by position), the nodes it is the first to reject, with its
+        status (the filter's own mapping where no earlier filter rejects any of them)."""
+        if self._rejected is None:
+            self._rejected = {}
+            earlier: list[Rejected] = []
+            for position, rejected in sorted(self.verdicts, key=_position):
+                taken = {n for before in earlier for n in before.keys() & rejected.keys()}
+                first = {n: s for n, s in rejected.items() if n not in taken} if taken else rejected
+                if first:
+                    self._rejected[position] = first
+                    earlier.append(first)
+        return self._rejected
 
     def groups(self) -> list[FitGroup]:
         """``shared_groups`` of the members, recomputed only after a change."""
@@ -102,7 +117,7 @@ class Catalog:
         self._product_of: dict[str, str] = {}  # node -> its product's part
         self._kept: dict[tuple[str, int], ClassIndex] = {}  # for the next cycle (``_reuse``)
         self._others: list[str] = []  # admitted nodes in no product's part
-        self._down: Rejected = {}  # nodes a ``base`` filter rejects
+        self._down: Verdicts = ()  # the ``base`` filters' rejections
 
     @property
     def node_count(self) -> int:
@@ -176,12 +191,10 @@ class Catalog:
         product name of all their GPUs; the others are listed in ``_others`` and the
         rejected ones in ``_down``. ``job``: any job (the ``base`` verdicts do not read it)."""
         if self._products is None:
-            for position, declared in self._base:
-                for name, status in self._verdicts.rejected(position, declared, job).items():
-                    if name not in self._down:
-                        self._down[name] = (position, status)
+            rejected = self._verdicts.rejected
+            self._down = tuple((i, rejected(i, declared, job)) for i, declared in self._base)
             by_product: dict[str, dict[str, NodeFit]] = {}
-            down, product_of = self._down, self._product_of
+            down, product_of = _names(self._down), self._product_of
             views = self._state.views
             for name, fit in zip(views, self._state.fit_all(), strict=True):
                 only = fit.only_name
@@ -235,52 +248,44 @@ class Catalog:
         self._kept[key] = kept
         return kept.copy()
 
-    def _first_rejections(
-        self, dependent: Iterable[tuple[int, NodeOnly]], job: JobRequest, base: Rejected
-    ) -> Rejected:
-        """Per node, the first node-only filter that rejects ``job`` there: of ``dependent``
-        and of ``base`` (the rejections of the filters without a key, already found)."""
-        out = dict(base)
-        for position, declared in dependent:
-            for name, status in self._verdicts.rejected(position, declared, job).items():
-                found = out.get(name)
-                if found is None or position < found[0]:
-                    out[name] = (position, status)
-        return out
+    def _rejections(self, filters: Iterable[tuple[int, NodeOnly]], job: JobRequest) -> Verdicts:
+        """The rejections of the node-only ``filters`` (by position) for ``job``."""
+        rejected = self._verdicts.rejected
+        return tuple(
+            (position, rejected(position, declared, job)) for position, declared in filters
+        )
 
     def _shared_class(
         self, members: ModelClass, dependent: tuple[tuple[int, NodeOnly], ...], job: JobRequest
     ) -> ModelClassIndex:
         """A class over the shared parts (module doc)."""
         products = self._split(job)
-        rejected = self._first_rejections(dependent, job, self._down)
-        hits: dict[str, list[str]] = {}  # product -> its nodes a dependent verdict rejects
-        for name in rejected:
-            product = self._product_of.get(name)
-            if product is not None:
-                hits.setdefault(product, []).append(name)
+        own_verdicts = self._rejections(dependent, job)
+        rejected = _names(own_verdicts)  # the split left out what ``base`` rejects
         parts: list[Part] = []
         own: list[str] = [n for n in self._others if n not in rejected]
         for product, part in products.items():
-            out = hits.get(product, ())
-            if len(out) == len(part.index.fits):
-                continue  # every node of the part is rejected
-            if not out and (members is None or product in members):
-                parts.append(part)
-            else:  # partly rejected, or a product the capacity model does not count
-                own.extend(n for n in part.index.fits if n not in rejected)
+            names = part.index.fits.keys()
+            if not rejected or names.isdisjoint(rejected):
+                if members is None or product in members:
+                    parts.append(part)
+                else:  # a product the capacity model does not count
+                    own.extend(names)
+            elif not names <= rejected:  # partly rejected (wholly: left out)
+                own.extend(n for n in names if n not in rejected)
         if own:
             parts.append(self._own_part(sorted(own), members))
-        return ModelClassIndex(members, tuple(parts), _by_filter(rejected))
+        return ModelClassIndex(members, tuple(parts), self._down + own_verdicts)
 
     def _own_class(
         self, members: ModelClass, filters: JobFilters, job: JobRequest
     ) -> ModelClassIndex:
         """A class of its own over every node (a job that skips a ``base`` filter)."""
-        rejected = self._first_rejections(((i, d) for i, _, d in filters.node_only), job, {})
+        verdicts = self._rejections(((i, d) for i, _, d in filters.node_only), job)
+        rejected = _names(verdicts)
         own = [name for name in self._state.views if name not in rejected]
         parts = (self._own_part(own, members),) if own else ()
-        return ModelClassIndex(members, parts, _by_filter(rejected))
+        return ModelClassIndex(members, parts, verdicts)
 
     def _own_part(self, names: list[str], members: ModelClass) -> Part:
         """A part of the nodes ``names``, summarised for ``members``."""
@@ -294,13 +299,13 @@ class Catalog:
         return Part(ClassIndex(fits, self._sign), members, len(state.changes))
 
 
-def _by_filter(rejected: Rejected) -> dict[int, list[tuple[str, Status]]]:
-    """``rejected`` as lists per filter position, each sorted by node name."""
-    out: dict[int, list[tuple[str, Status]]] = {}
-    for name in sorted(rejected):
-        position, status = rejected[name]
-        out.setdefault(position, []).append((name, status))
-    return out
+def _position(verdict: tuple[int, Rejected]) -> int:
+    return verdict[0]
+
+
+def _names(verdicts: Verdicts) -> Set[str]:
+    """The nodes some of ``verdicts`` rejects."""
+    return names(rejected for _, rejected in verdicts)
 
 
 def shared_groups(fits: Iterable[tuple[str, NodeFit]]) -> list[FitGroup]:

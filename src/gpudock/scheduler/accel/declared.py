@@ -25,7 +25,7 @@ from gpudock.scheduler.declarations import (
     declared_filter,
     declared_order,
 )
-from gpudock.scheduler.framework import FilterPolicy, Profile, skipped
+from gpudock.scheduler.framework import FilterPolicy, PlacementKey, Profile, placement_key, skipped
 from gpudock.scheduler.rules import Resource
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -70,7 +70,8 @@ class JobFilters:
 
 
 class FilterPlan:
-    """A profile's filters sorted by their declarations (module doc)."""
+    """A profile's filters sorted by their declarations (module doc); what a job needs, once
+    per placement key (``skips`` reads only its fields)."""
 
     def __init__(self, profile: Profile) -> None:
         node_only: list[tuple[int, FilterPolicy, NodeOnly]] = []
@@ -94,17 +95,22 @@ class FilterPlan:
             tuple(node_only), tuple(gpus), tuple(host), tuple(group), tuple(extras)
         )
         self.filters = profile.filters
+        self._jobs: dict[PlacementKey, JobFilters] = {}
 
     def for_job(self, job: JobRequest) -> JobFilters:
         """The filters ``job`` needs run (``framework.skipped`` ones left out)."""
-        a = self.all
-        return JobFilters(
-            tuple(f for f in a.node_only if not skipped(f[1], job)),
-            tuple(f for f in a.gpus if not skipped(f[1], job)),
-            tuple(f for f in a.host if not skipped(f[1], job)),
-            tuple(f for f in a.group if not skipped(f[1], job)),
-            tuple(f for f in a.extras if not skipped(f[1], job)),
-        )
+        key = placement_key(job)
+        found = self._jobs.get(key)
+        if found is None:
+            a = self.all
+            found = self._jobs[key] = JobFilters(
+                tuple(f for f in a.node_only if not skipped(f[1], job)),
+                tuple(f for f in a.gpus if not skipped(f[1], job)),
+                tuple(f for f in a.host if not skipped(f[1], job)),
+                tuple(f for f in a.group if not skipped(f[1], job)),
+                tuple(f for f in a.extras if not skipped(f[1], job)),
+            )
+        return found
 
 
 def usable(profile: Profile) -> bool:

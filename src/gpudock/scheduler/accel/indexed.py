@@ -23,13 +23,14 @@ feasible node stays blocked until then.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from gpudock.scheduler.accel.boards import Boards
 from gpudock.scheduler.accel.catalog import Catalog, CatalogMemo
 from gpudock.scheduler.accel.declared import FilterPlan, JobFilters, usable, walk_order
 from gpudock.scheduler.accel.extra import ExtraFilters
 from gpudock.scheduler.accel.node_only import NodeOnlyMemo, NodeOnlyVerdicts
-from gpudock.scheduler.accel.post_filter import DeclaredPostFilter
+from gpudock.scheduler.accel.post_filter import DeclaredPostFilter, EmptyMemo
 from gpudock.scheduler.accel.ranked import RankedVerdicts
 from gpudock.scheduler.accel.verdicts import IndexedVerdicts, KeyContext
 from gpudock.scheduler.accel.victims import VictimSearch
@@ -52,11 +53,12 @@ Verdicts = IndexedVerdicts | WalkedVerdicts | PricedVerdicts | RankedVerdicts | 
 @dataclass(slots=True)
 class IndexMemo:
     """What the capacity index keeps for its caller's next cycle, in the session's
-    ``accelerator`` slot: the products' indexes per scorer sign and the node-only
-    verdicts."""
+    ``accelerator`` slot: the products' indexes per scorer sign, the node-only
+    verdicts and the post-filter's answers for empty nodes."""
 
     catalogs: dict[int, CatalogMemo] = field(default_factory=dict)
     node_only: NodeOnlyMemo = field(default_factory=NodeOnlyMemo)
+    empty: EmptyMemo = field(default_factory=EmptyMemo)
 
 
 class IndexedCache:
@@ -70,20 +72,20 @@ class IndexedCache:
         profile: Profile,
         verdicts: NodeOnlyVerdicts,
         memo: IndexMemo | None = None,
+        plan: FilterPlan | None = None,
     ) -> None:
         self._state = state
         self._profile = profile
         self._memo = memo if memo is not None else IndexMemo()
-        self._plan = FilterPlan(profile)
+        self._plan = plan if plan is not None else FilterPlan(profile)
         self._verdicts = verdicts
         self._base = tuple((i, d) for i, _, d in self._plan.all.node_only if d.key is None)
         self._catalogs: dict[int, Catalog] = {}
         self._by_key: dict[PlacementKey, Verdicts] = {}
         self._generic: EquivalenceCache | None = None
         self._shapes: dict[int, Shapes | None] = {}  # per part (by id): ``WalkedVerdicts``
-        views = state.views.values()
-        self._cpu_nodes = any(v.cpus is not None for v in views)
-        self._memory_nodes = any(v.host_memory is not None for v in views)
+        self._cpu_nodes = _some_count(state, "cpus")
+        self._memory_nodes = _some_count(state, "host_memory")
 
     def _catalog(self, sign: int) -> Catalog:
         """The cycle's catalog for a walk of ``sign`` (1: fewest left first), made on first use."""
@@ -156,15 +158,22 @@ class IndexedCache:
         return ExtraFilters(job, self._state, run, filters.extras_last())
 
 
+def _some_count(state: CycleState, resource: str) -> bool:
+    """Some node counts ``resource`` (its view's field is not None); a pass in C."""
+    values = list(map(attrgetter(resource), state.views.values()))
+    return values.count(None) < len(values)
+
+
 class CapacityIndex:
     """The default ``Accelerator`` (``scheduler/acceleration.py``): the capacity index, for
     any profile with a filter declaring ``NeedsGpus``; else the generic path. One serves
-    one cycle: its verdict cache and ``PostFilter`` share the cycle's node-only verdicts."""
+    one cycle: its verdict cache and ``PostFilter`` share the cycle's node-only verdicts
+    and ``FilterPlan``."""
 
     name = "capacity_index"
 
     def __init__(self) -> None:
-        self._node_only: tuple[CycleState, NodeOnlyVerdicts] | None = None
+        self._cycle: tuple[CycleState, Profile, NodeOnlyVerdicts, FilterPlan] | None = None
 
     def verdicts(
         self, state: CycleState, profile: Profile, session: SchedulerSession
@@ -172,7 +181,8 @@ class CapacityIndex:
         if not usable(profile):
             return EquivalenceCache(state, profile)
         memo = session.accelerator.get(IndexMemo)
-        return IndexedCache(state, profile, self._verdicts(state, memo), memo)
+        verdicts, plan = self._shared(state, profile, memo)
+        return IndexedCache(state, profile, verdicts, memo, plan)
 
     def post_filter(
         self, state: CycleState, profile: Profile, session: SchedulerSession
@@ -181,14 +191,18 @@ class CapacityIndex:
         if not usable(profile):
             return FiltersAfter(state, profile)
         memo = session.accelerator.get(IndexMemo)
-        verdicts = self._verdicts(state, memo)
-        return DeclaredPostFilter(state, FilterPlan(profile), verdicts)
+        verdicts, plan = self._shared(state, profile, memo)
+        return DeclaredPostFilter(state, plan, verdicts, memo.empty)
 
-    def _verdicts(self, state: CycleState, memo: IndexMemo) -> NodeOnlyVerdicts:
-        """The cycle's node-only verdicts, made on first use."""
-        if self._node_only is None or self._node_only[0] is not state:
-            self._node_only = (state, NodeOnlyVerdicts(state, memo.node_only))
-        return self._node_only[1]
+    def _shared(
+        self, state: CycleState, profile: Profile, memo: IndexMemo
+    ) -> tuple[NodeOnlyVerdicts, FilterPlan]:
+        """The cycle's node-only verdicts and filter plan, made on first use."""
+        cycle = self._cycle
+        if cycle is None or cycle[0] is not state or cycle[1] is not profile:
+            verdicts = NodeOnlyVerdicts(state, memo.node_only)
+            cycle = self._cycle = (state, profile, verdicts, FilterPlan(profile))
+        return cycle[2], cycle[3]
 
     def victims(
         self, state: CycleState, running: RunningIndex, feasibility: PostFilter

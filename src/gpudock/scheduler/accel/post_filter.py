@@ -5,13 +5,17 @@ Once some jobs left a node, a ``NodeOnly`` filter says what it said before (its 
 verdict: ``node_only.py``); the capacity rules (``NeedsGpus``, ``NeedsHost``,
 ``NeedsGroup``) are counted by ``release.Release`` without copying the node; only the
 undeclared filters run, on a copy of the node as it would be (``post_filter.node_after``).
-``admits_empty`` reads the rules on the node's view, once per placement key and node.
+``admits_empty`` reads the rules on the node's view, once per placement key and node;
+where every filter the key needs declares itself, the answer depends only on the view,
+and the caller's next cycle takes it while the node's view is the very same object
+(``EmptyMemo``, in the session). Per placement key, the nodes its node-only filters
+reject are gathered once a cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field, replace
 
 from gpudock.scheduler.accel.declared import FilterPlan, JobFilters
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
@@ -29,45 +33,74 @@ from gpudock.scheduler.rules import (
 )
 from gpudock.scheduler.snapshot import JobRequest, NodeView, RunningJob
 
-__all__ = ["DeclaredPostFilter"]
+__all__ = ["DeclaredPostFilter", "EmptyMemo"]
+
+Answers = dict[str, tuple[NodeView, bool]]  # admits_empty by node, and the view it read
+
+
+@dataclass(slots=True)
+class EmptyMemo:
+    """The latest cycle's ``admits_empty`` answers per placement key, with the views they
+    were found on."""
+
+    answers: dict[PlacementKey, Answers] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Key:
+    """What the post-filter knows of a placement key: the filters a job with it needs, the
+    nodes some node-only filter of those rejects, its ``admits_empty`` answers (this
+    cycle's and the kept ones) and its ``Release`` per node, with the changes they saw."""
+
+    filters: JobFilters
+    rejected: Set[str]
+    empty: Answers
+    kept: Answers
+    releases: dict[str, tuple[int, Release]] = field(default_factory=dict)
 
 
 class DeclaredPostFilter:
     """``PostFilter`` from declarations (module doc); ``state`` as it is when asked."""
 
-    def __init__(self, state: CycleState, plan: FilterPlan, verdicts: NodeOnlyVerdicts) -> None:
+    def __init__(
+        self,
+        state: CycleState,
+        plan: FilterPlan,
+        verdicts: NodeOnlyVerdicts,
+        memo: EmptyMemo | None = None,
+    ) -> None:
+        memo = memo if memo is not None else EmptyMemo()
         self._state = state
         self._plan = plan
         self._verdicts = verdicts
-        self._empty: dict[tuple[PlacementKey, str], bool] = {}
-        self._jobs: dict[PlacementKey, JobFilters] = {}
-        self._last: tuple[JobRequest, PlacementKey, JobFilters] | None = None
-        self._releases: dict[tuple[PlacementKey, str], tuple[int, Release]] = {}
+        self._kept = memo.answers
+        self._answers: dict[PlacementKey, Answers] = {}
+        memo.answers = self._answers
+        self._keys: dict[PlacementKey, _Key] = {}
+        self._last: tuple[JobRequest, _Key] | None = None
 
-    def _filters(self, job: JobRequest) -> tuple[PlacementKey, JobFilters]:
-        """``job``'s placement key and the filters it needs (the last job's, asked again)."""
+    def _key(self, job: JobRequest) -> _Key:
+        """What is known of ``job``'s placement key (the last job's, asked again)."""
         last = self._last
         if last is not None and last[0] is job:
-            return last[1], last[2]
+            return last[1]
         key = placement_key(job)
-        found = self._jobs.get(key)
+        found = self._keys.get(key)
         if found is None:
-            found = self._jobs[key] = self._plan.for_job(job)
-        self._last = (job, key, found)
-        return key, found
+            filters = self._plan.for_job(job)
+            node_only = ((i, d) for i, _, d in filters.node_only)
+            rejected = self._verdicts.rejecting(node_only, job)
+            empty = self._answers[key] = {}
+            found = self._keys[key] = _Key(filters, rejected, empty, self._kept.get(key, {}))
+        self._last = (job, found)
+        return found
 
-    def _node_only(self, job: JobRequest, filters: JobFilters, name: str) -> bool:
-        admits = self._verdicts.admits
-        return all(admits(i, d, job, name) for i, _, d in filters.node_only)
-
-    def _release(
-        self, job: JobRequest, key: PlacementKey, filters: JobFilters, name: str
-    ) -> Release:
+    def _release(self, job: JobRequest, known: _Key, name: str) -> Release:
         """``Release`` of the declared capacity rules ``job`` needs on ``name`` now."""
         seen = len(self._state.changes)
-        found = self._releases.get((key, name))
+        found = known.releases.get(name)
         if found is None or found[0] != seen:
-            state, view = self._state, self._state.views[name]
+            state, view, filters = self._state, self._state.views[name], known.filters
             nodes = state.nodes
             release = Release(
                 job if filters.gpus else replace(job, gpus=0),
@@ -78,25 +111,29 @@ class DeclaredPostFilter:
                 nodes.free_host_memory_of(name),
                 bool(filters.group),
             )
-            found = self._releases[(key, name)] = (seen, release)
+            found = known.releases[name] = (seen, release)
         return found[1]
 
     def _extras_after(self, job: JobRequest, filters: JobFilters, node: NodeState) -> bool:
         return all(policy.filter(job, node).ok for _, policy in filters.extras)
 
     def admits_empty(self, job: JobRequest, name: str) -> bool:
-        key, filters = self._filters(job)
-        found = self._empty.get((key, name))
+        known = self._key(job)
+        found = known.empty.get(name)
         if found is None:
             view = self._state.views[name]
-            found = self._empty[(key, name)] = self._empty_answer(job, filters, view)
-        return found
+            found = known.kept.get(name)
+            if found is None or found[0] is not view or known.filters.extras:
+                found = (view, self._empty_answer(job, known, view))
+            known.empty[name] = found
+        return found[1]
 
-    def _empty_answer(self, job: JobRequest, filters: JobFilters, view: NodeView) -> bool:
+    def _empty_answer(self, job: JobRequest, known: _Key, view: NodeView) -> bool:
         """``admits_empty`` worked out: the kept node-only verdicts, the declared rules on
         the view with every job gone (``rules.py``), the undeclared filters on a copy."""
-        if not self._node_only(job, filters, view.name):
+        if view.name in known.rejected:
             return False
+        filters = known.filters
         if filters.gpus and gpus_empty(job, view.gpus) < job.gpus:
             return False
         for _, _, declared in filters.host:
@@ -113,33 +150,32 @@ class DeclaredPostFilter:
         return all(f.filter(job, node).ok for _, f in filters.extras)
 
     def fits_after(self, job: JobRequest, name: str, leaving: Sequence[RunningJob]) -> bool:
-        key, filters = self._filters(job)
-        if not self._node_only(job, filters, name):
+        known = self._key(job)
+        if name in known.rejected or not self._release(job, known, name).fits(leaving):
             return False
-        if not self._release(job, key, filters, name).fits(leaving):
-            return False
-        if not filters.extras:
+        if not known.filters.extras:
             return True
         node = self._state.nodes[name]
-        return self._extras_after(job, filters, node_after(node, leaving) if leaving else node)
+        after = node_after(node, leaving) if leaving else node
+        return self._extras_after(job, known.filters, after)
 
     def first_fit(self, job: JobRequest, name: str, ending: Sequence[RunningJob]) -> int | None:
-        key, filters = self._filters(job)
-        if not self._node_only(job, filters, name):
+        known = self._key(job)
+        if name in known.rejected:
             return None
-        if filters.extras:
+        if known.filters.extras:
             for k in range(len(ending) + 1):
                 if self.fits_after(job, name, ending[:k]):
                     return k
             return None
-        return self._release(job, key, filters, name).first_fit(ending)
+        return self._release(job, known, name).first_fit(ending)
 
     def victims(
         self, job: JobRequest, name: str, candidates: Sequence[RunningJob]
     ) -> list[RunningJob] | None:
-        key, filters = self._filters(job)
-        if not self._node_only(job, filters, name):
+        known = self._key(job)
+        if name in known.rejected:
             return None
-        if filters.extras:
+        if known.filters.extras:
             return greedy_victims(lambda leaving: self.fits_after(job, name, leaving), candidates)
-        return self._release(job, key, filters, name).pick(candidates)
+        return self._release(job, known, name).pick(candidates)

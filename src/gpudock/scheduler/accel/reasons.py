@@ -2,7 +2,7 @@
 
 As the generic path (``equivalence.KeyVerdicts``), each filter words the nodes it was the
 first to reject, in profile order, but no filter runs on every node: a node-only
-filter's rejections are its kept verdicts (``ModelClassIndex.rejected``), worded by its
+filter's rejections are its kept verdicts (``ModelClassIndex.rejected()``), worded by its
 declared ``word`` on the views; the capacity rules' are the class's members, split by
 the first rule each fails and worded by the rules' ``word`` from summaries (groups of
 alike nodes for ``GPUS``, ``(name, total, free)`` rows for ``CPUS`` and ``HOST_MEMORY``).
@@ -11,7 +11,9 @@ It needs the job's node-only filters first (``JobFilters.declared_first``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from operator import attrgetter
+from typing import overload
 
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.catalog import Catalog, ModelClassIndex, shared_groups
@@ -19,19 +21,21 @@ from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.extra import Worded
 from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts
 from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.declarations import FitGroup, HostRow, NeedsHost
+from gpudock.scheduler.declarations import FitGroup, HostRow, NeedsHost, TraitRejection
 from gpudock.scheduler.equivalence import (
     constraints_reason,
     fallback_reason,
     never_constraint,
     no_nodes_reason,
 )
-from gpudock.scheduler.framework import StatusCode
+from gpudock.scheduler.framework import Status, StatusCode
 from gpudock.scheduler.node_fit import NodeFit
 from gpudock.scheduler.rules import Resource, cpus_now, gpus_fit, memory_now
-from gpudock.scheduler.snapshot import JobRequest
+from gpudock.scheduler.snapshot import JobRequest, NodeView
 
 __all__ = ["explain_class", "members"]
+
+_code = attrgetter("code")
 
 
 def members(klass: ModelClassIndex) -> Iterator[tuple[str, NodeFit]]:
@@ -69,7 +73,7 @@ def explain_class(
     if extra is not None:
         reasons.extend(extra[0])
     if not reasons:
-        every = [item for rejected in klass.rejected.values() for item in rejected]
+        every = [item for rejected in klass.rejected().values() for item in rejected.items()]
         if extra is not None and len(extra[1]) == sum(1 for _ in members(klass)):
             every += extra[1]  # every member rejected by an undeclared filter: no capacity
         every.sort()
@@ -90,16 +94,18 @@ def _node_only(
     (errors reported as they are)."""
     reasons: list[PendingReason] = []
     views = verdicts.views
+    first = klass.rejected()
     for position, policy, declared in filters.node_only:
-        rejected = klass.rejected.get(position)
+        rejected = first.get(position)
         if not rejected:
             continue
-        reasons.extend(
-            PendingReason(status.layer or policy.layer, status.reason)
-            for _, status in rejected
-            if status.code is StatusCode.ERROR
-        )
-        found = declared.word(job, [(status, views[name]) for name, status in rejected], total)
+        if StatusCode.ERROR in map(_code, rejected.values()):  # rare: scanned in C
+            reasons.extend(
+                PendingReason(status.layer or policy.layer, status.reason)
+                for _, status in sorted(rejected.items())
+                if status.code is StatusCode.ERROR
+            )
+        found = declared.word(job, _Rejections(rejected, views), total)
         if found is not None:
             reasons.append(found)
     return reasons
@@ -188,3 +194,34 @@ def _groups(
         found = by_key.get(key)
         by_key[key] = (fit, name, 1) if found is None else (found[0], found[1], found[2] + 1)
     return list(by_key.values())
+
+
+class _Rejections(Sequence[TraitRejection]):
+    """A filter's rejections (node name -> status) as the ``(status, view)`` pairs its
+    ``word`` reads, sorted by node name: sorted and made only when read, since most words
+    only count them."""
+
+    __slots__ = ("_by_name", "_rejected", "_views")
+
+    def __init__(self, rejected: Mapping[str, Status], views: Mapping[str, NodeView]) -> None:
+        self._by_name = rejected
+        self._rejected: list[tuple[str, Status]] | None = None
+        self._views = views
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def _sorted(self) -> list[tuple[str, Status]]:
+        if self._rejected is None:
+            self._rejected = sorted(self._by_name.items())
+        return self._rejected
+
+    @overload
+    def __getitem__(self, index: int) -> TraitRejection: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TraitRejection]: ...
+    def __getitem__(self, index: int | slice) -> TraitRejection | Sequence[TraitRejection]:
+        if isinstance(index, slice):
+            return [(status, self._views[name]) for name, status in self._sorted()[index]]
+        name, status = self._sorted()[index]
+        return status, self._views[name]
