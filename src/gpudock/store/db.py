@@ -69,6 +69,8 @@ class Availability:
         return self._down_since is not None
 
     def failed(self, error: BaseException) -> None:
+        if isinstance(error, LeaseLost):  # the database answers: the lease's wait is logged
+            return  # by ``Database`` itself, once
         with self._lock:
             if self._down_since is not None:
                 return
@@ -132,6 +134,8 @@ class Database:
         self._file_turn: AbstractContextManager[object] = self._file_lock or nullcontext()
         self._writing = threading.local()  # .active: this thread is inside ``write``
         self.fence: WriteFence | None = None
+        self._fenced_out = False  # the last fenced write was refused
+        self._fence_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str, migrate: bool = True) -> Database:
@@ -193,16 +197,25 @@ class Database:
             finally:
                 self._writing.active = False
 
-    @staticmethod
-    def _fenced(session: Session, fence: WriteFence) -> None:
+    def _fenced(self, session: Session, fence: WriteFence) -> None:
         """The fence's check, under the write lock (``WriteFence``); ``LeaseLost`` if it fails."""
         holder = fence.holder()
         held = (
             holder is not None
             and session.execute(_FENCED, {"lease": fence.key, "pid": holder}).scalar_one()
         )
-        if not held:
-            raise LeaseLost("this server does not hold the controller lease now; not writing")
+        with self._fence_lock:  # one line when writes start waiting, one when they resume
+            changed, self._fenced_out = self._fenced_out != (not held), not held
+        if changed and held:
+            log.info("the controller lease is held again: controller writes resume")
+        if held:
+            return
+        if changed:
+            log.warning(
+                "controller writes wait: this server's controller lease session is gone; "
+                "they resume once it holds the lease again (or it stops, if another took it)"
+            )
+        raise LeaseLost("this server does not hold the controller lease now; not writing")
 
     @contextmanager
     def read(self) -> Iterator[Session]:
