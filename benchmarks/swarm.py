@@ -16,7 +16,11 @@ server --backend swarm`` on a fresh PostgreSQL database
 * ``link_cut``: a job's node loses its link; seconds until Swarm marks it
   down, and until the job is requeued (the goal: the grace plus at most 5 s);
 * ``agent``: each agent's CPU (share of one core) and RSS over ``--idle``
-  seconds with no job, at the server's report interval.
+  seconds with no job, at the server's report interval;
+* ``leader_death``: a ``--standby`` follower beside the server (agents report
+  to both); the leader is killed (SIGKILL) and a job submitted through the
+  follower at once: seconds until the follower leads (``/healthz``), and until
+  that job runs, the next placement (goal: 10 s).
 
 Usage: ``benchmarks/swarm.py [--json] [--samples 15] [--idle 30] [--grace 20]
 [--agent-interval 5]``.
@@ -36,15 +40,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from benchmarks._meta import build_info  # noqa: E402
 from tests.kit.pg import fresh_database  # noqa: E402
-from tests.kit.server import wait_for, wait_state  # noqa: E402
-from tests.kit.swarm import SwarmCluster  # noqa: E402
-from tests.kit.swarm_server import SwarmServer, swarm_server  # noqa: E402
+from tests.kit.server import ServerProcess, wait_for, wait_state  # noqa: E402
+from tests.kit.swarm import BRIDGE_ADDRESS, SwarmCluster  # noqa: E402
+from tests.kit.swarm_server import SwarmServer, fast_config, swarm_server  # noqa: E402
 
 IMAGE = "gpudock-test/busybox:latest"
 POLL = 0.01
@@ -189,6 +195,45 @@ def agent_cost(cs: SwarmServer, idle: float) -> dict[str, Any]:
     }
 
 
+def leader_death(cs: SwarmServer, home: Path, **swarm_options: Any) -> dict[str, Any]:
+    """Kill the leader beside a follower; when does the follower lead, and place a job?"""
+    leader = cs.server
+    follower = ServerProcess(
+        home,
+        db_url=leader.db_url,
+        emulate=None,
+        config=fast_config(cs.swarm, **swarm_options),
+        host=BRIDGE_ADDRESS,
+        args=("--standby",),
+    ).start()
+    try:
+        for agent in cs.agents.values():  # every agent reports to both replicas
+            agent.stop()
+            agent.server = f"{leader.url},{follower.url}"
+            agent.start()
+        cs.heal(timeout=120)
+        headers = {"Authorization": f"Bearer {leader.admin_token}"}
+        with httpx.Client(base_url=follower.url, headers=headers, timeout=30) as api:
+
+            def leads() -> bool:
+                return bool(api.get("/healthz").json()["role"] == "leader")
+
+            leader.kill9()
+            began = time.perf_counter()
+            spec = {"image": IMAGE, "command": ["sleep", "1"], "gpus": 1}
+            job_id = api.post("/v1/jobs", json=spec).json()["id"]
+            wait_for(leads, 60, "the follower to lead")
+            led = time.perf_counter() - began
+            while api.get(f"/v1/jobs/{job_id}").json()["state"] not in ("RUNNING", "SUCCEEDED"):
+                if time.perf_counter() - began > 120:
+                    raise RuntimeError(f"job {job_id} not placed 120 s after the leader died")
+                time.sleep(POLL)
+            placed = time.perf_counter() - began
+    finally:
+        follower.stop()
+    return {"leads_s": round(led, 2), "next_placement_s": round(placed, 2), "goal_s": 10.0}
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
@@ -226,17 +271,25 @@ def main(argv: list[str] | None = None) -> int:
             "submit_to_running": submit_to_running(cs, args.samples),
             "link_cut": link_cut(cs, args.grace),
             "agent": agent_cost(cs, args.idle),
+            "leader_death": leader_death(
+                cs,
+                Path(tmp) / "follower",
+                node_grace=args.grace,
+                agent_interval=args.agent_interval,
+            ),
         }
     shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         s, c, a = out["submit_to_running"], out["link_cut"], out["agent"]
+        d = out["leader_death"]
         print(
             f"submit→running median {s['gpudock']['median_s']}s (bare service "
             f"{s['bare']['median_s']}s, ratio {s['ratio']}); link cut: down after "
             f"{c['down_detected_s']}s, requeued after {c['requeued_s']}s (grace {c['grace_s']}s);"
-            f" agent: {a['max_cpu_core_share']:.2%} of a core, {a['max_rss_mb']} MB"
+            f" agent: {a['max_cpu_core_share']:.2%} of a core, {a['max_rss_mb']} MB; leader"
+            f" killed: a follower led after {d['leads_s']}s, placed after {d['next_placement_s']}s"
         )
     return 0
 
