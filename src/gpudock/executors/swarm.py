@@ -172,14 +172,18 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
     # ----------------------------------------------------------------- launch
 
     def _launch(self, request: LaunchRequest) -> ContainerStatus:
-        """Create the attempt's services (or adopt them) and wait until all run."""
+        """Create the attempt's services (or adopt them) and wait until all run.
+
+        A fresh launch lists nothing: it knows its services from the create calls'
+        answers. One that finds a member there already (a resumed or racing launch)
+        creates the missing ones, then lists them all and checks they are this
+        attempt's before adopting them."""
         members = members_of(request)
-        existing = self._services(request.name)
-        if existing:
-            self._check_owner(existing, request)
-        else:
-            self._create(request, members)
-        return self._wait_running(request, members)
+        services = self._create(request, members)
+        if services is None:
+            services = self._services(request.name)
+            self._check_owner(services, request)
+        return self._wait_running(request, members, services)
 
     def _check_owner(self, services: list[dict[str, Any]], request: LaunchRequest) -> None:
         wanted = {
@@ -195,11 +199,17 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                     f"instance's job {request.job_id} attempt {request.attempt}; left untouched"
                 )
 
-    def _create(self, request: LaunchRequest, members: tuple[Member, ...]) -> None:
+    def _create(
+        self, request: LaunchRequest, members: tuple[Member, ...]
+    ) -> list[dict[str, Any]] | None:
+        """Create the members' services: each one made (its id and the spec sent), or None
+        when one existed already (409: the caller lists them)."""
         api = self._docker()
         headers = {}
         if request.pull_login is not None:
             headers["X-Registry-Auth"] = docker.auth.encode_header(request.pull_login.auth_config())
+        made: list[dict[str, Any]] = []
+        existed = False
         with self._call(f"creating the services of {request.name}"):
             if request.members:
                 self._network(api, request)
@@ -209,15 +219,19 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
                     self._engine_id(member.node), self._hardening,
                 )  # fmt: skip
                 try:
-                    api._result(
+                    answer = api._result(
                         api._post_json(api._url("/services/create"), data=spec, headers=headers),
                         True,
                     )
                 except docker.errors.APIError as exc:
-                    if exc.status_code != 409:  # 409: a racing launch made it: adopted below
+                    if exc.status_code != 409:  # 409: a racing launch made it: adopted
                         raise LaunchError(
                             f"Swarm refused service {spec['Name']}: {explanation(exc)}"
                         ) from exc
+                    existed = True
+                    continue
+                made.append({"ID": answer["ID"], "Spec": spec})
+        return None if existed else made
 
     def _network(self, api: Any, request: LaunchRequest) -> None:
         name = network_name(request.name)
@@ -231,14 +245,18 @@ class SwarmExecutor(SwarmEngine, ExecutorWithEvents):
             if exc.status_code != 409:
                 raise
 
-    def _wait_running(self, request: LaunchRequest, members: tuple[Member, ...]) -> ContainerStatus:
+    def _wait_running(
+        self,
+        request: LaunchRequest,
+        members: tuple[Member, ...],
+        services: list[dict[str, Any]],
+    ) -> ContainerStatus:
         """Poll the members' tasks until every one runs (or ended); explain failures before
         running. One tasks call a poll, every 10 ms for the first second, then every 50 ms;
         whether their nodes are up, once a second."""
         began = time.monotonic()
         deadline = began + self.swarm.start_timeout
         names = {service_name(request, m): m for m in members}
-        services: list[dict[str, Any]] = []
         nodes_checked = time.monotonic()
         while True:
             if len(services) < len(names):
