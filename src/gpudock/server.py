@@ -146,9 +146,7 @@ def open_cluster(
         version = meta_store.cluster_version(session)
     if new_token is not None:
         _write_secret(home / ADMIN_TOKEN_FILE, new_token + "\n")
-    Vault(home / KEY_FILE).ensure_key()  # made here, before any worker races for it
-    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = _ready_home(home, config)
     nvml = inventory is not None and inventory.source == "nvml"
     return Opened(
         db=db,
@@ -210,9 +208,7 @@ def join_cluster(
         db.close()
         raise
     home.mkdir(parents=True, exist_ok=True)
-    Vault(home / KEY_FILE).ensure_key()
-    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = _ready_home(home, config)
     return Opened(
         db=db,
         executor=executor,
@@ -229,6 +225,15 @@ def join_cluster(
         watched_gpus=(),
         new_admin_token=None,
     )
+
+
+def _ready_home(home: Path, config: ServerConfig) -> Path:
+    """The vault's key (made here, before any worker races for it) and the log folder, in
+    ``home``; returns the log folder."""
+    Vault(home / KEY_FILE).ensure_key()
+    log_dir = Path(config.executor.log_dir) if config.executor.log_dir else home / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return log_dir
 
 
 def _discover(config: ServerConfig, emulate_gpus: str | None) -> NodeInventory:
