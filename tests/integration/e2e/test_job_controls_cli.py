@@ -167,7 +167,13 @@ def test_jobs_watch_redraws_until_interrupted(server: ServerProcess) -> None:
     submit(server.api(), image=TEST_IMAGE, command=["true"])
     env = {**server.env, "GPUDOCK_URL": server.url, "GPUDOCK_TOKEN": server.admin_token}
     proc = subprocess.Popen(
-        [gpudock_bin(), "jobs", "--watch"], env=env, stdout=subprocess.PIPE, text=True
+        [gpudock_bin(), "jobs", "--watch"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        # Ctrl-C as a terminal sends it: a suite started in the background by a shell
+        # without job control inherits SIGINT ignored, and so would the CLI
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(5)
     proc.send_signal(signal.SIGINT)
