@@ -205,12 +205,12 @@ class Database:
             and session.execute(_FENCED, {"lease": fence.key, "pid": holder}).scalar_one()
         )
         with self._fence_lock:  # one line when writes start waiting, one when they resume
-            changed, self._fenced_out = self._fenced_out != (not held), not held
-        if changed and held:
-            log.info("the controller lease is held again: controller writes resume")
+            was_out, self._fenced_out = self._fenced_out, not held
         if held:
+            if was_out:
+                log.info("the controller lease is held again: controller writes resume")
             return
-        if changed:
+        if not was_out:
             log.warning(
                 "controller writes wait: this server's controller lease session is gone; "
                 "they resume once it holds the lease again (or it stops, if another took it)"
