@@ -14,7 +14,9 @@ no path length limit), named after the instance and the controller's pid
 (``address``). One request per connection: the worker sends ``metrics\\n``
 or ``role\\n`` and reads the answer until the controller closes. Only a
 process of the server's own user is answered (``SO_PEERCRED``): the scrape
-may be behind ``metrics.token``, which the worker checked. What a server
+may be behind ``metrics.token``, which the worker checked. Each connection is
+answered in a thread of its own (at most ``HANDLERS`` at once), and scrapes
+one at a time: a slow scrape never delays a ``role`` answer. What a server
 answers may change while it runs (``ControlServer.answer``): a follower
 that takes over answers as the leader from then on, on the same socket.
 """
@@ -35,6 +37,7 @@ REQUEST = b"metrics\n"
 ROLE = b"role\n"
 TIMEOUT = 10.0  # seconds a worker waits for the controller's answer
 ROLE_TIMEOUT = 1.0  # seconds ``/healthz`` waits for the role
+HANDLERS = 16  # connections answered at once; more wait to be accepted
 
 
 def address(instance_id: str, pid: int) -> str:
@@ -54,22 +57,36 @@ class ControlServer:
         self.sock.listen(16)
         self.sock.settimeout(1.0)  # only to notice ``stop``
         self._stopped = threading.Event()
+        self._handlers = threading.BoundedSemaphore(HANDLERS)
+        self._scraping = threading.Lock()  # one scrape at a time, as one thread did
         self._thread = threading.Thread(target=self._run, name="gpudock-control", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stopped.is_set():
+            if not self._handlers.acquire(timeout=1.0):
+                continue
             try:
                 conn, _ = self.sock.accept()
             except TimeoutError:
+                self._handlers.release()
                 continue
             except OSError:
+                self._handlers.release()
                 return
+            handler = threading.Thread(
+                target=self._handle, args=(conn,), name="gpudock-control-conn", daemon=True
+            )
+            handler.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        try:
             with conn:
-                try:
-                    self._answer(conn)
-                except Exception:
-                    log.exception("control socket: a request failed")
+                self._answer(conn)
+        except Exception:
+            log.exception("control socket: a request failed")
+        finally:
+            self._handlers.release()
 
     def _answer(self, conn: socket.socket) -> None:
         conn.settimeout(TIMEOUT)
@@ -85,7 +102,9 @@ class ControlServer:
                 return
             request += chunk
         if request == REQUEST:
-            conn.sendall(self.scrape())
+            with self._scraping:
+                exposition = self.scrape()
+            conn.sendall(exposition)
         elif request == ROLE:
             conn.sendall(self.role.encode())
 
