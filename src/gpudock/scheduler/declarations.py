@@ -14,7 +14,8 @@ still accelerated: the accelerator runs its own methods on the candidates it fou
   names, sizes and health, its GPU sharing mode and driver versions) and on
   ``key(job)``; never on what runs there, what is free, or other job fields. An
   accelerator runs ``check`` on a node's snapshot view once per key and node, keeps
-  the verdict while the view object is the same, and takes it to hold for the node as
+  the verdict while the node's traits are the same (``same_traits``: a placement or an
+  end changes the view, not the traits), and takes it to hold for the node as
   it would be after any jobs left. Its ``UNRESOLVABLE`` verdicts are "never on this
   node": the submit-time check refuses a job they rule out on every node
   (``feasibility.py``). ``key`` None: the verdict does not depend on the job.
@@ -85,6 +86,7 @@ __all__ = [
     "declared_order",
     "room_of",
     "room_of_fit",
+    "same_traits",
     "when_every_node_rejects",
 ]
 
@@ -132,6 +134,41 @@ class NodeTraits(Protocol):
     def driver_version(self) -> str | None: ...
     @property
     def out_of_service(self) -> tuple[tuple[int, str], ...]: ...
+
+
+def same_traits(a: NodeTraits, b: NodeTraits) -> bool:
+    """``a`` and ``b`` agree in everything ``NodeTraits`` and ``GpuTraits`` name: a node-only
+    filter's verdict for one is its verdict for the other. Usage (what is free, what runs)
+    is not compared."""
+    if a is b:
+        return True
+    if (
+        a.name != b.name
+        or a.available is not b.available
+        or a.unavailable_reason != b.unavailable_reason
+        or a.labels != b.labels
+        or a.taints != b.taints
+        or a.cpus != b.cpus
+        or a.host_memory != b.host_memory
+        or a.gpu_sharing != b.gpu_sharing
+        or a.cuda_version != b.cuda_version
+        or a.driver_version != b.driver_version
+        or a.out_of_service != b.out_of_service
+    ):
+        return False
+    gpus_a, gpus_b = a.gpus, b.gpus
+    if len(gpus_a) != len(gpus_b):
+        return False
+    for x, y in zip(gpus_a, gpus_b, strict=True):
+        if x is not y and (
+            x.uuid != y.uuid
+            or x.index != y.index
+            or x.name != y.name
+            or x.memory_total != y.memory_total
+            or x.healthy is not y.healthy
+        ):
+            return False
+    return True
 
 
 TraitRejection = tuple[Status, NodeTraits]

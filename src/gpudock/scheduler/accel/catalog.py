@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from gpudock.core.job import PendingReason
 from gpudock.scheduler.accel.declared import JobFilters
 from gpudock.scheduler.accel.index import PRICED, ClassIndex
-from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, Rejected, key_of, names
+from gpudock.scheduler.accel.node_only import NodeOnlyVerdicts, Rejected, names
 from gpudock.scheduler.capacity import CycleState, model_name_matches
 from gpudock.scheduler.declarations import FitGroup, NodeOnly
 from gpudock.scheduler.node_fit import ANY_MODEL, ModelClass, NodeFit, class_fit
@@ -140,15 +140,20 @@ class Catalog:
 
     def model_class(self, job: JobRequest, filters: JobFilters) -> ModelClassIndex:
         """The class of ``job``, which needs ``filters`` (its model class, if a ``GPUS``
-        rule applies; its node-only verdicts), built once per cycle."""
+        rule applies; its node-only verdicts), built once per cycle. Jobs whose keyed
+        node-only filters give the same rejections share one class, whatever their keys:
+        a filter's rejections for a key are one mapping for the cycle (``NodeOnlyVerdicts``),
+        so the class is keyed by the identity of the non-empty ones (the class holds them,
+        so no other mapping takes their identity while it is kept)."""
         members = self._members(job) if filters.gpus else ANY_MODEL
         dependent = tuple((i, d) for i, _, d in filters.node_only if d.key is not None)
         whole = sum(1 for _, _, d in filters.node_only if d.key is None) == len(self._base)
-        key = (members, tuple(key_of(i, d, job) for i, d in dependent), whole)
+        own = self._rejections(dependent, job)
+        key = (members, tuple((i, id(rejected)) for i, rejected in own if rejected), whole)
         found = self._classes.get(key)
         if found is None:
             if whole:
-                found = self._shared_class(members, dependent, job)
+                found = self._shared_class(members, own, job)
             else:  # the job skips a filter the shared parts apply: a class of its own
                 found = self._own_class(members, filters, job)
             self._classes[key] = found
@@ -256,11 +261,11 @@ class Catalog:
         )
 
     def _shared_class(
-        self, members: ModelClass, dependent: tuple[tuple[int, NodeOnly], ...], job: JobRequest
+        self, members: ModelClass, own_verdicts: Verdicts, job: JobRequest
     ) -> ModelClassIndex:
-        """A class over the shared parts (module doc)."""
+        """A class over the shared parts (module doc), less what ``own_verdicts`` (the
+        job's keyed node-only filters) reject."""
         products = self._split(job)
-        own_verdicts = self._rejections(dependent, job)
         rejected = _names(own_verdicts)  # the split left out what ``base`` rejects
         parts: list[Part] = []
         own: list[str] = [n for n in self._others if n not in rejected]

@@ -3,13 +3,14 @@
 A ``NodeOnly`` filter's verdict depends on the node's own traits and on its declared
 ``key`` of the job (``declarations.py``): one verdict per (filter, key, node) serves every
 job with that key for the cycle, and later cycles while the node's snapshot view is the
-very same object. They are worked out with the filter's own ``check``, on views, and
-kept in the caller's session (``NodeOnlyMemo``): per filter and key, the nodes it
-rejected and the cycle whose views they hold for. Each cycle compares its views with
-the last cycle's once, by identity, and notes the nodes whose view is another object
-or that left; a key asked again checks only the nodes noted since its verdicts were
-found, so it costs what changed, not a pass over every node. A key unused for ``KEEP``
-cycles is forgotten.
+very same object or one with the same traits (``declarations.same_traits``: a job
+placed or ended there changes its view, not its traits). They are worked out with the
+filter's own ``check``, on views, and kept in the caller's session (``NodeOnlyMemo``):
+per filter and key, the nodes it rejected and the cycle whose views they hold for. Each
+cycle compares its views with the last cycle's once, and notes the nodes whose traits
+changed, that are new or that left; a key asked again checks only the nodes noted since
+its verdicts were found, so it costs what changed, not a pass over every node. A key
+unused for ``KEEP`` cycles is forgotten.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from itertools import compress, repeat
 from operator import is_not
 
 from gpudock.scheduler.capacity import CycleState
-from gpudock.scheduler.declarations import NodeOnly
+from gpudock.scheduler.declarations import NodeOnly, same_traits
 from gpudock.scheduler.framework import SUCCESS, Status
 from gpudock.scheduler.snapshot import JobRequest, NodeView
 
@@ -67,9 +68,13 @@ class NodeOnlyVerdicts:
         memo = memo if memo is not None else NodeOnlyMemo()
         self.views = views = state.views
         kept = memo.views
-        # nodes whose view is not the kept object (new ones too), found in C
-        changed = list(compress(views, map(is_not, map(kept.get, views), views.values())))
-        if len(kept) > len(views) - sum(1 for n in changed if n not in kept):
+        # nodes whose view is not the kept object (new ones too), found in C; of those,
+        # the ones whose traits changed
+        other = list(compress(views, map(is_not, map(kept.get, views), views.values())))
+        changed = [
+            n for n in other if (old := kept.get(n)) is None or not same_traits(old, views[n])
+        ]
+        if len(kept) > len(views) - sum(1 for n in other if n not in kept):
             changed += [n for n in kept if n not in views]  # some kept node left
         self._cycle = cycle = memo.cycle + 1
         oldest = cycle - KEEP
