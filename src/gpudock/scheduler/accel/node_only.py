@@ -51,7 +51,7 @@ def names(rejections: Iterable[Rejected]) -> Set[str]:
 @dataclass(slots=True)
 class NodeOnlyMemo:
     """What the caller's cycles keep (module doc): the latest cycle's number and views, by
-    name; per recent cycle, the nodes whose view changed or that left since the cycle
+    name; per recent cycle, the nodes whose traits changed or that left since the cycle
     before; per filter (by its ``check``, whatever its position) and key, the cycle its
     rejections hold for, and those."""
 
@@ -87,7 +87,7 @@ class NodeOnlyVerdicts:
 
     def rejected(self, position: int, declared: NodeOnly, job: JobRequest) -> Rejected:
         """The nodes the filter at ``position`` rejects for ``job``'s key, with its status:
-        the kept verdict where a node's view is the same object, ``check`` else. The
+        the kept verdict where a node's traits are the same, ``check`` else. The
         mapping is shared: callers read it and never change it."""
         key = key_of(position, declared, job)
         found = self._rejected.get(key)
@@ -110,7 +110,7 @@ class NodeOnlyVerdicts:
         self, kept: tuple[int, Rejected], declared: NodeOnly, job: JobRequest
     ) -> Rejected:
         """Rejections found in an earlier cycle brought to this cycle's views: the very same
-        mapping when no view changed since."""
+        mapping when no node's traits changed since."""
         since, rejected = kept
         changed = self._memo.changed
         noted = [name for c in range(since + 1, self._cycle + 1) for name in changed[c]]
