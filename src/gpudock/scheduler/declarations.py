@@ -19,6 +19,8 @@ still accelerated: the accelerator runs its own methods on the candidates it fou
   it would be after any jobs left. Its ``UNRESOLVABLE`` verdicts are "never on this
   node": the submit-time check refuses a job they rule out on every node
   (``feasibility.py``). ``key`` None: the verdict does not depend on the job.
+  ``only_where`` names a trait that is empty on every node where the filter admits
+  every job: an accelerator checks only the nodes where it is not.
   ``check`` and ``word`` are the filter's ``filter`` and ``explain``, typed for traits,
   so that an accelerator calls them on views without copying a node.
 * ``NeedsGpus``, ``NeedsHost``, ``NeedsGroup``: the verdict is exactly the capacity
@@ -181,12 +183,15 @@ class NodeOnly:
 
     ``check``: the filter's own ``filter``, typed for traits; ``word``: its own
     ``explain``, typed for traits (rejections sorted by node name). ``key`` None: the
-    verdict is the same for every job.
+    verdict is the same for every job. ``only_where``: None, or the name of a
+    ``NodeTraits`` field such that ``check`` admits every job on a node where that field
+    is empty (false).
     """
 
     check: Callable[[JobRequest, NodeTraits], Status]
     word: TraitWord
     key: Callable[[JobRequest], Hashable] | None = None
+    only_where: str | None = None
 
 
 TraitWord = Callable[[JobRequest, Sequence[TraitRejection], int], PendingReason | None]

@@ -1,9 +1,9 @@
 """Properties of ``schedule`` over random clusters and job streams (hypothesis).
 
 Clusters: 1-6 nodes of 1-8 GPUs, mixed models and memory sizes, some GPUs
-already held exclusively or shared, some unhealthy, some nodes unavailable;
-nodes carry zone labels, some a taint, some count CPUs, and GPUs belong to
-NVLink domains and NUMA nodes. Jobs may select a zone, tolerate the taint,
+already held exclusively or shared, some unhealthy (on some nodes out of service),
+some nodes unavailable; nodes carry zone labels, some a taint, some count CPUs, and
+GPUs belong to NVLink domains and NUMA nodes. Jobs may select a zone, tolerate the taint,
 require a topology, ask for CPUs, or be multi-node gangs.
 """
 
@@ -75,15 +75,18 @@ def nodes(draw: st.DrawFn, name: str) -> NodeView:
     half = max(1, count // 2)
     available = draw(st.sampled_from([True, True, True, False]))
     cpus = draw(st.sampled_from([None, None, 8.0, 32.0]))
+    drawn = tuple(draw(gpus(name, i, half)) for i in range(count))
+    cordoned = draw(st.booleans())  # its unhealthy GPUs out of service (gpu_health)
     return NodeView(
         name=name,
-        gpus=tuple(draw(gpus(name, i, half)) for i in range(count)),
+        gpus=drawn,
         available=available,
         unavailable_reason=None if available else "heartbeat lost",
         labels=(("zone", draw(st.sampled_from(["a", "b"]))),),
         taints=draw(st.sampled_from([(), (), (), (TAINT,)])),
         cpus=cpus,
         used_cpus=0.0 if cpus is None else float(draw(st.integers(0, int(cpus)))),
+        out_of_service=tuple((g.index, "cordoned") for g in drawn if cordoned and not g.healthy),
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Set
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import is_not
+from operator import attrgetter, is_not
 
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.declarations import NodeOnly, same_traits
@@ -129,8 +129,12 @@ class NodeOnlyVerdicts:
 
 
 def _check(declared: NodeOnly, job: JobRequest, views: dict[str, NodeView]) -> Rejected:
-    """``declared.check`` of ``job`` on each of ``views``: the rejections. Most verdicts
-    are the one ``SUCCESS``: those are told apart by identity, in C, without a loop."""
+    """``declared.check`` of ``job`` on each of ``views`` (only those whose ``only_where``
+    trait is not empty, where it declares one): the rejections. Most verdicts are the
+    one ``SUCCESS``: those are told apart by identity, in C, without a loop."""
+    if declared.only_where is not None:
+        traits = map(attrgetter(declared.only_where), views.values())
+        views = dict(compress(views.items(), traits))
     statuses = list(map(declared.check, repeat(job, len(views)), views.values()))
     other = compress(zip(views, statuses, strict=True), map(is_not, statuses, repeat(SUCCESS)))
     return {name: status for name, status in other if not status.ok}

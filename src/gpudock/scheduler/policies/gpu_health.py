@@ -70,7 +70,7 @@ class GpuHealth:
 
     name = "gpu_health"
     layer = LAYER
-    declared = NodeOnly(health_verdict, _word, _key)
+    declared = NodeOnly(health_verdict, _word, _key, only_where="out_of_service")
 
     def skips(self, job: JobRequest) -> bool:
         """A job without GPUs passes every node."""

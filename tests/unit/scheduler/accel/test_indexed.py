@@ -6,7 +6,8 @@ profile is the built-in one. Clusters here are built to hit the index's edge
 cases: many identical nodes (ties to the lowest name), nodes mixing GPU
 models, nodes without GPUs, inconsistent GPU memory counts, unavailable
 nodes, and job streams that repeat the same request many times. Nodes carry
-zone labels, sometimes a taint and host memory (some of it taken); requests
+zone labels, sometimes a taint, host memory (some of it taken) and unhealthy GPUs out
+of service (what ``gpu_health`` reads); requests
 may select a zone, tolerate the taint, ask for memory, and some (gangs,
 topology, CPUs) take the generic path inside the indexed cache.
 """
@@ -63,6 +64,11 @@ def build_gpu(node: str, index: int, spec: GpuSpec) -> GpuView:
     return GpuView(gpu_uuid(node, index), index, model, total, used, exclusive, shares, healthy)
 
 
+def out_of_service(gpus: tuple[GpuView, ...]) -> tuple[tuple[int, str], ...]:
+    """Why each unhealthy GPU of ``gpus`` is out of service (``NodeView.out_of_service``)."""
+    return tuple((g.index, "cordoned: cordoned by admin") for g in gpus if not g.healthy)
+
+
 Template = tuple[list[GpuSpec], bool, str, tuple[Taint, ...], float | None, int | None]
 
 
@@ -96,6 +102,8 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         used = 0.0 if cpus is None else float(draw(st.integers(0, int(cpus))))
         held = 0 if memory is None else draw(st.sampled_from([0, 0, memory // 2, memory]))
         view = NodeView(name, gpus, available, reason, labels, taints, cpus, used, memory, held)
+        if draw(st.booleans()):  # its unhealthy GPUs out of service: gpu_health rejects some
+            view = replace(view, out_of_service=out_of_service(gpus))
         nodes.append(view)
     keys = draw(st.lists(request_keys(), min_size=1, max_size=6))
     jobs = []
