@@ -5,8 +5,9 @@ A ``NodeOnly`` filter's verdict depends on the node's own traits and on its decl
 job with that key for the cycle, and later cycles while the node's snapshot view is the
 very same object or one with the same traits (``declarations.same_traits``: a job
 placed or ended there changes its view, not its traits). They are worked out with the
-filter's own ``check``, on views, and kept in the caller's session (``NodeOnlyMemo``):
-per filter and key, the nodes it rejected and the cycle whose views they hold for. Each
+filter's own ``check``, on views (only those whose ``only_where`` trait is not empty,
+where the filter names one), and kept in the caller's session (``NodeOnlyMemo``): per
+filter and key, the nodes it rejected and the cycle whose views they hold for. Each
 cycle compares its views with the last cycle's once, and notes the nodes whose traits
 changed, that are new or that left; a key asked again checks only the nodes noted since
 its verdicts were found, so it costs what changed, not a pass over every node. A key
@@ -84,6 +85,7 @@ class NodeOnlyVerdicts:
         memo.rejected = {k: found for k, found in memo.rejected.items() if found[0] >= oldest}
         self._memo = memo
         self._rejected: dict[VerdictKey, Rejected] = {}  # this cycle's, by key
+        self._where: dict[str, dict[str, NodeView]] = {}  # views by ``only_where`` trait
 
     def rejected(self, position: int, declared: NodeOnly, job: JobRequest) -> Rejected:
         """The nodes the filter at ``position`` rejects for ``job``'s key, with its status:
@@ -95,11 +97,24 @@ class NodeOnlyVerdicts:
             kept_key = (declared.check, key[1])
             kept = self._memo.rejected.get(kept_key)
             if kept is None:
-                found = _check(declared, job, self.views)
+                found = _check(declared, job, self._checked(declared))
             else:
                 found = self._catch_up(kept, declared, job)
             self._rejected[key] = found
             self._memo.rejected[kept_key] = (self._cycle, found)
+        return found
+
+    def _checked(self, declared: NodeOnly) -> dict[str, NodeView]:
+        """The views ``declared.check`` may reject on: those whose ``only_where`` trait is
+        not empty, found in C once a cycle per trait (every view when it names none)."""
+        trait = declared.only_where
+        if trait is None:
+            return self.views
+        found = self._where.get(trait)
+        if found is None:
+            views = self.views
+            where = compress(views, map(attrgetter(trait), views.values()))
+            found = self._where[trait] = {name: views[name] for name in where}
         return found
 
     def rejecting(self, filters: Iterable[tuple[int, NodeOnly]], job: JobRequest) -> Set[str]:
@@ -116,7 +131,7 @@ class NodeOnlyVerdicts:
         noted = [name for c in range(since + 1, self._cycle + 1) for name in changed[c]]
         if not noted:
             return rejected
-        views = self.views
+        views = self._checked(declared)  # a node left out, or that left, passes
         out = dict(rejected)
         fresh = _check(declared, job, {n: views[n] for n in set(noted) if n in views})
         for name in noted:
@@ -129,12 +144,8 @@ class NodeOnlyVerdicts:
 
 
 def _check(declared: NodeOnly, job: JobRequest, views: dict[str, NodeView]) -> Rejected:
-    """``declared.check`` of ``job`` on each of ``views`` (only those whose ``only_where``
-    trait is not empty, where it declares one): the rejections. Most verdicts are the
-    one ``SUCCESS``: those are told apart by identity, in C, without a loop."""
-    if declared.only_where is not None:
-        traits = map(attrgetter(declared.only_where), views.values())
-        views = dict(compress(views.items(), traits))
+    """``declared.check`` of ``job`` on each of ``views``: the rejections. Most verdicts
+    are the one ``SUCCESS``: those are told apart by identity, in C, without a loop."""
     statuses = list(map(declared.check, repeat(job, len(views)), views.values()))
     other = compress(zip(views, statuses, strict=True), map(is_not, statuses, repeat(SUCCESS)))
     return {name: status for name, status in other if not status.ok}
