@@ -191,7 +191,7 @@ class Board:
         done = self._found.get(name)
         if done is not None and done[0] in (version, -1):
             return
-        if not search.could_fit(self._job, name):
+        if name not in self._need and not search.could_fit(self._job, name):  # ``_look``'s
             self._found[name] = (-1, None)
             return
         candidates = search.candidates(self._job.queue, name)
