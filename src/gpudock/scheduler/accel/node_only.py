@@ -105,17 +105,13 @@ class NodeOnlyVerdicts:
         return found
 
     def _checked(self, declared: NodeOnly) -> dict[str, NodeView]:
-        """The views ``declared.check`` may reject on: those whose ``only_where`` trait is
-        not empty, found in C once a cycle per trait (every view when it names none)."""
-        trait = declared.only_where
-        if trait is None:
-            return self.views
-        found = self._where.get(trait)
-        if found is None:
-            views = self.views
+        """The views ``check`` may reject on: those whose ``only_where`` trait is not empty
+        (found in C, once a cycle per trait), or every one."""
+        trait, views = declared.only_where, self.views
+        if trait is not None and trait not in self._where:
             where = compress(views, map(attrgetter(trait), views.values()))
-            found = self._where[trait] = {name: views[name] for name in where}
-        return found
+            self._where[trait] = {name: views[name] for name in where}
+        return views if trait is None else self._where[trait]
 
     def rejecting(self, filters: Iterable[tuple[int, NodeOnly]], job: JobRequest) -> Set[str]:
         """The nodes some of the node-only ``filters`` (by position) rejects for ``job``."""
