@@ -14,7 +14,9 @@ snapshots and one warm-up cycle (the indexes and summaries a server keeps
 from cycle to cycle), then ``--cycles`` more cycles of fresh pending jobs on
 the same cluster, or none. The difference, divided by ``--cycles``, is
 printed as ``instructions_per_cycle`` (JSON). Under valgrind Python runs
-about 50 times slower: a level takes a minute or two.
+about 50 times slower: a level takes a minute or two. The child runs with
+``PYTHONHASHSEED=0`` and one OpenBLAS/OpenMP thread, so two runs of the same code
+agree to a few thousand instructions.
 
 Usage: ``benchmarks/cycle_instructions.py --levels half full --cycles 3``
 (compare two versions of the code with ``--repo DIR``, a checkout of the other
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -87,7 +90,10 @@ def count(repo: Path, level: str, cycles: int, seed: int) -> int:
             "--repo",
             str(repo),
         ]
-        subprocess.run(command, check=True, capture_output=True)
+        # one thread per numerical library (imported by dependencies): idle OpenBLAS or
+        # OpenMP threads spin for a while and move the count by tens of millions
+        quiet = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+        subprocess.run(command, check=True, capture_output=True, env={**os.environ, **quiet})
         for line in out.read_text().splitlines():
             if line.startswith("summary:"):
                 return int(line.split()[1])
