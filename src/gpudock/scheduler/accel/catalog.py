@@ -140,22 +140,23 @@ class Catalog:
 
     def model_class(self, job: JobRequest, filters: JobFilters) -> ModelClassIndex:
         """The class of ``job``, which needs ``filters`` (its model class, if a ``GPUS``
-        rule applies; its node-only verdicts), built once per cycle. Jobs whose keyed
-        node-only filters give the same rejections share one class, whatever their keys:
-        a filter's rejections for a key are one mapping for the cycle (``NodeOnlyVerdicts``),
-        so the class is keyed by the identity of the non-empty ones (the class holds them,
-        so no other mapping takes their identity while it is kept)."""
+        rule applies; its node-only verdicts), built once per cycle. Jobs whose node-only
+        filters give the same rejections share one class, whatever their keys: a filter's
+        rejections for a key are one mapping for the cycle (``NodeOnlyVerdicts``), so the
+        class is keyed by the identity of the non-empty ones (the class holds them, so no
+        other mapping takes their identity while it is kept)."""
         members = self._members(job) if filters.gpus else ANY_MODEL
-        dependent = tuple((i, d) for i, _, d in filters.node_only if d.key is not None)
         whole = sum(1 for _, _, d in filters.node_only if d.key is None) == len(self._base)
-        own = self._rejections(dependent, job)
+        # whole: the shared parts apply the filters without a key, the class the others
+        chosen = [(i, d) for i, _, d in filters.node_only if not whole or d.key is not None]
+        own = self._rejections(chosen, job)
         key = (members, tuple((i, id(rejected)) for i, rejected in own if rejected), whole)
         found = self._classes.get(key)
         if found is None:
             if whole:
                 found = self._shared_class(members, own, job)
             else:  # the job skips a filter the shared parts apply: a class of its own
-                found = self._own_class(members, filters, job)
+                found = self._own_class(members, own)
             self._classes[key] = found
         return found
 
@@ -282,11 +283,9 @@ class Catalog:
             parts.append(self._own_part(sorted(own), members))
         return ModelClassIndex(members, tuple(parts), self._down + own_verdicts)
 
-    def _own_class(
-        self, members: ModelClass, filters: JobFilters, job: JobRequest
-    ) -> ModelClassIndex:
-        """A class of its own over every node (a job that skips a ``base`` filter)."""
-        verdicts = self._rejections(((i, d) for i, _, d in filters.node_only), job)
+    def _own_class(self, members: ModelClass, verdicts: Verdicts) -> ModelClassIndex:
+        """A class of its own over every node (a job that skips a ``base`` filter), less
+        what ``verdicts`` (every node-only filter it needs) reject."""
         rejected = _names(verdicts)
         own = [name for name in self._state.views if name not in rejected]
         parts = (self._own_part(own, members),) if own else ()
