@@ -12,6 +12,7 @@ candidates (``extra.py``). A profile needs a ``NeedsGpus`` filter for the index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudock.scheduler.capacity import CycleState
@@ -25,7 +26,7 @@ from gpudock.scheduler.declarations import (
     declared_filter,
     declared_order,
 )
-from gpudock.scheduler.framework import FilterPolicy, PlacementKey, Profile, placement_key, skipped
+from gpudock.scheduler.framework import FilterPolicy, Profile
 from gpudock.scheduler.rules import Resource
 from gpudock.scheduler.snapshot import JobRequest
 
@@ -70,8 +71,8 @@ class JobFilters:
 
 
 class FilterPlan:
-    """A profile's filters sorted by their declarations (module doc); what a job needs, once
-    per placement key (``skips`` reads only its fields)."""
+    """A profile's filters sorted by their declarations (module doc); what a job needs, made
+    once per set of filters skipped (``skips`` reads only the job's key)."""
 
     def __init__(self, profile: Profile) -> None:
         node_only: list[tuple[int, FilterPolicy, NodeOnly]] = []
@@ -95,20 +96,26 @@ class FilterPlan:
             tuple(node_only), tuple(gpus), tuple(host), tuple(group), tuple(extras)
         )
         self.filters = profile.filters
-        self._jobs: dict[PlacementKey, JobFilters] = {}
+        # (id, ``skips``) of each filter that defines it (``framework.skipped``)
+        defined = ((id(f), getattr(f, "skips", None)) for f in profile.filters)
+        self._skipping: tuple[tuple[int, Callable[[JobRequest], bool]], ...] = tuple(
+            (i, skips) for i, skips in defined if skips is not None
+        )
+        self._jobs: dict[frozenset[int], JobFilters] = {}  # by the filters skipped (ids)
 
     def for_job(self, job: JobRequest) -> JobFilters:
-        """The filters ``job`` needs run (``framework.skipped`` ones left out)."""
-        key = placement_key(job)
-        found = self._jobs.get(key)
+        """The filters ``job`` needs run (``framework.skipped`` ones left out); jobs that skip
+        the same filters share one ``JobFilters``."""
+        skips = frozenset(i for i, skip in self._skipping if skip(job))
+        found = self._jobs.get(skips)
         if found is None:
             a = self.all
-            found = self._jobs[key] = JobFilters(
-                tuple(f for f in a.node_only if not skipped(f[1], job)),
-                tuple(f for f in a.gpus if not skipped(f[1], job)),
-                tuple(f for f in a.host if not skipped(f[1], job)),
-                tuple(f for f in a.group if not skipped(f[1], job)),
-                tuple(f for f in a.extras if not skipped(f[1], job)),
+            found = self._jobs[skips] = JobFilters(
+                tuple(f for f in a.node_only if id(f[1]) not in skips),
+                tuple(f for f in a.gpus if id(f[1]) not in skips),
+                tuple(f for f in a.host if id(f[1]) not in skips),
+                tuple(f for f in a.group if id(f[1]) not in skips),
+                tuple(f for f in a.extras if id(f[1]) not in skips),
             )
         return found
 

@@ -109,9 +109,6 @@ class Buckets(Generic[K, E]):
         for key, group in groupby(rows, _first):
             buckets[key] = [(level, name) for _, level, name in group]
 
-    def mark(self, name: str) -> None:
-        self._dirty.add(name)
-
     def copy(self, fits: dict[str, NodeFit]) -> Buckets[K, E]:
         """An independent copy, after moving the dirty members to where ``fits`` put them."""
         buckets = self.read(fits)
@@ -257,7 +254,7 @@ class ClassIndex:
         """Record the new ``fit`` of ``name`` (an available member); buckets follow when read."""
         self.fits[name] = fit
         self.version += 1
-        self._whole._dirty.add(name)  # ``mark``, inlined: this runs per reservation
+        self._whole._dirty.add(name)  # marked dirty: moved when next read
         for structure in self._shared.values():
             structure._dirty.add(name)
         if self._priced is not None:

@@ -47,7 +47,8 @@ from gpudock.scheduler.snapshot import JobRequest
 
 __all__ = ["CapacityIndex", "IndexMemo", "IndexedCache"]
 
-Verdicts = IndexedVerdicts | WalkedVerdicts | PricedVerdicts | RankedVerdicts | KeyVerdicts
+IndexedKind = IndexedVerdicts | WalkedVerdicts | PricedVerdicts | RankedVerdicts
+Verdicts = IndexedKind | KeyVerdicts
 
 
 @dataclass(slots=True)
@@ -81,7 +82,8 @@ class IndexedCache:
         self._verdicts = verdicts
         self._base = tuple((i, d) for i, _, d in self._plan.all.node_only if d.key is None)
         self._catalogs: dict[int, Catalog] = {}
-        self._by_key: dict[PlacementKey, Verdicts] = {}
+        self._by_key: dict[PlacementKey, IndexedKind] = {}
+        self._generic_keys: set[PlacementKey] = set()  # keys the generic path answers
         self._generic: EquivalenceCache | None = None
         self._shapes: dict[int, Shapes | None] = {}  # per part (by id): ``WalkedVerdicts``
         self._cpu_nodes = _some_count(state, "cpus")
@@ -103,17 +105,23 @@ class IndexedCache:
         return self._generic
 
     def verdicts(self, job: JobRequest) -> Verdicts:
-        """Current verdicts for ``job``'s key (caught up with every reservation so far)."""
+        """Current verdicts for ``job``'s key (caught up with every reservation so far: the
+        index's when asked, the generic path's here)."""
         key = placement_key(job)
         verdicts = self._by_key.get(key)
         if verdicts is None:
-            verdicts = self._by_key[key] = self._make(job)
-        elif isinstance(verdicts, KeyVerdicts):
-            verdicts.catch_up()
+            if key in self._generic_keys:
+                return self._generic_cache().verdicts(job)  # caught up there
+            verdicts = self._make(job)
+            if verdicts is None:
+                self._generic_keys.add(key)
+                return self._generic_cache().verdicts(job)
+            self._by_key[key] = verdicts
         return verdicts
 
-    def _make(self, job: JobRequest) -> Verdicts:
-        """The verdicts of a key seen for the first time this cycle (module doc)."""
+    def _make(self, job: JobRequest) -> IndexedKind | None:
+        """The verdicts of a key seen for the first time this cycle; None for a key the
+        generic path answers (module doc)."""
         filters = self._plan.for_job(job)
         cpus = filters.cpus and self._cpu_nodes
         memory = filters.memory and self._memory_nodes
@@ -121,7 +129,7 @@ class IndexedCache:
         if filters.group or (
             gang and (job.gpu_memory is not None or not job.gpus or cpus or memory)
         ):
-            return self._generic_cache().verdicts(job)
+            return None
         order = walk_order(self._profile, job, self._state)
         sign = -1 if isinstance(order, Walked) and not order.fewest else 1
         catalog = self._catalog(sign)

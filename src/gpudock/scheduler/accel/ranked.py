@@ -62,7 +62,7 @@ class RankedVerdicts(ClassVerdicts):
 
     def best(self) -> str | None:
         """The feasible node with the highest score (ties to the lowest name), or None."""
-        if self.blocked():
+        if self._blocked == self._state.released:
             return None
         self._catch_up()
         heap, scores = self._heap, self._scores

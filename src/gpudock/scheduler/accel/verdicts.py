@@ -68,23 +68,22 @@ class ClassVerdicts:
 
     def __init__(self, key: KeyContext) -> None:
         self._key = key
+        self._state = key.state
         self._job = key.job  # any job with this key: policies read only key fields
         self._catalog = key.catalog
         self._class = key.klass
         self._extra = key.extra
-        self._blocked = -1  # ``state.released`` when found blocked (``blocked``)
+        self._blocked = -1  # ``state.released`` when found blocked (``block``)
         self._reasons: tuple[int, list[PendingReason]] | None = None  # (changes seen, reasons)
         self._generic: KeyVerdicts | None = None
         self._declared_first = key.filters.declared_first()
 
-    def blocked(self) -> bool:
-        """Found with no feasible node, and no hold released since: capacity only shrank,
-        so there is none still (the rest of the cycle, or until a backfill's release)."""
-        return self._blocked == self._key.state.released
-
     def block(self, blocked: bool) -> None:
-        """Record whether a search found no feasible node (``blocked``)."""
-        self._blocked = self._key.state.released if blocked else -1
+        """Record whether a search found no feasible node. A key found blocked, with no hold
+        released since (``_blocked == state.released``, which each ``best`` tests first), is
+        blocked still: capacity only shrank (the rest of the cycle, or until a backfill's
+        release)."""
+        self._blocked = self._state.released if blocked else -1
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order: from the index
@@ -140,7 +139,7 @@ class IndexedVerdicts(ClassVerdicts):
 
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
-        if self.blocked():
+        if self._blocked == self._state.released:  # blocked (``block``): most jobs are
             return None
         self._catalog.catch_up(self._class)
         best = first_node(self._class, self._job)

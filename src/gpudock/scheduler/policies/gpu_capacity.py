@@ -90,14 +90,15 @@ def closest(job: JobRequest, groups: Sequence[FitGroup]) -> Closest:
     by_memory: tuple[int, str] | None = None
     total = single = 0
     for fit, name, count in considered:
-        fits = gpus_ever(job, fit) if ever else gpus_now(job, fit)
+        now = gpus_now(job, fit)
+        fits = gpus_ever(job, fit) if ever else now
         if by_count is None or (-fits, name) < by_count:
             by_count = (-fits, name)
         held = fit.sizes if ever else fit.frees
         memory = held[0] if held else 0
         if by_memory is None or (-memory, name) < by_memory:
             by_memory = (-memory, name)
-        total += gpus_now(job, fit) * count
+        total += now * count
         single += count
     assert by_count is not None and by_memory is not None
     result = Closest(ever, single == 1, -by_count[0], by_count[1], total=total)

@@ -21,12 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudock.config import SchedulerConfig
+from gpudock.scheduler.accel.declared import FilterPlan
 from gpudock.scheduler.capacity import CycleState, NodeState
 from gpudock.scheduler.cycle import run_cycle
-from gpudock.scheduler.framework import Profile, ScorePolicy
+from gpudock.scheduler.framework import Profile, ScorePolicy, skipped
 from gpudock.scheduler.registry import build_profile
 from gpudock.scheduler.snapshot import JobRequest, Snapshot
 
+from ..builders import make_job
 from .test_indexed import cpu_snapshots, snapshots, stranding_snapshots
 from .test_unknown_filters import HashFilter
 
@@ -127,3 +129,20 @@ def test_the_accelerator_imports_no_policy_and_tests_no_class() -> None:
                 assert "scheduler.policies" not in node.module, (path.name, node.module)
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "type":
                 raise AssertionError(f"{path.name}: type(...) at line {node.lineno}")
+
+
+def test_a_job_needs_the_filters_it_does_not_skip_and_jobs_that_skip_alike_share_them() -> None:
+    profile = build_profile(SchedulerConfig())
+    plan = FilterPlan(profile)
+    one, two = make_job(1).gpus(1).build(), make_job(2).gpus(4).build()
+    model, cpus = make_job(3).gpus(1).model("H100").build(), make_job(4).gpus(1).cpus(2).build()
+    for job in (one, two, model, cpus):
+        found = plan.for_job(job)
+        needed = [f for _, f, _ in found.node_only] + [f for _, f, _ in found.gpus]
+        needed += [f for _, f, _ in found.host] + [f for _, f in (*found.group, *found.extras)]
+        assert sorted(map(id, needed)) == sorted(
+            id(f) for f in profile.filters if not skipped(f, job)
+        )
+    assert plan.for_job(one) is plan.for_job(two)  # other keys, the same filters skipped
+    assert plan.for_job(model) is not plan.for_job(one)  # ``gpu_model`` checks it
+    assert plan.for_job(cpus) is not plan.for_job(one)  # ``cpu_capacity`` checks it
