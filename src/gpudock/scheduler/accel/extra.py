@@ -29,11 +29,13 @@ class ExtraFilters:
     for that key.
 
     ``passes(name)`` runs each undeclared filter's ``filter`` on the node, in
-    profile order, and keeps the verdict until the node is reserved on
-    (policies are pure in ``placement_key`` and one node's state). A node any
-    of them rejects drops out; ``vetoed`` records that one did, so a key found
-    blocked is not taken as blocked for the rest of the cycle (an undeclared
-    filter need not be monotone in capacity). One serves every job with the key.
+    profile order, and keeps the first rejection (the filter's position and
+    status; None when all admit it) until the node is reserved on (policies
+    are pure in ``placement_key`` and one node's state); ``worded`` reads the
+    same. A node any of them rejects drops out; ``vetoed`` records that one
+    did, so a key found blocked is not taken as blocked for the rest of the
+    cycle (an undeclared filter need not be monotone in capacity). One serves
+    every job with the key.
     """
 
     def __init__(
@@ -46,7 +48,7 @@ class ExtraFilters:
         self._job = job
         self._state = state
         self._filters = filters
-        self._ok: dict[str, bool] = {}
+        self._first: dict[str, tuple[int, Status] | None] = {}  # each node's first rejection
         self._seen = len(state.changes)
         self.vetoed = False
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
@@ -55,23 +57,30 @@ class ExtraFilters:
 
     def passes(self, name: str) -> bool:
         """Whether every undeclared filter admits node ``name`` now."""
+        if self._rejection(name) is None:
+            return True
+        self.vetoed = True
+        return False
+
+    def _rejection(self, name: str) -> tuple[int, Status] | None:
+        """The first undeclared filter (its position) that rejects node ``name`` now, with its
+        status; None when all admit it. Kept until the node is reserved on."""
         changes = self._state.changes
         if self._seen != len(changes):  # forget the nodes reserved on since
             for changed in changes[self._seen :]:
-                self._ok.pop(changed, None)
+                self._first.pop(changed, None)
             self._seen = len(changes)
-        verdict = self._ok.get(name)
-        if verdict is None:
-            job, node = self._job, self._state.nodes[name]
-            verdict = True
-            for policy in self._filters:
-                if not policy.filter(job, node).ok:
-                    verdict = False
-                    break
-            self._ok[name] = verdict
-        if not verdict:
-            self.vetoed = True
-        return verdict
+        if name in self._first:
+            return self._first[name]
+        job, node = self._job, self._state.nodes[name]
+        found: tuple[int, Status] | None = None
+        for i, policy in enumerate(self._filters):
+            status = policy.filter(job, node)
+            if not status.ok:
+                found = (i, status)
+                break
+        self._first[name] = found
+        return found
 
     def unchanged(self) -> bool:
         """True when a search that found nothing saw the state as it is now."""
@@ -99,13 +108,10 @@ class ExtraFilters:
         rejected: list[tuple[str, Status]] = []
         admitted = frozenset(feasible)
         for name in sorted(admitted):
-            node = nodes[name]
-            for i, policy in enumerate(self._filters):
-                status = policy.filter(job, node)
-                if not status.ok:
-                    by_filter[i].append(Rejection(status, node))
-                    rejected.append((name, status))
-                    break
+            first = self._rejection(name)
+            if first is not None:
+                by_filter[first[0]].append(Rejection(first[1], nodes[name]))
+                rejected.append((name, first[1]))
         total = len(self._state.views)
         reasons: list[PendingReason] = []
         for policy, rejections in zip(self._filters, by_filter, strict=True):

@@ -23,6 +23,8 @@ class RankedVerdicts(ClassVerdicts):
         super().__init__(key)
         self._scores: dict[str, float] = {}  # the feasible candidates
         self._heap: list[tuple[float, str]] = []  # (-score, name); stale entries skipped
+        self._scorers = key.profile.scorers
+        self._host = key.cpus or key.memory
         self._catalog.catch_up(self._class)
         self._seen = len(key.state.changes)
         for _, name in walk(self._class, self._job):
@@ -32,13 +34,15 @@ class RankedVerdicts(ClassVerdicts):
         """Score node ``name`` if every filter admits the job there now; else drop it."""
         key = self._key
         self._scores.pop(name, None)
-        if not key.host_fits(name):
+        if self._host and not key.host_fits(name):
             return
         if self._extra is not None and not self._extra.passes(name):
             return
-        state = key.state
+        state, job = key.state, self._job
         node = state.nodes[name]
-        score = sum(w * p.score(self._job, node, state) for p, w in key.profile.scorers)
+        score = 0.0
+        for policy, weight in self._scorers:
+            score += weight * policy.score(job, node, state)
         self._scores[name] = score
         heapq.heappush(self._heap, (-score, name))
 
@@ -50,11 +54,15 @@ class RankedVerdicts(ClassVerdicts):
             return
         self._catalog.catch_up(self._class)
         fits = [part.index.fits for part in self._class.parts]
-        for name in sorted(set(changes[self._seen :])):
-            fit = next((part[name] for part in fits if name in part), None)
-            if fit is None:
+        gpus = self._key.filters.gpus
+        for name in set(changes[self._seen :]):  # the heap orders ties by name
+            for part in fits:
+                fit = part.get(name)
+                if fit is not None:
+                    break
+            else:
                 continue  # not a member of the class
-            if gpus_fit(self._job, fit) or not self._key.filters.gpus:
+            if not gpus or gpus_fit(self._job, fit):
                 self._evaluate(name)
             else:
                 self._scores.pop(name, None)
