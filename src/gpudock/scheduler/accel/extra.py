@@ -52,6 +52,7 @@ class ExtraFilters:
         self._seen = len(state.changes)
         self.vetoed = False
         self.none_at = -1  # ``len(state.changes)`` when a vetoed search last found nothing
+        self.none_released = 0  # ``state.released`` then
         self.last = last  # they come after every declared filter: they see what those admit
         self._worded: tuple[int, Worded] | None = None  # (changes seen, ``worded``)
 
@@ -82,13 +83,10 @@ class ExtraFilters:
         self._first[name] = found
         return found
 
-    def unchanged(self) -> bool:
-        """True when a search that found nothing saw the state as it is now."""
-        return self.none_at == len(self._state.changes)
-
     def found(self, name: str | None) -> str | None:
         """Record a search's answer (``name``); None when it found nothing."""
         self.none_at = len(self._state.changes) if name is None else -1
+        self.none_released = self._state.released
         return name
 
     def worded_now(self, feasible: Callable[[], Iterable[str]]) -> Worded:

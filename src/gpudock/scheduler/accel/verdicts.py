@@ -23,7 +23,7 @@ from gpudock.scheduler.accel.walks import first_node, walk
 from gpudock.scheduler.capacity import CycleState
 from gpudock.scheduler.equivalence import KeyVerdicts
 from gpudock.scheduler.framework import Profile
-from gpudock.scheduler.rules import cpus_now, memory_now
+from gpudock.scheduler.rules import cpus_now, gpus_fit, memory_now
 from gpudock.scheduler.snapshot import JobRequest
 
 __all__ = ["ClassVerdicts", "IndexedVerdicts", "KeyContext"]
@@ -84,6 +84,33 @@ class ClassVerdicts:
         blocked still: capacity only shrank (the rest of the cycle, or until a backfill's
         release)."""
         self._blocked = self._state.released if blocked else -1
+
+    def none_still(self) -> bool:
+        """A search vetoed by an undeclared filter that found nothing holds still: no hold was
+        given back since, and no node reserved on since is a member with room for the job's
+        GPUs that the undeclared filters admit. Every other node is as it was (policies are
+        pure in one node's state), so it is still rejected; a search costs what changed, not
+        a walk of every candidate."""
+        extra = self._extra
+        if extra is None or extra.none_at < 0 or extra.none_released != self._state.released:
+            return False
+        changes = self._state.changes
+        if extra.none_at == len(changes):
+            return True
+        self._catalog.catch_up(self._class)
+        fits = [part.index.fits for part in self._class.parts]
+        gpus, job = self._key.filters.gpus, self._job
+        for name in set(changes[extra.none_at :]):
+            for part in fits:
+                fit = part.get(name)
+                if fit is not None:
+                    break
+            else:
+                continue  # not a member of the class
+            if (not gpus or gpus_fit(job, fit)) and extra.passes(name):
+                return False  # it may take the job now: search again
+        extra.none_at = len(changes)
+        return True
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order: from the index
@@ -149,7 +176,7 @@ class IndexedVerdicts(ClassVerdicts):
             return None if best is None else best[1]
         if extra.passes(best[1]):
             return best[1]
-        if extra.unchanged():
+        if self.none_still():
             return None
         admitted = (name for _, name in walk(self._class, self._job) if extra.passes(name))
         return extra.found(next(admitted, None))

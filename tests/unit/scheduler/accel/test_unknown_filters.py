@@ -161,6 +161,26 @@ def test_a_job_an_unknown_filter_vetoed_and_that_fits_at_the_end_gets_the_generi
     assert plan == run_cycle(snapshot, profile, index=False)
 
 
+def test_a_vetoed_key_searches_again_where_a_reservation_changed_a_node() -> None:
+    """Job 1 (2 GPUs) is vetoed on both nodes (3 and 5 idle GPUs: odd). Job 2 (1 GPU, which
+    the filter skips) is pinned to n1 and leaves it 4 idle GPUs; job 3 (job 1's key) finds
+    n0 first, still vetoed, and is placed on n1: a key vetoed everywhere searches again
+    where a reservation changed a node."""
+    by_idle = HashFilter(salt=0, share=0, never=False, by_idle=True, spares=1)
+    nodes = [
+        make_node("n0").gpus(8).exclusive(*range(5)),
+        make_node("n1").gpus(8).exclusive(*range(3)).label("pool", "b"),
+    ]
+    jobs = [make_job(1).gpus(2), make_job(2).gpus(1).selector("pool", "b"), make_job(3).gpus(2)]
+    snapshot = make_snapshot(nodes, jobs)
+    profile = with_extra(SchedulerConfig(), (by_idle, 0))
+    plan = run_cycle(snapshot, profile)
+    assert_placed(plan, 2, node="n1")
+    assert_placed(plan, 3, node="n1")
+    assert_pending(plan, 1)
+    assert plan == run_cycle(snapshot, profile, index=False)
+
+
 def test_unknown_filters_after_every_declared_one_run_only_where_the_declared_admit() -> None:
     profile = build_profile(SchedulerConfig())
     extra = HashFilter(salt=1, share=4, never=False)
