@@ -34,7 +34,9 @@ class ExtraFilters:
     are pure in ``placement_key`` and one node's state); ``worded`` reads the
     same. A node any of them rejects drops out; ``vetoed`` records that one
     did, so a key found blocked is not taken as blocked for the rest of the
-    cycle (an undeclared filter need not be monotone in capacity). One serves
+    cycle (an undeclared filter need not be monotone in capacity); ``found``
+    records when such a search found nothing, so that the next one looks only
+    at the nodes reserved on since (``ClassVerdicts.none_still``). One serves
     every job with the key.
     """
 

@@ -43,7 +43,7 @@ class WalkedVerdicts(ClassVerdicts):
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
         extra = self._extra
-        if self._blocked == self._state.released or self.none_still():
+        if self._blocked == self._state.released or (extra is not None and self.none_still()):
             return None
         self._catalog.catch_up(self._class)
         first = first_node(self._class, self._job)
@@ -145,7 +145,7 @@ class PricedVerdicts(ClassVerdicts):
     def best(self) -> str | None:
         """The best feasible node, or None; once None, None for the rest of the cycle."""
         extra = self._extra
-        if self._blocked == self._state.released or self.none_still():
+        if self._blocked == self._state.released or (extra is not None and self.none_still()):
             return None
         self._catalog.catch_up(self._class)
         by_part = [part.index.priced() for part in self._class.parts]
