@@ -11,7 +11,6 @@ import heapq
 
 from gpudock.scheduler.accel.verdicts import ClassVerdicts, KeyContext
 from gpudock.scheduler.accel.walks import walk
-from gpudock.scheduler.rules import gpus_fit
 
 __all__ = ["RankedVerdicts"]
 
@@ -52,17 +51,8 @@ class RankedVerdicts(ClassVerdicts):
         changes = self._key.state.changes
         if self._seen == len(changes):
             return
-        self._catalog.catch_up(self._class)
-        fits = [part.index.fits for part in self._class.parts]
-        gpus = self._key.filters.gpus
-        for name in set(changes[self._seen :]):  # the heap orders ties by name
-            for part in fits:
-                fit = part.get(name)
-                if fit is not None:
-                    break
-            else:
-                continue  # not a member of the class
-            if not gpus or gpus_fit(self._job, fit):
+        for name, room in self.changed_members(self._seen):  # the heap orders ties by name
+            if room:
                 self._evaluate(name)
             else:
                 self._scores.pop(name, None)

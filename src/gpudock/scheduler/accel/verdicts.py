@@ -97,20 +97,25 @@ class ClassVerdicts:
         changes = self._state.changes
         if extra.none_at == len(changes):
             return True
-        self._catalog.catch_up(self._class)
-        fits = [part.index.fits for part in self._class.parts]
-        gpus, job = self._key.filters.gpus, self._job
-        for name in set(changes[extra.none_at :]):
-            for part in fits:
-                fit = part.get(name)
-                if fit is not None:
-                    break
-            else:
-                continue  # not a member of the class
-            if (not gpus or gpus_fit(job, fit)) and extra.passes(name):
+        for name, room in self.changed_members(extra.none_at):
+            if room and extra.passes(name):
                 return False  # it may take the job now: search again
         extra.none_at = len(changes)
         return True
+
+    def changed_members(self, since: int) -> Iterator[tuple[str, bool]]:
+        """The members of the class reserved on since ``state.changes[since]``, once each (the
+        class caught up), each with whether it has room for the job's GPUs now (the ``GPUS``
+        rule, where one applies)."""
+        self._catalog.catch_up(self._class)
+        fits = [part.index.fits for part in self._class.parts]
+        gpus, job = self._key.filters.gpus, self._job
+        for name in set(self._state.changes[since:]):
+            for part in fits:
+                fit = part.get(name)
+                if fit is not None:
+                    yield name, not gpus or gpus_fit(job, fit)
+                    break
 
     def reasons(self) -> list[PendingReason]:
         """The generic path's reasons for a blocked key, in filter order: from the index
